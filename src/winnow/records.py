@@ -1,0 +1,255 @@
+"""The small typed records every stage reads and writes.
+
+A :class:`Passage` is a unit of retrievable text. A :class:`CandidateList` is the ranked list a
+query carries through the pipeline: each :class:`Candidate` keeps the score and rank every stage
+gave it, so the final list still shows where a passage started and why it moved. A :class:`Trace`
+records each stage, every LLM call and what it cost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A retrievable unit of text. ``id`` is unique within a corpus."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "text": self.text, "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Passage:
+        return cls(
+            id=str(data["id"]),
+            text=data["text"],
+            title=data.get("title") or "",
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A question or search query; ``id`` is optional for ad-hoc questions."""
+
+    text: str
+    id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StageScore:
+    """What one stage said about one candidate: its score and the 1-based rank it gave."""
+
+    stage: str
+    score: float
+    rank: int
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A passage in a ranked list, with the score and rank each stage gave it."""
+
+    passage: Passage
+    scores: list[StageScore] = field(default_factory=list)
+    note: str = ""  # why a stage kept, moved or dropped it (filters write here)
+
+    @property
+    def score(self) -> float:
+        """The most recent stage's score."""
+        return self.scores[-1].score if self.scores else 0.0
+
+    def score_of(self, stage: str) -> float | None:
+        for entry in reversed(self.scores):
+            if entry.stage == stage:
+                return entry.score
+        return None
+
+    def rank_of(self, stage: str) -> int | None:
+        for entry in reversed(self.scores):
+            if entry.stage == stage:
+                return entry.rank
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.passage.id,
+            "title": self.passage.title,
+            "text": self.passage.text,
+            "score": self.score,
+            "scores": [asdict(s) for s in self.scores],
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+@dataclass(slots=True)
+class CandidateList:
+    """The ranked candidates of one query, best first."""
+
+    query: Query
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __iter__(self):
+        return iter(self.candidates)
+
+    @property
+    def passages(self) -> list[Passage]:
+        return [c.passage for c in self.candidates]
+
+    def ranked_by(self, stage: str, scores: list[float], keep: int | None = None) -> CandidateList:
+        """A new list ordered by ``scores`` (one per current candidate, higher is better).
+
+        Ties keep the current order (a stable sort), so an uninformative scorer never shuffles
+        the first-stage ranking. Every candidate records the stage's score and its new rank.
+        """
+        if len(scores) != len(self.candidates):
+            raise ValueError(f"stage {stage!r} gave {len(scores)} scores for {len(self.candidates)} candidates")
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        if keep is not None:
+            order = order[:keep]
+        ranked = []
+        for rank, i in enumerate(order, start=1):
+            old = self.candidates[i]
+            ranked.append(Candidate(old.passage, [*old.scores, StageScore(stage, float(scores[i]), rank)], old.note))
+        return CandidateList(self.query, ranked)
+
+    def truncated(self, k: int) -> CandidateList:
+        return CandidateList(self.query, self.candidates[:k])
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [dict(c.to_dict(), rank=rank) for rank, c in enumerate(self.candidates, start=1)]
+
+
+@dataclass(slots=True)
+class Usage:
+    """LLM cost counters. ``seconds`` is wall time spent waiting on the model (0 for cache hits)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.seconds += other.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(slots=True)
+class LLMCall:
+    """One request to a model and its answer, as recorded in a trace."""
+
+    stage: str
+    kind: str  # "generate" or "choices"
+    messages: list[dict[str, str]]
+    output: Any  # generated text, or {choice: probability}
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class StageTrace:
+    """What one stage did: its settings, its input and output lists, its time and LLM use."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    input: list[dict[str, Any]] = field(default_factory=list)
+    output: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self, with_text: bool = False) -> dict[str, Any]:
+        def slim(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return items if with_text else [{k: v for k, v in c.items() if k != "text"} for c in items]
+
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "settings": self.settings,
+            "input": slim(self.input),
+            "output": slim(self.output),
+            "details": self.details,
+            "seconds": round(self.seconds, 3),
+            "usage": self.usage.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class Trace:
+    """The full record of one question: stages in order and every LLM call made."""
+
+    stages: list[StageTrace] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for stage in self.stages:
+            total.add(stage.usage)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stages": [s.to_dict() for s in self.stages],
+            "llm_calls": [c.to_dict() for c in self.llm_calls],
+            "seconds": round(self.seconds, 3),
+            "usage": self.usage.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class Answer:
+    """The result of asking a method one question."""
+
+    question: str
+    text: str
+    method: str
+    passages: CandidateList
+    trace: Trace
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def usage(self) -> Usage:
+        return self.trace.usage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "method": self.method,
+            "settings": self.settings,
+            "passages": self.passages.to_dicts(),
+            "usage": self.usage.to_dict(),
+            "trace": self.trace.to_dict(),
+        }
