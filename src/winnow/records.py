@@ -8,7 +8,6 @@ records each stage, every LLM call and what it cost.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -186,6 +185,18 @@ class StageTrace:
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+
+    def record(self, call: LLMCall) -> None:
+        """Add one LLM call to this stage's record and cost."""
+        self.llm_calls.append(call)
+        if call.cached:
+            self.usage.cache_hits += 1
+        else:
+            self.usage.calls += 1
+            self.usage.prompt_tokens += call.prompt_tokens
+            self.usage.completion_tokens += call.completion_tokens
+            self.usage.seconds += call.seconds
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
         def slim(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -200,16 +211,15 @@ class StageTrace:
             "details": self.details,
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),
+            "llm_calls": [c.to_dict() for c in self.llm_calls],
         }
 
 
 @dataclass(slots=True)
 class Trace:
-    """The full record of one question: stages in order and every LLM call made."""
+    """The full record of one question: its stages in order, each with the LLM calls it made."""
 
     stages: list[StageTrace] = field(default_factory=list)
-    llm_calls: list[LLMCall] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
 
     @property
@@ -222,7 +232,6 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {
             "stages": [s.to_dict() for s in self.stages],
-            "llm_calls": [c.to_dict() for c in self.llm_calls],
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),
         }

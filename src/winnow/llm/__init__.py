@@ -1,0 +1,44 @@
+"""LLM backends (llama.cpp in-process, any OpenAI-compatible server), the call cache and the meter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import WinnowError
+from ..paths import llm_cache_path
+from .base import ChoiceScores, Generation, LLMBackend, Messages
+from .cache import CallCache
+from .client import LLM, ProgressHook
+
+BACKENDS = ("llama.cpp", "openai")
+
+
+def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str = "",
+             api_key: str = "", cache: bool | str | Path = True, n_ctx: int = 4096,
+             threads: int | None = None, progress: ProgressHook | None = None) -> LLM:
+    """An :class:`LLM` ready for stages.
+
+    ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
+    process; ``backend="openai"`` sends requests for ``model`` to an OpenAI-compatible server at
+    ``base_url``. ``cache`` is True for the default call cache, a path for another, False for none.
+    """
+    if backend == "llama.cpp":
+        from ..models import resolve_model
+        from .llamacpp import LlamaCppBackend
+
+        resolved = resolve_model(model)
+        engine: LLMBackend = LlamaCppBackend(resolved.path, model_name=resolved.name,
+                                             model_sha256=resolved.sha256, n_ctx=n_ctx, threads=threads)
+    elif backend == "openai":
+        from .openai_http import OpenAICompatibleBackend
+
+        engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key)
+    else:
+        raise WinnowError(f"unknown backend {backend!r}", f"choose one of: {', '.join(BACKENDS)}")
+    call_cache = None
+    if cache:
+        call_cache = CallCache(llm_cache_path() if cache is True else Path(cache))
+    return LLM(engine, call_cache, progress=progress)
+
+
+__all__ = ["BACKENDS", "CallCache", "ChoiceScores", "Generation", "LLM", "LLMBackend", "Messages", "load_llm"]

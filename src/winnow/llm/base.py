@@ -1,0 +1,64 @@
+"""The LLM interface every backend implements: two verbs over batches of chat prompts.
+
+``generate`` returns text; ``choice_logprobs`` returns the log-probability of each of a closed set
+of next-token choices (True/False, Yes/No, 1..5), renormalised over the set. The second verb is what
+RankRAG (§4.3, P("True")), MAIN-RAG (log P("Yes") - log P("No")) and RRR's graded relevance (A.2)
+need, and it costs one forward pass and a single output token per prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """Generated text and what it cost."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceScores:
+    """Next-token log-probabilities over a closed set of choices, renormalised to sum to one.
+
+    ``missing`` lists choices that were not among the model's top candidates: they were given the
+    lowest log-probability seen, an upper bound, and the trace says so.
+    """
+
+    logprobs: dict[str, float]
+    prompt_tokens: int
+    seconds: float
+    missing: tuple[str, ...] = ()
+    raw_top: dict[str, float] = field(default_factory=dict)
+
+    def probability(self, choice: str) -> float:
+        import math
+
+        return math.exp(self.logprobs[choice])
+
+
+class LLMBackend(Protocol):
+    """A language model that can be asked two things. Implementations must be deterministic at
+    temperature 0 so that the call cache is sound."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What makes two backends' answers interchangeable: kind, model name and checksum."""
+
+    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+                 stop: Sequence[str] = ()) -> list[Generation]:
+        """Complete each chat prompt."""
+
+    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
+        """Score the next token of each chat prompt over ``choices``."""
+
+    def close(self) -> None:
+        """Release the model or connection."""

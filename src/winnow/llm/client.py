@@ -1,0 +1,88 @@
+"""The LLM as stages see it: a backend behind the call cache, recording every call in the trace."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Callable, Sequence, TypeVar
+
+from ..records import LLMCall, StageTrace
+from .base import ChoiceScores, Generation, LLMBackend, Messages
+from .cache import CallCache, call_key
+
+T = TypeVar("T")
+ProgressHook = Callable[[str, int, int], None]  # (stage name, prompts done, prompts in the batch)
+
+
+class LLM:
+    """Wraps a backend: looks each prompt up in the cache, sends only the misses (as one batch),
+    stores their answers, and records every call, hit or miss, in the calling stage's trace."""
+
+    def __init__(self, backend: LLMBackend, cache: CallCache | None = None,
+                 progress: ProgressHook | None = None) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.progress = progress
+
+    def _in_chunks(self, stage: str, items: list[Messages], run: Callable[[list[Messages]], list[T]]) -> list[T]:
+        """Run ``items`` through the backend in chunks of its preferred batch size, reporting progress
+        between chunks so a long rerank shows it is moving."""
+        size = max(1, getattr(self.backend, "batch_size", len(items) or 1))
+        out: list[T] = []
+        for start in range(0, len(items), size):
+            out.extend(run(items[start:start + size]))
+            if self.progress:
+                self.progress(stage, len(out), len(items))
+        return out
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.backend.identity
+
+    def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
+                ) -> tuple[list[str], list[dict[str, Any] | None]]:
+        keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
+        hits = [self.cache.get(key) if self.cache else None for key in keys]
+        return keys, hits
+
+    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace, max_tokens: int,
+                 temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
+        params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop)}
+        keys, hits = self._cached("generate", prompts, params)
+        misses = [i for i, hit in enumerate(hits) if hit is None]
+        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses], lambda chunk: self.backend.generate(
+            chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
+        results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
+        for i, generation in zip(misses, fresh):
+            results[i] = generation
+            # Sampled answers are not a function of the prompt: cache only greedy decoding.
+            if self.cache and temperature == 0.0:
+                self.cache.put(keys[i], "generate", asdict(generation))
+        for i, generation in enumerate(results):
+            stage.record(LLMCall(stage.name, "generate", list(prompts[i]), generation.text,
+                                 generation.prompt_tokens, generation.completion_tokens,
+                                 generation.seconds, cached=hits[i] is not None))
+        return results  # type: ignore[return-value]
+
+    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *, stage: StageTrace
+                      ) -> list[ChoiceScores]:
+        params = {"choices": list(choices)}
+        keys, hits = self._cached("choices", prompts, params)
+        misses = [i for i, hit in enumerate(hits) if hit is None]
+        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses],
+                                lambda chunk: self.backend.choice_logprobs(chunk, choices))
+        results: list[ChoiceScores | None] = [
+            ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
+        for i, scores in zip(misses, fresh):
+            results[i] = scores
+            if self.cache:
+                self.cache.put(keys[i], "choices", asdict(scores))
+        for i, scores in enumerate(results):
+            stage.record(LLMCall(stage.name, "choices", list(prompts[i]),
+                                 {c: round(scores.probability(c), 6) for c in choices},
+                                 scores.prompt_tokens, 0, scores.seconds, cached=hits[i] is not None))
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.backend.close()
+        if self.cache:
+            self.cache.close()

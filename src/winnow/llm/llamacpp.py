@@ -1,0 +1,85 @@
+"""The embedded default backend: a GGUF model run in-process by llama.cpp through xllamacpp.
+
+xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
+own template, as RankRAG Appendix D asks) and repeated prompt prefixes are served from the KV cache.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ModelError
+from .base import ChoiceScores, Generation, Messages
+from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
+
+#: How many next-token alternatives to read; llama.cpp sorts the full vocabulary anyway, so a
+#: generous number costs nothing and makes a missing choice practically impossible.
+TOP_LOGPROBS = 100
+
+
+class LlamaCppBackend:
+    """Runs one GGUF model in this process. Not thread-safe: one caller at a time."""
+
+    batch_size = 1  # llama.cpp here decodes one sequence at a time; smaller batches mean finer progress
+
+    def __init__(self, model_path: str | Path, *, model_name: str = "", model_sha256: str = "",
+                 n_ctx: int = 4096, threads: int | None = None) -> None:
+        import xllamacpp
+
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelError(f"model file not found: {path}", "run `winnow models` to see installed models")
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = n_ctx
+        threads = threads or max(1, os.cpu_count() or 1)
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.n_parallel = 1
+        params.cache_prompt = True  # shared prefixes (system prompt) are computed once
+        params.verbosity = -1  # llama.cpp is chatty on stderr; users want answers, not logs
+        self._path = path
+        self._name = model_name or path.stem
+        self._sha256 = model_sha256
+        self._n_ctx = n_ctx
+        try:
+            self._server = xllamacpp.Server(params)
+        except Exception as exc:  # xllamacpp raises plain RuntimeError/ValueError on a bad file
+            raise ModelError(f"llama.cpp could not load {path}: {exc}",
+                             "is it a valid GGUF file? `winnow models` verifies the registry models") from exc
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "llama.cpp", "model": self._name, "sha256": self._sha256 or str(self._path)}
+
+    @property
+    def http_address(self) -> str:
+        """The OpenAI-compatible HTTP endpoint llama.cpp serves for this model (loopback)."""
+        return self._server.listening_address
+
+    def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        response = self._server.handle_chat_completions(body)
+        return response, time.perf_counter() - started
+
+    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+                 stop: Sequence[str] = ()) -> list[Generation]:
+        results = []
+        for messages in prompts:
+            response, seconds = self._call(generation_request(messages, max_tokens=max_tokens,
+                                                              temperature=temperature, stop=stop))
+            results.append(read_generation(response, seconds, f"llama.cpp ({self._name})"))
+        return results
+
+    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
+        results = []
+        for messages in prompts:
+            response, seconds = self._call(choice_request(messages, top_logprobs=TOP_LOGPROBS))
+            results.append(read_choice_scores(response, choices, seconds, f"llama.cpp ({self._name})"))
+        return results
+
+    def close(self) -> None:
+        self._server = None

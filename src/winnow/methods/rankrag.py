@@ -1,0 +1,31 @@
+"""RankRAG inference (Yu et al., NeurIPS 2024, §4.3): retrieve → rerank by P("True") → generate.
+
+One LLM scores each of the top-N retrieved passages with the context-ranking prompt (Appendix D.1),
+the k most relevant are kept, and the same LLM answers from them with the RAG prompt (D.2). The
+paper retrieves N=100 for its 8B model; on a CPU the default is N=20.
+"""
+
+from __future__ import annotations
+
+from ..llm.client import LLM
+from ..records import CandidateList, Query, Trace
+from ..stages import PointwiseTrueReranker, Reader, Retriever
+from ..stages.retrieve import SearchIndex
+from .base import Method, MethodSettings
+
+
+class RankRAG(Method):
+    name = "rankrag"
+    summary = 'retrieve N, rerank by the LLM\'s P("True") (D.1), answer from the top k (D.2)'
+    stages = ("retrieve(N)", "rerank: pointwise P(True)", "keep top k", "generate")
+
+    def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings) -> None:
+        super().__init__(settings)
+        self.retriever = Retriever(index, n=settings.n)
+        self.reranker = PointwiseTrueReranker(llm, keep=settings.k)
+        self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+
+    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
+        retrieved = self.retriever.run(query, trace)
+        reranked = self.reranker.run(retrieved, trace)
+        return self.reader.run(reranked, trace), reranked

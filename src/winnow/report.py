@@ -1,0 +1,76 @@
+"""Human-readable output: the answer, the passages with how each stage moved them, and the cost."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .records import Answer, CandidateList, StageTrace, Usage
+
+
+def snippet(text: str, width: int = 110) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def passages_table(candidates: CandidateList, title: str = "Passages") -> Table:
+    """One row per passage in final order: rank in every stage that ranked it, and the scores."""
+    stages: list[str] = []
+    for candidate in candidates:
+        for entry in candidate.scores:
+            if entry.stage not in stages:
+                stages.append(entry.stage)
+    table = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column(" → ".join(f"{s} rank" for s in stages) or "rank", justify="center", no_wrap=True)
+    for stage in stages:
+        table.add_column(f"{stage} score", justify="right", no_wrap=True)
+    table.add_column("passage", ratio=1)
+    for rank, candidate in enumerate(candidates, start=1):
+        ranks = " → ".join(str(candidate.rank_of(s) or "-") for s in stages)
+        scores = [f"{v:.3f}" if (v := candidate.score_of(s)) is not None else "-" for s in stages]
+        body = Text()
+        body.append(candidate.passage.title or candidate.passage.id, style="bold")
+        body.append(f"  [{candidate.passage.id}]\n", style="dim")
+        body.append(snippet(candidate.passage.text))
+        table.add_row(str(rank), ranks, *scores, body)
+    return table
+
+
+def usage_table(stages: list[StageTrace], title: str = "LLM usage") -> Table:
+    """Cost per stage name (stages of the same name, e.g. over several questions, are added up)."""
+    by_name: dict[str, tuple[Usage, list[float]]] = {}
+    for stage in stages:
+        usage, seconds = by_name.setdefault(stage.name, (Usage(), [0.0]))
+        usage.add(stage.usage)
+        seconds[0] += stage.seconds
+    table = Table(title=title, title_justify="left")
+    for column in ("stage", "calls", "cache hits", "prompt tokens", "completion tokens", "LLM seconds",
+                   "stage seconds"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    total, total_seconds = Usage(), 0.0
+    for name, (u, seconds) in by_name.items():
+        total.add(u)
+        total_seconds += seconds[0]
+        table.add_row(name, str(u.calls), str(u.cache_hits), str(u.prompt_tokens), str(u.completion_tokens),
+                      f"{u.seconds:.1f}", f"{seconds[0]:.1f}")
+    table.add_row("total", str(total.calls), str(total.cache_hits), str(total.prompt_tokens),
+                  str(total.completion_tokens), f"{total.seconds:.1f}", f"{total_seconds:.1f}", style="bold")
+    return table
+
+
+def print_answer(console: Console, answer: Answer) -> None:
+    console.print(Panel(Text(answer.text or "(empty answer)", style="bold green"),
+                        title=f"[b]{answer.method}[/b]: {answer.question}", title_align="left"))
+    console.print(passages_table(answer.passages, title=f"Passages the answer was read from ({len(answer.passages)})"))
+    console.print(usage_table(answer.trace.stages))
+
+
+def summary_line(usage: Usage, seconds: float) -> str:
+    return (f"{seconds:.1f} s · {usage.calls} LLM calls ({usage.cache_hits} cached) · "
+            f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
+
+
+__all__ = ["passages_table", "print_answer", "snippet", "summary_line", "usage_table"]

@@ -1,0 +1,33 @@
+"""Shared fixtures: the real SmolLM2-135M model through llama.cpp, loaded once per test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from winnow.llm import LLM, CallCache
+from winnow.llm.llamacpp import LlamaCppBackend
+from winnow.models import resolve_model
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache_dir(tmp_path_factory, monkeypatch):
+    """Keep tests away from the user's cache (joined models are found by package, not cache)."""
+    monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "winnow-cache"))
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return resolve_model("smollm2-135m", progress=False)
+
+
+@pytest.fixture(scope="session")
+def llama_backend(smollm2):
+    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256, n_ctx=4096)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def llm(llama_backend, tmp_path):
+    """The real model behind a fresh call cache."""
+    return LLM(llama_backend, CallCache(tmp_path / "calls.sqlite"))
