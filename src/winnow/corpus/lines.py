@@ -1,0 +1,37 @@
+"""Reading a text file line by line with exact line numbers, for error messages that point at the line.
+
+Each line is decoded on its own (rather than through a text-mode stream, which decodes in blocks) so
+that a bad byte is reported on the line that holds it. ``.gz`` files are decompressed on the fly.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Each line of the UTF-8 file ``path`` (gzip if it ends in ``.gz``) with its 1-based number.
+
+    Line endings are removed; a UTF-8 byte-order mark at the start is dropped.
+    """
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as stream:
+        try:
+            for number, raw in enumerate(stream, start=1):
+                if number == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise InputError(path, f"not UTF-8 text ({error.reason} at column {error.start + 1})",
+                                     line=number, hint="save the file as UTF-8") from error
+                yield number, line.rstrip("\r\n")
+        except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+            raise InputError(path, f"not a readable gzip file: {error}",
+                             hint="re-compress it with gzip, or give the uncompressed file") from error
