@@ -41,7 +41,7 @@ class LLM:
     def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
                 ) -> tuple[list[str], list[dict[str, Any] | None]]:
         keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
-        hits = [self.cache.get(key) if self.cache else None for key in keys]
+        hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
         return keys, hits
 
     def generate(self, prompts: Sequence[Messages], *, stage: StageTrace, max_tokens: int,
@@ -55,7 +55,7 @@ class LLM:
         for i, generation in zip(misses, fresh):
             results[i] = generation
             # Sampled answers are not a function of the prompt: cache only greedy decoding.
-            if self.cache and temperature == 0.0:
+            if self.cache is not None and temperature == 0.0:
                 self.cache.put(keys[i], "generate", asdict(generation))
         for i, generation in enumerate(results):
             stage.record(LLMCall(stage.name, "generate", list(prompts[i]), generation.text,
@@ -74,7 +74,7 @@ class LLM:
             ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
         for i, scores in zip(misses, fresh):
             results[i] = scores
-            if self.cache:
+            if self.cache is not None:
                 self.cache.put(keys[i], "choices", asdict(scores))
         for i, scores in enumerate(results):
             stage.record(LLMCall(stage.name, "choices", list(prompts[i]),
@@ -84,5 +84,5 @@ class LLM:
 
     def close(self) -> None:
         self.backend.close()
-        if self.cache:
+        if self.cache is not None:
             self.cache.close()

