@@ -1,0 +1,106 @@
+"""The command line, run for real in a subprocess: index → search → ask, and its errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_methods import PASSAGES
+
+
+def winnow(*args, env_dir, check=True):
+    env = {**os.environ, "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "160"}
+    result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
+                            timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"winnow {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    source = folder / "corpus.jsonl"
+    source.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
+    result = winnow("index", str(source), "--out", str(folder / "idx"), env_dir=folder / "cache")
+    assert "indexed 8 passages" in result.stderr
+    return folder
+
+
+def test_search_json(built):
+    result = winnow("search", "--index", str(built / "idx"), "--k", "3", "--json", "mona lisa painter",
+                    env_dir=built / "cache")
+    data = json.loads(result.stdout)
+    assert data["passages"][0]["id"] == "mona"
+    assert len(data["passages"]) <= 3
+
+
+@pytest.mark.llm
+def test_ask_json_and_human_output(built):
+    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--n", "4", "--k", "2")
+    data = json.loads(winnow(*args, "--json", "what is the capital of france", env_dir=built / "cache").stdout)
+    assert data["method"] == "rankrag" and data["answer"]
+    assert len(data["passages"]) == 2
+    assert [s["name"] for s in data["trace"]["stages"]] == ["retrieve", "rerank", "generate"]
+    assert data["usage"]["calls"] == 5
+    human = winnow(*args, "what is the capital of france", env_dir=built / "cache")
+    assert "bm25 rank → rerank rank" in human.stdout
+    assert "LLM usage" in human.stdout and "cache hits" in human.stdout
+    assert "5 cached" in human.stderr  # the second run is served from the call cache
+
+
+@pytest.mark.llm
+def test_no_cache_calls_the_model_again(built):
+    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "vanilla", "--k", "2",
+            "--json", "--no-cache", "where is the nile")
+    first = json.loads(winnow(*args, env_dir=built / "cache").stdout)
+    second = json.loads(winnow(*args, env_dir=built / "cache").stdout)
+    assert first["usage"]["calls"] == second["usage"]["calls"] == 1
+    assert second["usage"]["cache_hits"] == 0
+
+
+def test_missing_index_is_one_clear_line(built):
+    result = winnow("search", "--index", str(built / "nope"), "x", env_dir=built / "cache", check=False)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert str(built / "nope") in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_debug_shows_the_traceback(built):
+    result = winnow("--debug", "search", "--index", str(built / "nope"), "x", env_dir=built / "cache", check=False)
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_bad_corpus_line_is_named(built):
+    bad = built / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "title": "no text"}\n')
+    result = winnow("index", str(bad), "--out", str(built / "bad-idx"), env_dir=built / "cache", check=False)
+    assert result.returncode == 2
+    assert "bad.jsonl, line 2" in result.stderr and "text" in result.stderr
+    assert not (built / "bad-idx").exists()
+
+
+def test_bad_k_fails_before_loading_a_model(built):
+    result = winnow("ask", "--index", str(built / "idx"), "--n", "2", "--k", "4", "q", env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "cannot exceed --n" in result.stderr
+
+
+def test_unknown_model_names_the_known_ones(built):
+    result = winnow("ask", "--index", str(built / "idx"), "--model", "gpt-17", "q", env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "smollm2-135m" in result.stderr
+
+
+def test_models_lists_the_registry(built):
+    result = winnow("models", env_dir=built / "cache")
+    for name in ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
+        assert name in result.stdout
+
+
+def test_methods_lists_rankrag_and_vanilla(built):
+    result = winnow("methods", env_dir=built / "cache")
+    assert "rankrag" in result.stdout and "vanilla" in result.stdout
