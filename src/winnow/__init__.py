@@ -34,7 +34,8 @@ def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, 
 
     corpus = load_corpus(source, chunk_words=chunk_words)
     build_bm25_index(corpus.passages, Path(out), source=str(source), source_checksum=source_checksum(corpus.files),
-                     load_report=corpus.report.to_dict(), overwrite=overwrite, progress=progress)
+                     load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                     overwrite=overwrite, progress=progress)
     return BM25Index.open(out)
 
 

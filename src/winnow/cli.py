@@ -52,7 +52,8 @@ def index(
     if not corpus.passages:
         raise WinnowError(f"{source}: no passages to index", "check the file: every record was skipped or it is empty")
     build_bm25_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
-                     load_report=corpus.report.to_dict(), overwrite=overwrite, progress=True)
+                     load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                     overwrite=overwrite, progress=True)
     err.print(f"indexed {len(corpus.passages)} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
 
 

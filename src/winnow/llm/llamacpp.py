@@ -40,6 +40,10 @@ class LlamaCppBackend:
         params.cpuparams_batch.n_threads = threads
         params.n_parallel = 1
         params.cache_prompt = True  # shared prefixes (system prompt) are computed once
+        # llama.cpp also keeps whole past prompts in RAM (8 GiB by default). Exact repeats are
+        # already answered by Winnow's call cache, so this would only cost memory and make timings
+        # depend on history.
+        params.cache_ram_mib = 0
         params.verbosity = -1  # llama.cpp is chatty on stderr; users want answers, not logs
         self._path = path
         self._name = model_name or path.stem

@@ -4,6 +4,11 @@ A template has a system message, a per-passage context entry and a user instruct
 placeholders (``{question}``, ``{passage}``, ``{number}``). ``messages`` gives chat turns for the
 model's own chat template; ``render_plain`` gives the paper's "System: … User: … Assistant:" form,
 which the tests compare with the papers' appendices.
+
+Two further shapes, chosen by a TOML entry's ``kind``: ``graded`` (one query and one document, with
+the assistant's answer started for it: RRR Appendix A.2) and ``listwise`` (RankGPT's multi-turn
+conversation, one user turn per passage: RRR Appendix A.3). Load them with :func:`graded_prompt` and
+:func:`listwise_prompt`; :func:`prompt` keeps returning the passage templates.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 from ..errors import WinnowError
 from ..records import Passage
@@ -25,6 +30,19 @@ ALLOWED_FIELDS = {
     "passage": {"passage", "number"},
     "user": {"question"},
 }
+
+
+def _check_placeholders(name: str, template: object, allowed_fields: dict[str, set[str]]) -> None:
+    for part, allowed in allowed_fields.items():
+        used = {f for _, f, _, _ in string.Formatter().parse(getattr(template, part)) if f}
+        if not used <= allowed:
+            raise WinnowError(f"prompt {name!r}: field {part!r} uses unknown placeholders "
+                              f"{sorted(used - allowed)}", f"allowed: {sorted(allowed) or 'none'}")
+
+
+def render_turns(messages: Messages) -> str:
+    """Chat turns in the appendix layout of RRR (A.2, A.3): ``role:`` on its own line, then the text."""
+    return "\n".join(f"{m['role']}:\n{m['content']}" for m in messages)
 
 
 def format_passage(passage: Passage) -> str:
@@ -43,11 +61,7 @@ class PromptTemplate:
     strip_question_end: bool = False
 
     def __post_init__(self) -> None:
-        for part, allowed in ALLOWED_FIELDS.items():
-            used = {f for _, f, _, _ in string.Formatter().parse(getattr(self, part)) if f}
-            if not used <= allowed:
-                raise WinnowError(f"prompt {self.name!r}: field {part!r} uses unknown placeholders "
-                                  f"{sorted(used - allowed)}", f"allowed: {sorted(allowed) or 'none'}")
+        _check_placeholders(self.name, self, ALLOWED_FIELDS)
 
     def _question(self, question: str) -> str:
         question = question.strip()
@@ -70,19 +84,146 @@ class PromptTemplate:
         return f"System: {self.system}\n\n{self.context(passages)}\n\nUser: {user}\n\nAssistant:"
 
 
+GRADED_FIELDS = {
+    "system": set(),
+    "user": {"query", "document"},
+    "answer_prefix": set(),
+}
+
+
+@dataclass(frozen=True)
+class GradedPromptTemplate:
+    """One query and one document, answered with a grade (RRR Appendix A.2).
+
+    ``answer_prefix`` is the start of the answer format ("<<Score>>"). Sent as a final assistant
+    turn, chat templates that continue it (llama.cpp's server does: "prefill assistant") make the
+    grade the very next token, so its probabilities are one forward pass away.
+    """
+
+    name: str
+    source: str
+    system: str
+    user: str
+    answer_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        _check_placeholders(self.name, self, GRADED_FIELDS)
+
+    def messages(self, query: str, passage: Passage, *, prefill: bool = True) -> Messages:
+        turns = [{"role": "system", "content": self.system},
+                 {"role": "user", "content": self.user.format(query=query.strip(),
+                                                              document=format_passage(passage))}]
+        if prefill and self.answer_prefix:
+            turns.append({"role": "assistant", "content": self.answer_prefix})
+        return turns
+
+    def render_plain(self, query: str, passage: Passage) -> str:
+        """The paper's layout of the prompt (without the prefilled answer)."""
+        return render_turns(self.messages(query, passage, prefill=False))
+
+
+LISTWISE_FIELDS = {
+    "system": set(),
+    "intro": {"num", "query"},
+    "intro_reply": set(),
+    "passage": {"number", "passage"},
+    "passage_reply": {"number"},
+    "instruction": {"num", "query"},
+}
+
+
+def passage_words(passage: Passage, max_words: int | None) -> str:
+    """A passage on one line, cut to ``max_words`` words, as RankGPT feeds it (300 words)."""
+    words = format_passage(passage).split()
+    return " ".join(words if max_words is None else words[:max_words])
+
+
+@dataclass(frozen=True)
+class ListwisePromptTemplate:
+    """RankGPT's permutation-generation conversation (Sun et al., 2023; RRR Appendix A.3).
+
+    System message; the intro turn and its reply; per passage a user turn "[i] passage" and an
+    assistant turn acknowledging it; then the instruction to answer with a ranking "[] > []".
+    """
+
+    name: str
+    source: str
+    system: str
+    intro: str
+    intro_reply: str
+    passage: str
+    passage_reply: str
+    instruction: str
+
+    def __post_init__(self) -> None:
+        _check_placeholders(self.name, self, LISTWISE_FIELDS)
+
+    def messages(self, query: str, passages: Sequence[Passage], *, max_words: int | None = None) -> Messages:
+        query, num = query.strip(), len(passages)
+        turns = [{"role": "system", "content": self.system},
+                 {"role": "user", "content": self.intro.format(num=num, query=query)},
+                 {"role": "assistant", "content": self.intro_reply}]
+        for number, p in enumerate(passages, start=1):
+            turns.append({"role": "user",
+                          "content": self.passage.format(number=number, passage=passage_words(p, max_words))})
+            turns.append({"role": "assistant", "content": self.passage_reply.format(number=number)})
+        turns.append({"role": "user", "content": self.instruction.format(num=num, query=query)})
+        return turns
+
+    def render_plain(self, query: str, passages: Sequence[Passage], *, max_words: int | None = None) -> str:
+        return render_turns(self.messages(query, passages, max_words=max_words))
+
+
+AnyTemplate = PromptTemplate | GradedPromptTemplate | ListwisePromptTemplate
+TEMPLATE_KINDS: dict[str, type[AnyTemplate]] = {
+    "passages": PromptTemplate,
+    "graded": GradedPromptTemplate,
+    "listwise": ListwisePromptTemplate,
+}
+T = TypeVar("T", PromptTemplate, GradedPromptTemplate, ListwisePromptTemplate)
+
+
 @cache
-def _load(family: str) -> dict[str, PromptTemplate]:
+def _load(family: str) -> dict[str, AnyTemplate]:
     resource = files(__package__) / f"{family}.toml"
     if not resource.is_file():
         raise WinnowError(f"no prompt family {family!r}", "see src/winnow/prompts/*.toml")
     data = tomllib.loads(resource.read_text(encoding="utf-8"))
-    return {name: PromptTemplate(name=f"{family}.{name}", **fields) for name, fields in data.items()}
+    templates: dict[str, AnyTemplate] = {}
+    for name, fields in data.items():
+        fields = dict(fields)
+        kind = fields.pop("kind", "passages")
+        if kind not in TEMPLATE_KINDS:
+            raise WinnowError(f"prompt {family}.{name}: unknown kind {kind!r}",
+                              f"known kinds: {', '.join(TEMPLATE_KINDS)}")
+        templates[name] = TEMPLATE_KINDS[kind](name=f"{family}.{name}", **fields)
+    return templates
 
 
-def prompt(name: str) -> PromptTemplate:
-    """A template by ``family.name``, e.g. ``rankrag.context_ranking``."""
+def _lookup(name: str, kind: type[T]) -> T:
     family, _, entry = name.partition(".")
     templates = _load(family)
     if entry not in templates:
         raise WinnowError(f"no prompt {name!r}", f"known in {family}: {sorted(templates)}")
-    return templates[entry]
+    template = templates[entry]
+    if not isinstance(template, kind):
+        loaders = {PromptTemplate: "prompt", GradedPromptTemplate: "graded_prompt",
+                   ListwisePromptTemplate: "listwise_prompt"}
+        raise WinnowError(f"prompt {name!r} is a {type(template).__name__}, not a {kind.__name__}",
+                          f"load it with {loaders[type(template)]}({name!r})")
+    return template
+
+
+def prompt(name: str) -> PromptTemplate:
+    """A template by ``family.name``, e.g. ``rankrag.context_ranking``."""
+    return _lookup(name, PromptTemplate)
+
+
+def graded_prompt(name: str) -> GradedPromptTemplate:
+    """A graded-relevance template by ``family.name``, e.g. ``rrr.relevance``."""
+    return _lookup(name, GradedPromptTemplate)
+
+
+def listwise_prompt(name: str) -> ListwisePromptTemplate:
+    """A listwise (RankGPT) template by ``family.name``, e.g. ``rrr.listwise``."""
+    return _lookup(name, ListwisePromptTemplate)

@@ -1,0 +1,216 @@
+"""Graded relevance σ(q, z) ∈ {1..5}: RRR's relevance model (Arora et al., 2023, §3.1-3.2, App. A.2).
+
+Each (query, passage) pair is put to the model with the relevance prompt of Appendix A.2, which
+asks for the answer as ``<<Score>>n<</Score>>``. The first token of that answer is "<<", not the
+grade, so the assistant turn is started with ``<<Score>>`` ("prefill"): llama.cpp's chat template
+leaves a final assistant message open and continues it, which makes the grade digit the next token.
+The stage's score is the expected grade over the next-token probabilities of "1".."5", one forward
+pass per passage; the argmax digit is what a greedy model would have answered, the paper's σ.
+
+When the log-probabilities say nothing about the digits (none of "1".."5" among the top next
+tokens, e.g. a server that does not continue the prefilled turn), the model is asked to generate a
+few tokens instead and the grade is parsed from the text (:func:`parse_score`).
+
+:func:`threshold_filter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, Table 4:
+"prune the lowest score").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..llm.base import ChoiceScores
+from ..llm.client import LLM
+from ..prompts import GradedPromptTemplate, graded_prompt
+from ..records import Candidate, CandidateList, StageTrace, Trace
+from .base import stage_record
+
+GRADES = ("1", "2", "3", "4", "5")
+#: The grade given to an answer no grade can be read from: such an answer is no evidence of
+#: relevance, so it counts as the least relevant grade and falls to τ = 1.
+UNREADABLE_GRADE = 1
+
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+_SCORE_TAG = re.compile(r"<<\s*score\s*>>\s*" + _NUMBER, re.IGNORECASE)
+_SCORE_CLOSE = re.compile(_NUMBER + r"\s*<<\s*/\s*score\s*>>", re.IGNORECASE)
+_ANY_NUMBER = re.compile(_NUMBER)
+
+
+def _grade(number: str) -> int | None:
+    # Length check first: a long digit run is no grade, and int() refuses over 4300 digits.
+    if "." in number or len(number) > 3:
+        return None
+    value = int(number)
+    return value if 1 <= value <= 5 else None
+
+
+def parse_score(text: str) -> int | None:
+    """The grade 1..5 in a generated answer, or None when it holds none.
+
+    Read in order of trust: the A.2 format ``<<Score>>n`` (closing tag optional, since a stop
+    sequence or the token budget may cut it); ``n<</Score>>`` (a server that continued the
+    prefilled ``<<Score>>`` without echoing it); finally a text whose only number is a grade
+    ("The score is 4."). A tagged number outside 1..5, a decimal, or several different numbers
+    give None rather than a guess.
+    """
+    for pattern in (_SCORE_TAG, _SCORE_CLOSE):
+        found = pattern.search(text)
+        if found:
+            return _grade(found.group(1))
+    numbers = set(_ANY_NUMBER.findall(text))
+    if len(numbers) == 1:
+        return _grade(numbers.pop())
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceGrade:
+    """What the relevance model said about one passage."""
+
+    passage_id: str
+    expected: float  # E[σ] under the next-token distribution; the stage's score
+    argmax: int  # the most probable grade: a greedy model's answer, the paper's σ
+    distribution: dict[str, float]  # P(grade), renormalised over 1..5
+    source: Literal["logprobs", "generated"]
+    answer: str = ""  # the generated text, when the grade was parsed from one
+    readable: bool = True  # False when no grade could be parsed (then argmax = UNREADABLE_GRADE)
+    missing: tuple[str, ...] = ()  # grades absent from the top next tokens (given an upper bound)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.passage_id, "expected": round(self.expected, 4), "argmax": self.argmax,
+                               "distribution": {g: round(p, 6) for g, p in self.distribution.items()},
+                               "source": self.source}
+        if self.source == "generated":
+            out["answer"] = self.answer
+            out["readable"] = self.readable
+        if self.missing:
+            out["missing"] = list(self.missing)
+        return out
+
+
+def grade_from_choices(passage_id: str, scores: ChoiceScores) -> RelevanceGrade | None:
+    """The expected and argmax grade from next-token scores; None when no grade was among the top
+    tokens, since the renormalised "distribution" is then a uniform placeholder, not the model's."""
+    if len(scores.missing) == len(GRADES):
+        return None
+    distribution = {g: scores.probability(g) for g in GRADES}
+    expected = sum(int(g) * p for g, p in distribution.items())
+    # max() keeps the first of equal probabilities: a tie goes to the lower, more cautious grade.
+    argmax = int(max(GRADES, key=lambda g: distribution[g]))
+    return RelevanceGrade(passage_id, expected, argmax, distribution, "logprobs", missing=scores.missing)
+
+
+def grade_from_text(passage_id: str, text: str) -> RelevanceGrade:
+    grade = parse_score(text)
+    value = grade if grade is not None else UNREADABLE_GRADE
+    distribution = {g: 1.0 if int(g) == value else 0.0 for g in GRADES}
+    return RelevanceGrade(passage_id, float(value), value, distribution, "generated", answer=text,
+                          readable=grade is not None)
+
+
+@dataclass
+class GradedRelevanceReranker:
+    """Scores every candidate with RRR's relevance model σ(q, z) (App. A.2) and ranks by E[σ].
+
+    σ is asked about ``candidates.query``. RRR scores against the original query q, not the
+    rewrite q_t that retrieved the list (§3.1 (i)-(ii), Algorithm 1 line 5), so an RRR loop passes
+    ``CandidateList(original_query, retrieved.candidates)``.
+
+    ``prefill=False`` sends A.2 without the started answer; its first token is then "<<", so every
+    grade is generated and parsed (``max_tokens`` each) instead of read from log-probabilities.
+    """
+
+    llm: LLM
+    keep: int | None = None  # top-k to keep after ranking; None keeps all
+    name: str = "graded"
+    template: GradedPromptTemplate = field(default_factory=lambda: graded_prompt("rrr.relevance"))
+    prefill: bool = True
+    max_tokens: int = 8  # "<<Score>>4<</Score>>" is 8 SmolLM2 tokens; only the fallback generates
+
+    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+        settings = {"scorer": "expected grade over next-token 1..5 (σ, RRR App. A.2)",
+                    "prompt": self.template.name, "prefill": self.template.answer_prefix if self.prefill else "",
+                    "keep": self.keep, "fallback_max_tokens": self.max_tokens}
+        with stage_record(trace, self.name, "graded", settings, candidates) as stage:
+            grades = self.grade(candidates, stage)
+            reranked = candidates.ranked_by(self.name, [g.expected for g in grades], keep=self.keep)
+            stage.details["grades"] = [g.to_dict() for g in grades]
+            generated = sum(g.source == "generated" for g in grades)
+            if generated:
+                stage.details["generated_grades"] = generated
+                stage.details["unreadable_grades"] = sum(not g.readable for g in grades)
+            stage.output = reranked.to_dicts()
+        return reranked
+
+    def grade(self, candidates: CandidateList, stage: StageTrace) -> list[RelevanceGrade]:
+        """One :class:`RelevanceGrade` per candidate, in list order; LLM calls go to ``stage``."""
+        query = candidates.query.text
+        ids = [p.id for p in candidates.passages]
+        prompts = [self.template.messages(query, p, prefill=self.prefill) for p in candidates.passages]
+        grades: list[RelevanceGrade | None] = [None] * len(prompts)
+        if self.prefill:
+            for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=stage)):
+                grades[i] = grade_from_choices(ids[i], scores)
+        fallback = [i for i, g in enumerate(grades) if g is None]
+        if fallback:
+            # Stop at the closing tag: the grade is before it, and the rest of the answer is cost.
+            generations = self.llm.generate([prompts[i] for i in fallback], stage=stage,
+                                            max_tokens=self.max_tokens, stop=["<</Score>>"])
+            for i, generation in zip(fallback, generations):
+                grades[i] = grade_from_text(ids[i], generation.text)
+        return grades  # type: ignore[return-value]  # every slot is filled above
+
+
+def _grades_in_trace(trace: Trace, graded_by: str) -> dict[str, dict[str, Any]]:
+    """The latest grade each passage got from stage ``graded_by`` in this trace."""
+    found: dict[str, dict[str, Any]] = {}
+    for stage in trace.stages:
+        if stage.name == graded_by:
+            for grade in stage.details.get("grades", []):
+                found[grade["id"]] = grade
+    return found
+
+
+def threshold_filter(candidates: CandidateList, trace: Trace, *, tau: float = 1.0, graded_by: str = "graded",
+                     use: Literal["argmax", "expected"] = "argmax", name: str = "threshold") -> CandidateList:
+    """Keep the candidates with σ(q, z) > τ (RRR Algorithm 1 line 6; τ = 1, Table 4).
+
+    ``use="argmax"`` compares the grade a greedy model would answer, which is the paper's σ (an
+    integer; τ = 1 prunes exactly the documents graded 1). ``use="expected"`` compares E[σ], the
+    graded stage's score; with τ = 1 that prunes only documents the model is certain about.
+    Grades are read from the ``graded_by`` stage's record in ``trace`` (the latest, if it ran
+    more than once). Order and scores are kept; dropped candidates are listed, with a note
+    saying why, in the filter's trace.
+    """
+    settings = {"tau": tau, "sigma": use, "graded_by": graded_by, "rule": "keep σ > τ (RRR Algorithm 1 line 6)"}
+    with stage_record(trace, name, "threshold", settings, candidates) as stage:
+        grades = _grades_in_trace(trace, graded_by) if use == "argmax" else {}
+        kept: list[Candidate] = []
+        dropped: list[Candidate] = []
+        for candidate in candidates:
+            sigma = _sigma(candidate, grades, graded_by, use)
+            if sigma > tau:
+                kept.append(candidate)
+            else:
+                note = f"dropped by {name}: σ ({use}) = {sigma:g} ≤ τ = {tau:g}"
+                dropped.append(Candidate(candidate.passage, list(candidate.scores), note))
+        result = CandidateList(candidates.query, kept)
+        stage.details["dropped"] = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
+        stage.details["kept"] = len(kept)
+        stage.output = result.to_dicts()
+    return result
+
+
+def _sigma(candidate: Candidate, grades: dict[str, dict[str, Any]], graded_by: str,
+           use: Literal["argmax", "expected"]) -> float:
+    if use == "expected":
+        score = candidate.score_of(graded_by)
+    else:
+        grade = grades.get(candidate.passage.id)
+        score = None if grade is None else float(grade["argmax"])
+    if score is None:
+        raise ValueError(f"candidate {candidate.passage.id!r} has no grade from stage {graded_by!r}; "
+                         "run GradedRelevanceReranker on the list before threshold_filter")
+    return score

@@ -1,0 +1,134 @@
+"""Listwise reranking by permutation generation: RankGPT (Sun et al., 2023), RRR's re-ranker h.
+
+The model reads a window of passages as a conversation (RRR Appendix A.3: one user turn "[i]
+passage" per passage, each acknowledged) and answers with a ranking "[2] > [1] > …". Windows slide
+from the back of the list to the front (window w, step s; RRR Table 4: w = 10, s = 5), so a relevant
+passage near the bottom can bubble up by w - s places per window. Unlike RankGPT's own loop, the
+final partial window at the front is ranked too, so every passage is seen at least once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..llm.client import LLM
+from ..prompts import ListwisePromptTemplate, listwise_prompt
+from ..records import CandidateList, Trace
+from .base import stage_record
+
+_INTEGER = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²", which int() refuses
+
+
+def sliding_windows(n: int, window: int, step: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` windows over ``n`` ranked items, back of the list first.
+
+    Each window ends ``step`` before the previous one; the last is the one that reaches the front,
+    even when shorter than ``window`` (RankGPT's ``while start_pos >= rank_start`` loop skips it,
+    leaving the first passages unranked whenever (n - w) is not a multiple of s).
+    """
+    if window < 1 or step < 1:
+        raise ValueError(f"window and step must be at least 1 (got window={window}, step={step})")
+    if step > window:
+        raise ValueError(f"step {step} > window {window} would leave passages no window sees")
+    windows: list[tuple[int, int]] = []
+    end = n
+    while end > 0:
+        start = max(0, end - window)
+        windows.append((start, end))
+        if start == 0:
+            break
+        end -= step
+    return windows
+
+
+def _ids_given(text: str, n: int) -> list[int]:
+    """The 0-based ids the answer names, in order, without out-of-range ids and repeats."""
+    width = len(str(n))
+    given: list[int] = []
+    seen: set[int] = set()
+    for digits in _INTEGER.findall(text):
+        stripped = digits.lstrip("0") or "0"
+        # A digit run longer than any id is out of range; skipping it also spares int() a huge number.
+        if len(stripped) > width:
+            continue
+        index = int(stripped) - 1
+        if 0 <= index < n and index not in seen:
+            given.append(index)
+            seen.add(index)
+    return given
+
+
+def parse_permutation(text: str, n: int) -> list[int]:
+    """The 0-based permutation of ``range(n)`` a ranking answer such as "[2] > [3] > [1]" states.
+
+    RankGPT's repair (``receive_permutation``): keep the integers in order as 1-based ids, drop
+    out-of-range ids and repeats, then append the ids the answer left out in their previous order.
+    Any text gives a permutation; an answer without ids keeps the previous order.
+    """
+    given = _ids_given(text, n)
+    named = set(given)
+    return given + [i for i in range(n) if i not in named]
+
+
+def ranking_token_budget(num: int) -> int:
+    """Output tokens enough for a ranking of ``num`` ids, "[10] > [9] > … > [1]".
+
+    Per id: "[" (or " ["), one token per digit (SmolLM2, Qwen and Llama-2 split numbers into
+    digits), "]" and the " >" separator; measured on SmolLM2: 40 tokens for 10 ids, 90 for 20. A few
+    tokens spare for an end-of-turn or stray space. A model that babbles is cut off, not paid for.
+    """
+    return sum(3 + len(str(i)) for i in range(1, num + 1)) + 5
+
+
+@dataclass
+class ListwiseReranker:
+    """RankGPT sliding-window listwise reranking (Sun et al., 2023) with the RRR App. A.3 prompt.
+
+    One LLM call per window holding two or more passages (a single passage has no order to ask
+    about). The output score is rank-based (n for the top passage down to 1), only there to carry
+    the order through :meth:`CandidateList.ranked_by`.
+    """
+
+    llm: LLM
+    window: int = 10  # w (RRR Table 4; RankGPT used 20)
+    step: int = 5  # s (RRR Table 4; RankGPT used 10)
+    max_words: int = 300  # RankGPT truncates each passage to its first 300 words
+    keep: int | None = None  # top-k to keep after reranking; None keeps all
+    name: str = "listwise"
+    template: ListwisePromptTemplate = field(default_factory=lambda: listwise_prompt("rrr.listwise"))
+
+    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+        settings = {"window": self.window, "step": self.step, "max_words": self.max_words, "keep": self.keep,
+                    "prompt": self.template.name, "order": "back to front, final partial window included"}
+        with stage_record(trace, self.name, "listwise", settings, candidates) as stage:
+            query = candidates.query.text
+            order = list(range(len(candidates)))  # indexes into candidates, best first
+            records = []
+            for start, end in sliding_windows(len(order), self.window, self.step):
+                in_window = order[start:end]
+                ids = [candidates.candidates[i].passage.id for i in in_window]
+                record: dict[str, Any] = {"start": start, "end": end, "ids": ids}
+                if len(in_window) > 1:
+                    messages = self.template.messages(query, [candidates.candidates[i].passage for i in in_window],
+                                                      max_words=self.max_words)
+                    budget = ranking_token_budget(len(in_window))
+                    [generation] = self.llm.generate([messages], stage=stage, max_tokens=budget)
+                    permutation = parse_permutation(generation.text, len(in_window))
+                    given = len(_ids_given(generation.text, len(in_window)))
+                    order[start:end] = [in_window[j] for j in permutation]
+                    record.update(response=generation.text, permutation=permutation, ids_given=given,
+                                  repaired=given < len(in_window), max_tokens=budget)
+                else:
+                    record["skipped"] = "a single passage: nothing to rank"
+                record["ranked_ids"] = [candidates.candidates[i].passage.id for i in order[start:end]]
+                records.append(record)
+            stage.details["windows"] = records
+            n = len(order)
+            scores = [0.0] * n
+            for position, i in enumerate(order):
+                scores[i] = float(n - position)
+            reranked = candidates.ranked_by(self.name, scores, keep=self.keep)
+            stage.output = reranked.to_dicts()
+        return reranked
