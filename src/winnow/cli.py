@@ -101,7 +101,7 @@ def ask(
     index_dir: IndexOption,
     method: Annotated[str, typer.Option("--method", "-m", help="vanilla or rankrag (see `winnow methods`).")] = "rankrag",
     model: Annotated[str, typer.Option("--model", help="Registry name, .gguf path, or the server's model name "
-                                                       "with --backend openai.")] = "qwen2.5-coder-0.5b",
+                                                       "with --backend openai.")] = "qwen2.5-coder-1.5b",
     backend: Annotated[str, typer.Option("--backend", help="llama.cpp (in-process) or openai (any "
                                                            "OpenAI-compatible server).")] = "llama.cpp",
     base_url: Annotated[str, typer.Option("--base-url", help="Server URL for --backend openai "

@@ -22,13 +22,13 @@ from .methods import build_method
 from .records import Answer, Usage
 from .report import snippet, summary_line, usage_table
 
-DEMO_MODEL = "qwen2.5-coder-0.5b"
+DEMO_MODEL = "qwen2.5-coder-1.5b"  # the one local model whose relevance judgements beat BM25
 DEMO_N = 10
 DEMO_K = 3
 QUESTIONS = (
-    "who painted the mona lisa",
-    "what is the largest planet in the solar system",
-    "who wrote on the origin of species",
+    "who developed the theory of general relativity",
+    "who was the first person to walk on the moon",
+    "what language is spoken in brazil",
 )
 
 console = Console()
@@ -85,13 +85,14 @@ def main() -> None:
     parser.add_argument("--model", default=DEMO_MODEL)
     parser.add_argument("--n", type=int, default=DEMO_N)
     parser.add_argument("--k", type=int, default=DEMO_K)
+    parser.add_argument("--no-cache", action="store_true", help="bypass the LLM call cache")
     parser.add_argument("questions", nargs="*", default=list(QUESTIONS))
     args = parser.parse_args()
     started = time.perf_counter()
     try:
         index = ensure_index(args.workdir)
         with console.status(f"loading {args.model}"):
-            llm = load_llm(args.model)
+            llm = load_llm(args.model, cache=not args.no_cache)
         vanilla = build_method("vanilla", index=index, llm=llm, k=args.k)
         rankrag = build_method("rankrag", index=index, llm=llm, n=args.n, k=args.k)
         total = Usage()

@@ -1,7 +1,8 @@
 """The index manifest: what was indexed, how, and the files that make up the index.
 
-Loading compares the recorded format version and file sizes (cheap, every time); ``verify`` also
-compares sha256 checksums (reads every byte).
+Opening an index compares the recorded format version and every file's size (cheap, done on every
+load: it catches missing and truncated files); ``verify`` also compares sha256 checksums (reads
+every byte: it catches same-size corruption such as a flipped byte).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import IndexLoadError
@@ -29,7 +30,7 @@ def file_sha256(path: Path) -> str:
 
 
 def describe_files(folder: Path) -> dict[str, dict[str, Any]]:
-    """Size and sha256 of every file under ``folder`` (relative names), the manifest excepted."""
+    """Size and sha256 of every file under ``folder`` (POSIX relative names), the manifest excepted."""
     return {
         path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
         for path in sorted(folder.rglob("*")) if path.is_file() and path.name != MANIFEST
@@ -37,6 +38,7 @@ def describe_files(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
+    """Write ``manifest.json`` last, listing every file already in ``folder``."""
     from .. import __version__
 
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "winnow_version": __version__,
@@ -47,7 +49,7 @@ def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    """The manifest of ``folder``, after checking format, version and file sizes."""
+    """The manifest of ``folder``, after checking its format, version, shape and file sizes."""
     if not folder.is_dir():
         raise IndexLoadError(f"no index folder at {folder}", f"build one with `winnow index SOURCE --out {folder}`")
     path = folder / MANIFEST
@@ -55,24 +57,55 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise IndexLoadError(f"{folder} is not a Winnow index: {MANIFEST} is missing", REBUILD)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise IndexLoadError(f"{path} is corrupt: {exc}", REBUILD) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise IndexLoadError(f"{path} is not a Winnow index manifest", REBUILD)
+        raise IndexLoadError(f"{path} is not a Winnow index manifest (format is not {FORMAT!r})", REBUILD)
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise IndexLoadError(f"{folder} has index format version {manifest.get('format_version')}, this Winnow "
+        raise IndexLoadError(f"{folder} has index format version {manifest.get('format_version')!r}; this Winnow "
                              f"reads version {FORMAT_VERSION}", REBUILD)
-    for name, info in (manifest.get("files") or {}).items():
-        file = folder / name
-        if not file.is_file():
-            raise IndexLoadError(f"{folder} is incomplete: {name} is missing", REBUILD)
-        if file.stat().st_size != info["size"]:
-            raise IndexLoadError(f"{folder} is corrupt: {name} has {file.stat().st_size} bytes, the manifest "
-                                 f"records {info['size']}", REBUILD)
+    check_shape(path, manifest)
+    check_sizes(folder, manifest)
     return manifest
 
 
+def check_shape(path: Path, manifest: dict[str, Any]) -> None:
+    """The fields loading relies on are there and of the right type, so a hand-edited manifest gives
+    an IndexLoadError rather than a KeyError deep inside the loader."""
+    counts, bm25, files = manifest.get("counts"), manifest.get("bm25"), manifest.get("files")
+    problems = []
+    if not isinstance(counts, dict) or not isinstance(counts.get("passages"), int):
+        problems.append("counts.passages")
+    if not isinstance(bm25, dict) or not isinstance(bm25.get("stemmer"), str) or bm25.get("method") != "lucene":
+        problems.append("bm25 (method 'lucene' and a stemmer)")
+    if not isinstance(files, dict) or not files:
+        problems.append("files")
+    else:
+        for name, info in files.items():
+            parts = PurePosixPath(name).parts
+            # A listed name must stay inside the folder: no absolute paths, no "..".
+            if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+                problems.append(f"files[{name!r}] (not a path inside the index)")
+            elif not (isinstance(info, dict) and isinstance(info.get("size"), int)
+                      and isinstance(info.get("sha256"), str)):
+                problems.append(f"files[{name!r}] (size and sha256)")
+    if problems:
+        raise IndexLoadError(f"{path} is corrupt: missing or malformed {', '.join(problems)}", REBUILD)
+
+
+def check_sizes(folder: Path, manifest: dict[str, Any]) -> None:
+    for name, info in manifest["files"].items():
+        file = folder / name
+        if not file.is_file():
+            raise IndexLoadError(f"{folder} is incomplete: {name} is missing", REBUILD)
+        size = file.stat().st_size
+        if size != info["size"]:
+            raise IndexLoadError(f"{folder} is corrupt: {name} has {size} bytes, the manifest records "
+                                 f"{info['size']}", REBUILD)
+
+
 def verify_checksums(folder: Path, manifest: dict[str, Any]) -> None:
+    """Raise IndexLoadError naming the first file whose sha256 differs from the manifest's."""
     for name, info in manifest["files"].items():
         if file_sha256(folder / name) != info["sha256"]:
             raise IndexLoadError(f"{folder} is corrupt: {name} does not match its recorded sha256", REBUILD)

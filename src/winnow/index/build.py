@@ -1,0 +1,89 @@
+"""Building a BM25 index folder: Lucene BM25 (k1=0.9, b=0.4, as in Pyserini's defaults) via bm25s.
+
+The folder holds bm25s's own save format in ``bm25/`` (its precomputed per-term score matrix, loaded
+memory-mapped), the passages in corpus order in ``passages.jsonl`` (row i is bm25s document i) and
+``manifest.json``. It is written into a temporary sibling and renamed into place, so a killed build
+never leaves a half index at ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import bm25s
+from rich.console import Console
+from rich.progress import Progress
+
+from ..errors import WinnowError
+from ..records import Passage
+from .analysis import FIELDS, STOPWORDS, STEMMER_LABEL, indexed_text, make_stemmer, tokenize_corpus
+from .atomic import atomic_folder
+from .manifest import write_manifest
+
+PASSAGES = "passages.jsonl"
+BM25_DIR = "bm25"
+METHOD = "lucene"
+
+
+def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
+                     load_report: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
+                     k1: float = 0.9, b: float = 0.4, overwrite: bool = False, progress: bool = True) -> Path:
+    """Index ``passages`` (title and text) into the folder ``out`` and return ``out``.
+
+    ``source`` and ``source_checksum`` say what was indexed (the manifest keeps them so a caller can
+    tell a stale index); ``load_report`` (the corpus loader's account of skipped records) and
+    ``source_options`` (e.g. chunk size) are recorded if given. An existing ``out`` is refused
+    unless ``overwrite``, and then replaced only once the new index is complete.
+    """
+    if not passages:
+        raise WinnowError("there are no passages to index", "check the corpus: it is empty or every record was skipped")
+    check_unique_ids(passages)
+    out = Path(out)
+    stemmer = make_stemmer(STEMMER_LABEL)
+    # stderr, so that `--json` output on stdout stays clean.
+    with Progress(console=Console(stderr=True), transient=True, disable=not progress) as bar, \
+            atomic_folder(out, overwrite=overwrite) as temp:
+        task = bar.add_task("tokenising", total=5)
+        tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
+        bar.update(task, advance=1, description="indexing")
+        model = bm25s.BM25(method=METHOD, k1=k1, b=b)
+        model.index(tokens, show_progress=False)
+        bar.update(task, advance=1, description="saving")
+        model.save(temp / BM25_DIR, show_progress=False)
+        bar.update(task, advance=1, description="writing passages")
+        write_passages(temp / PASSAGES, passages)
+        bar.update(task, advance=1, description="checksumming")
+        fields: dict[str, Any] = {
+            "source": source,
+            "source_checksum": source_checksum,
+            "counts": {"passages": len(passages), "vocabulary": len(tokens.vocab),
+                       "tokens": sum(len(doc) for doc in tokens.ids)},
+            "bm25": {"method": METHOD, "k1": k1, "b": b, "stopwords": STOPWORDS, "stemmer": STEMMER_LABEL,
+                     "fields": list(FIELDS), "library": f"bm25s {bm25s.__version__}"},
+        }
+        if source_options:
+            fields["source_options"] = source_options
+        if load_report is not None:
+            fields["load_report"] = load_report
+        write_manifest(temp, **fields)
+        bar.update(task, advance=1)
+    return out
+
+
+def check_unique_ids(passages: Sequence[Passage]) -> None:
+    """Ids must be unique: ``BM25Index.get`` looks passages up by id, and evaluation matches on it."""
+    seen: set[str] = set()
+    for number, passage in enumerate(passages, start=1):
+        if passage.id in seen:
+            raise WinnowError(f"passage id {passage.id!r} occurs more than once (again at passage {number})",
+                              "passage ids must be unique within a corpus")
+        seen.add(passage.id)
+
+
+def write_passages(path: Path, passages: Sequence[Passage]) -> None:
+    """One ``Passage.to_dict()`` per line, in corpus order: the line number is the bm25s doc index."""
+    with path.open("w", encoding="utf-8") as handle:
+        for passage in passages:
+            handle.write(json.dumps(passage.to_dict(), ensure_ascii=False) + "\n")
