@@ -1,16 +1,25 @@
-"""The BM25 index: search quality basics, atomic builds, and refusal of corrupt indexes."""
+"""The BM25 index: search quality basics, atomic builds, and refusal of corrupt indexes.
+
+Every index here is built for real from a dozen short passages on distinct topics.
+"""
 
 import json
+import math
+import os
 
 import bm25s
+import numpy as np
 import pytest
 
 from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
-from winnow.records import Passage
+from winnow.index import atomic
+from winnow.index.analysis import indexed_text, make_stemmer, tokenize_corpus
+from winnow.records import Passage, Query
 
 TOPICS = {
-    "run": ("Running", "Running is a method of terrestrial locomotion allowing humans to move rapidly on foot."),
+    "running": ("Running", "Running is a method of terrestrial locomotion allowing humans to move rapidly on foot."),
+    "marathon": ("Marathon", "A marathon is a long-distance run of 42 kilometres through city streets."),
     "volcano": ("Volcano", "A volcano is a rupture in the crust of a planet that lets lava and ash escape."),
     "piano": ("Piano", "The piano is a keyboard instrument whose strings are struck by hammers."),
     "coffee": ("Coffee", "Coffee is a drink brewed from roasted coffee beans, the seeds of berries."),
@@ -18,58 +27,140 @@ TOPICS = {
     "chess": ("Chess", "Chess is a board game for two players on a checkered board of 64 squares."),
     "tiger": ("Tiger", "The tiger is the largest living cat species, with dark stripes on orange fur."),
     "bridge": ("Bridge", "A bridge is a structure built to span a river, road or valley."),
+    "photosynthesis": ("Photosynthesis", "Plants turn sunlight, water and carbon dioxide into sugar and oxygen."),
+    "saturn": ("Saturn", "Saturn is the sixth planet from the Sun, famous for its bright rings of ice."),
+    "penicillin": ("Penicillin", "Penicillin, discovered by Alexander Fleming, was the first antibiotic."),
 }
+REBUILD_HINT = "winnow index SOURCE --out DIR"
 
 
 def passages():
-    return [Passage(id=k, title=t, text=x) for k, (t, x) in TOPICS.items()]
+    return [Passage(id=k, title=t, text=x, metadata={"topic": k}) for k, (t, x) in TOPICS.items()]
 
 
 def build(out, items=None, **options):
-    return build_bm25_index(items or passages(), out, source="test", source_checksum="abc", progress=False,
-                            **options)
+    options.setdefault("progress", False)
+    return build_bm25_index(items or passages(), out, source="test", source_checksum="abc", **options)
+
+
+def ids(hits):
+    return [c.passage.id for c in hits]
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     out = tmp_path_factory.mktemp("idx") / "index"
-    build(out)
+    build(out, load_report={"passages": len(TOPICS), "skipped": []})
     return BM25Index.open(out)
 
 
+# --- search ---------------------------------------------------------------------------------------
+
 def test_search_finds_the_passage_and_scores_descend(index):
     hits = index.search("which instrument has hammers and strings", k=3)
-    assert hits.candidates[0].passage.id == "piano"
+    assert ids(hits)[0] == "piano"
     scores = [c.score for c in hits]
     assert scores == sorted(scores, reverse=True)
     assert [c.rank_of("bm25") for c in hits] == list(range(1, len(hits) + 1))
+    assert all(c.scores[0].stage == "bm25" for c in hits)
 
 
-def test_stemming_and_title_are_indexed(index):
-    assert index.search("runs", k=1).candidates[0].passage.id == "run"  # "runs" and "Running" share a stem
-    assert index.search("Glacier", k=1).candidates[0].passage.id == "glacier"
+@pytest.mark.parametrize("query, expected", [
+    ("who discovered the first antibiotic", "penicillin"),
+    ("planet with rings", "saturn"),
+    ("how do plants make oxygen from sunlight", "photosynthesis"),
+    ("board game with 64 squares", "chess"),
+    ("molten lava", "volcano"),
+])
+def test_each_topic_is_found_first(index, query, expected):
+    assert ids(index.search(query, k=3))[0] == expected
+
+
+def test_stemming_matches_word_forms(index):
+    # "running" and "run" share the Snowball stem "run": the marathon passage only says "run".
+    assert set(ids(index.search("running", k=5))) == {"running", "marathon"}
+    assert ids(index.search("runs", k=1)) == ["running"]  # the title "Running" counts as well as the text
+    assert ids(index.search("antibiotics", k=1)) == ["penicillin"]
+
+
+def test_stop_words_do_not_change_the_result(index):
+    bare, wordy = index.search("piano", k=5), index.search("the piano of a", k=5)
+    assert [(c.passage.id, c.score) for c in bare] == [(c.passage.id, c.score) for c in wordy]
+
+
+def test_the_title_is_indexed(index):
+    assert ids(index.search("Glacier", k=1)) == ["glacier"]
 
 
 def test_only_matching_passages_are_returned(index):
-    hits = index.search("volcano", k=8)
-    assert [c.passage.id for c in hits] == ["volcano"]
+    # bm25s pads its top k with score-0 passages; none of those may come back as "retrieved".
+    assert ids(index.search("volcano", k=12)) == ["volcano"]
 
 
-def test_stop_words_and_unknown_terms_give_an_empty_list(index):
-    assert len(index.search("the of and", k=5)) == 0
-    assert len(index.search("zzxqw", k=5)) == 0
+@pytest.mark.parametrize("query", ["the of and", "", "   ", "zzxqw", "!!!", "a"])
+def test_stop_words_unknown_terms_and_empty_queries_give_an_empty_list(index, query):
+    hits = index.search(query, k=5)
+    assert len(hits) == 0 and hits.query.text == query
 
 
 def test_k_larger_than_the_corpus(index):
     assert len(index.search("a board game or a drink or a cat", k=100)) == 3
+    assert len(index.search("is", k=1000)) == 0  # "is" is a stop word
+
+
+def test_k_smaller_than_the_matches(index):
+    hits = index.search("ice planet river", k=2)
+    assert len(hits) == 2
+
+
+def test_scores_are_lucene_bm25_with_k1_0_9_and_b_0_4(index):
+    """Recompute one score by hand: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+    tf part = tf / (tf + k1 (1 - b + b dl / avgdl)), over the stemmed, stop-word-free terms."""
+    items = passages()
+    tokens = tokenize_corpus([indexed_text(p) for p in items], make_stemmer())
+    term = tokens.vocab["ice"]
+    lengths = [len(doc) for doc in tokens.ids]
+    df = sum(term in doc for doc in tokens.ids)
+    avgdl = sum(lengths) / len(lengths)
+    row = [p.id for p in items].index("glacier")
+    tf, dl = tokens.ids[row].count(term), lengths[row]
+    expected = math.log(1 + (len(items) - df + 0.5) / (df + 0.5)) * tf / (tf + 0.9 * (1 - 0.4 + 0.4 * dl / avgdl))
+    hit = next(c for c in index.search("ice", k=5) if c.passage.id == "glacier")
+    assert hit.score == pytest.approx(expected, rel=1e-5)
+
+
+def test_scores_agree_with_bm25s(index):
+    model = bm25s.BM25.load(index.path / "bm25", mmap=True)
+    stemmer = make_stemmer()
+    for query in ["ice planet river", "coffee coffee beans", "largest living cat", "first antibiotic"]:
+        terms = [t for t in bm25s.tokenize([query], stopwords="en", stemmer=stemmer, return_ids=False,
+                                           show_progress=False)[0] if t in model.vocab_dict]
+        reference = model.get_scores(terms)
+        for candidate in index.search(query, k=12):
+            assert candidate.score == pytest.approx(float(reference[index.passages.index(candidate.passage)]),
+                                                    rel=1e-5)
 
 
 def test_search_many_equals_search(index):
-    queries = ["coffee beans", "largest cat", "river span", "the"]
+    queries = [p.title for p in passages()] + ["coffee beans", "largest cat", "river span", "the", "", "ice ice"]
     batch = index.search_many(queries, k=3)
+    assert len(batch) == len(queries)
     for query, hits in zip(queries, batch):
         single = index.search(query, k=3)
-        assert [(c.passage.id, c.score) for c in hits] == [(c.passage.id, c.score) for c in single]
+        assert hits.query.text == query
+        assert [(c.passage.id, c.score, c.rank_of("bm25")) for c in hits] == \
+               [(c.passage.id, c.score, c.rank_of("bm25")) for c in single]
+
+
+def test_search_many_of_nothing(index):
+    assert index.search_many([], k=3) == []
+
+
+def test_query_objects_are_kept(index):
+    query = Query(text="roasted beans", id="q7", metadata={"split": "dev"})
+    hits = index.search(query, k=2)
+    assert hits.query is query and ids(hits)[0] == "coffee"
+    assert index.search_many([query, "chess"], k=1)[0].query is query
 
 
 def test_bad_k_is_an_error(index):
@@ -77,16 +168,47 @@ def test_bad_k_is_an_error(index):
         index.search("coffee", k=0)
 
 
-def test_get_and_manifest(index):
-    assert index.get("tiger").title == "Tiger"
+def test_ties_are_broken_by_corpus_order(tmp_path):
+    twins = [Passage(id=f"twin-{n}", text="identical text about comets") for n in (3, 1, 2)]
+    build(tmp_path / "index", items=[*twins, *passages()])
+    hits = BM25Index.open(tmp_path / "index").search("comets", k=2)
+    assert ids(hits) == ["twin-3", "twin-1"]  # corpus order, not id order or arbitrary
+    assert hits.candidates[0].score == hits.candidates[1].score
+
+
+def test_get_len_and_passages(index):
+    assert len(index) == len(TOPICS)
+    assert [p.id for p in index.passages] == list(TOPICS)  # corpus order
+    tiger = index.get("tiger")
+    assert tiger.title == "Tiger" and tiger.metadata == {"topic": "tiger"}
     with pytest.raises(WinnowError, match="'nope'"):
         index.get("nope")
+
+
+def test_manifest(index):
     manifest = index.manifest
-    assert manifest["counts"]["passages"] == len(TOPICS) == len(index)
-    assert manifest["bm25"]["k1"] == 0.9 and manifest["bm25"]["b"] == 0.4
-    assert manifest["bm25"]["method"] == "lucene" and manifest["source_checksum"] == "abc"
-    assert "passages.jsonl" in manifest["files"]
+    assert manifest["format"] == "winnow-index" and manifest["format_version"] == 1
+    assert manifest["source"] == "test" and manifest["source_checksum"] == "abc"
+    assert manifest["counts"]["passages"] == len(TOPICS)
+    assert manifest["counts"]["vocabulary"] > 50 and manifest["counts"]["tokens"] > 100
+    assert manifest["bm25"] == {"method": "lucene", "k1": 0.9, "b": 0.4, "stopwords": "en",
+                                "stemmer": "snowball-english", "fields": ["title", "text"],
+                                "library": f"bm25s {bm25s.__version__}"}
+    assert manifest["load_report"] == {"passages": len(TOPICS), "skipped": []}
+    assert {"passages.jsonl", "bm25/data.csc.index.npy", "bm25/vocab.index.json"} <= set(manifest["files"])
+    for name, info in manifest["files"].items():
+        assert (index.path / name).stat().st_size == info["size"] and len(info["sha256"]) == 64
     index.verify()
+
+
+def test_no_load_report_is_recorded_when_none_is_given(tmp_path):
+    build(tmp_path / "index")
+    assert "load_report" not in BM25Index.open(tmp_path / "index").manifest
+
+
+def test_passages_file_is_one_passage_per_line_in_corpus_order(index):
+    lines = (index.path / "passages.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [p.to_dict() for p in passages()]
 
 
 def test_ids_and_order_survive_a_rebuild(tmp_path):
@@ -94,38 +216,137 @@ def test_ids_and_order_survive_a_rebuild(tmp_path):
     build(tmp_path / "b")
     a, b = BM25Index.open(tmp_path / "a"), BM25Index.open(tmp_path / "b")
     assert [p.id for p in a.passages] == [p.id for p in b.passages]
-    assert [c.passage.id for c in a.search("ice body", 3)] == [c.passage.id for c in b.search("ice body", 3)]
+    assert [(c.passage.id, c.score) for c in a.search("ice body", 3)] == \
+           [(c.passage.id, c.score) for c in b.search("ice body", 3)]
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    items = [*passages(), Passage(id="chess", text="another chess passage")]
+    with pytest.raises(WinnowError, match="'chess' occurs more than once"):
+        build(tmp_path / "index", items=items)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_passages_is_an_error(tmp_path):
+    with pytest.raises(WinnowError, match="no passages"):
+        build_bm25_index([], tmp_path / "x", source="t", source_checksum="", progress=False)
+
+
+def test_a_build_with_a_progress_bar(tmp_path, capsys):
+    build(tmp_path / "index", progress=True)
+    assert len(BM25Index.open(tmp_path / "index")) == len(TOPICS)
+    assert "it/s" not in capsys.readouterr().err  # bm25s's own tqdm bars stay silent
+
+
+# --- atomic builds and overwriting ----------------------------------------------------------------
+
+def fail(*args, **kwargs):
+    raise RuntimeError("disk full")
+
+
+@pytest.mark.parametrize("call", ["index", "save"])
+def test_a_build_that_dies_leaves_nothing_behind(tmp_path, monkeypatch, call):
+    # A crash mid-build cannot be produced on demand; make a bm25s call fail instead.
+    monkeypatch.setattr(bm25s.BM25, call, fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build(tmp_path / "index")
+    assert list(tmp_path.iterdir()) == []  # neither `index` nor a `.index.tmp-*` folder
+
+
+def test_an_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bm25s.BM25, "save", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        build(tmp_path / "index")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_build_happens_in_a_hidden_sibling(tmp_path, monkeypatch):
+    seen = []
+    save = bm25s.BM25.save
+
+    def spy(self, folder, **kwargs):
+        seen.append(folder.parent)
+        assert not (tmp_path / "index").exists()  # nothing at `out` until the build is complete
+        return save(self, folder, **kwargs)
+
+    monkeypatch.setattr(bm25s.BM25, "save", spy)
+    build(tmp_path / "index")
+    assert seen[0].parent == tmp_path and seen[0].name.startswith(f".index.tmp-{os.getpid()}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
 
 
 def test_existing_folder_needs_overwrite(tmp_path):
     out = tmp_path / "index"
     build(out)
-    with pytest.raises(WinnowError, match="--overwrite"):
+    with pytest.raises(WinnowError, match="already exists.*--overwrite"):
         build(out)
     build(out, items=passages()[:3], overwrite=True)
     assert len(BM25Index.open(out)) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]  # no temp or old folders left
 
 
-def test_a_build_that_dies_leaves_nothing_behind(tmp_path, monkeypatch):
-    # A crash mid-build cannot be produced on demand; make bm25s fail while saving.
-    def explode(*args, **kwargs):
-        raise RuntimeError("disk full")
+def test_overwrite_replaces_a_corrupt_index(tmp_path):
+    out = tmp_path / "index"
+    build(out)
+    (out / "manifest.json").unlink()
+    build(out, overwrite=True)
+    assert len(BM25Index.open(out)) == len(TOPICS)
 
-    monkeypatch.setattr(bm25s.BM25, "save", explode)
-    with pytest.raises(RuntimeError, match="disk full"):
+
+def test_overwrite_fills_an_empty_folder(tmp_path):
+    (tmp_path / "index").mkdir()
+    with pytest.raises(WinnowError, match="already exists"):
         build(tmp_path / "index")
-    assert list(tmp_path.iterdir()) == []
+    build(tmp_path / "index", overwrite=True)
+    assert len(BM25Index.open(tmp_path / "index")) == len(TOPICS)
+
+
+@pytest.mark.parametrize("make", ["folder", "file"])
+def test_overwrite_never_deletes_something_that_is_not_an_index(tmp_path, make):
+    out = tmp_path / "documents"
+    if make == "folder":
+        out.mkdir()
+        (out / "thesis.tex").write_text("years of work")
+    else:
+        out.write_text("years of work")
+    with pytest.raises(WinnowError, match="not a Winnow index"):
+        build(out, overwrite=True)
+    assert (out / "thesis.tex" if make == "folder" else out).read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
 
 
 def test_a_failed_overwrite_keeps_the_old_index(tmp_path, monkeypatch):
     out = tmp_path / "index"
     build(out)
-    monkeypatch.setattr(bm25s.BM25, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(bm25s.BM25, "save", fail)
     with pytest.raises(RuntimeError):
-        build(out, overwrite=True)
+        build(out, items=passages()[:3], overwrite=True)
     assert len(BM25Index.open(out)) == len(TOPICS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
 
+
+def test_a_failed_swap_puts_the_old_index_back(tmp_path, monkeypatch):
+    out = tmp_path / "index"
+    build(out)
+    replace = os.replace
+
+    def refuse_new(source, target):
+        if ".tmp-" in str(source):  # the old index moved aside fine; the new one fails to move in
+            raise OSError("rename failed")
+        replace(source, target)
+
+    monkeypatch.setattr(atomic.os, "replace", refuse_new)
+    with pytest.raises(OSError, match="rename failed"):
+        build(out, items=passages()[:3], overwrite=True)
+    monkeypatch.undo()
+    assert len(BM25Index.open(out)) == len(TOPICS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+# --- corrupt indexes ------------------------------------------------------------------------------
 
 @pytest.fixture
 def built(tmp_path):
@@ -134,58 +355,105 @@ def built(tmp_path):
     return out
 
 
+def edit_manifest(folder, change):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def refused(folder, match):
+    with pytest.raises(IndexLoadError, match=match) as caught:
+        BM25Index.open(folder)
+    return caught.value
+
+
 def test_missing_folder(tmp_path):
-    with pytest.raises(IndexLoadError, match="no index folder.*winnow index"):
-        BM25Index.open(tmp_path / "nothing")
+    error = refused(tmp_path / "nothing", "no index folder at .*nothing")
+    assert "winnow index SOURCE --out" in error.hint
 
 
 def test_missing_manifest(built):
     (built / "manifest.json").unlink()
-    with pytest.raises(IndexLoadError, match="manifest.json is missing"):
-        BM25Index.open(built)
+    error = refused(built, "index is not a Winnow index: manifest.json is missing")
+    assert REBUILD_HINT in error.hint
 
 
 def test_unparseable_manifest(built):
     (built / "manifest.json").write_text("{not json")
-    with pytest.raises(IndexLoadError, match="corrupt.*--overwrite"):
-        BM25Index.open(built)
+    error = refused(built, r"manifest.json is corrupt")
+    assert REBUILD_HINT in str(error)
+
+
+def test_not_a_winnow_manifest(built):
+    (built / "manifest.json").write_text(json.dumps({"format": "something-else"}))
+    refused(built, "not a Winnow index manifest")
 
 
 def test_wrong_format_version(built):
-    manifest = json.loads((built / "manifest.json").read_text())
-    manifest["format_version"] = 99
-    (built / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IndexLoadError, match="format version 99"):
-        BM25Index.open(built)
+    edit_manifest(built, lambda m: m.update(format_version=99))
+    refused(built, "format version 99; this Winnow reads version 1")
 
 
-def test_missing_file(built):
-    (built / "passages.jsonl").unlink()
-    with pytest.raises(IndexLoadError, match="passages.jsonl is missing"):
-        BM25Index.open(built)
+@pytest.mark.parametrize("change, field", [
+    (lambda m: m.pop("files"), "files"),
+    (lambda m: m.update(files={}), "files"),
+    (lambda m: m.pop("counts"), "counts.passages"),
+    (lambda m: m["bm25"].update(method="bm25+"), "bm25"),
+    (lambda m: m["files"]["passages.jsonl"].pop("size"), "passages.jsonl"),
+    (lambda m: m["files"].update({"../outside": {"size": 1, "sha256": "0" * 64}}), "not a path inside"),
+])
+def test_malformed_manifest(built, change, field):
+    edit_manifest(built, change)
+    refused(built, f"manifest.json is corrupt: missing or malformed .*{field}")
 
 
-def test_truncated_file(built):
-    path = built / "passages.jsonl"
+@pytest.mark.parametrize("name", ["passages.jsonl", "bm25/data.csc.index.npy", "bm25/vocab.index.json"])
+def test_missing_file(built, name):
+    (built / name).unlink()
+    error = refused(built, f"index is incomplete: {name} is missing")
+    assert REBUILD_HINT in error.hint
+
+
+@pytest.mark.parametrize("name", ["passages.jsonl", "bm25/indices.csc.index.npy"])
+def test_truncated_file(built, name):
+    path = built / name
+    size = path.stat().st_size
     path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(IndexLoadError, match="passages.jsonl has .* bytes"):
-        BM25Index.open(built)
+    refused(built, f"{name} has {size - 10} bytes, the manifest records {size}")
 
 
 def test_verify_catches_a_flipped_byte(built):
     path = built / "passages.jsonl"
     path.write_bytes(path.read_bytes().replace(b"lava and ash", b"lava and asH"))
     index = BM25Index.open(built)  # same size: the cheap check passes
-    with pytest.raises(IndexLoadError, match="passages.jsonl does not match its recorded sha256"):
+    with pytest.raises(IndexLoadError, match="passages.jsonl does not match its recorded sha256") as caught:
         index.verify()
+    assert REBUILD_HINT in caught.value.hint
 
 
-def test_not_a_winnow_manifest(built):
-    (built / "manifest.json").write_text(json.dumps({"format": "something-else"}))
-    with pytest.raises(IndexLoadError, match="not a Winnow index"):
-        BM25Index.open(built)
+def test_a_garbled_passage_line_is_named(built):
+    path = built / "passages.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b"#" * len(lines[2])  # same size, not JSON
+    path.write_bytes(b"\n".join(lines))
+    refused(built, r"passages.jsonl, line 3 is corrupt")
 
 
-def test_no_passages_is_an_error(tmp_path):
-    with pytest.raises(WinnowError, match="no passages"):
-        build_bm25_index([], tmp_path / "x", source="t", source_checksum="", progress=False)
+def test_passages_and_bm25_arrays_must_agree(built):
+    path = built / "passages.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    edit_manifest(built, lambda m: m["files"]["passages.jsonl"].update(size=path.stat().st_size))
+    refused(built, f"inconsistent: {len(TOPICS) - 1} passages in passages.jsonl, {len(TOPICS)} in bm25/")
+
+
+def test_garbled_bm25_arrays_of_the_right_size(built):
+    path = built / "bm25" / "data.csc.index.npy"
+    path.write_bytes(b"\0" * path.stat().st_size)  # header destroyed, size unchanged
+    refused(built, "bm25 is corrupt")
+
+
+def test_score_arrays_are_memory_mapped(built):
+    array = BM25Index.open(built)._scorer.matrix.data
+    while not isinstance(array, np.memmap) and isinstance(array.base, np.ndarray):
+        array = array.base  # scipy may wrap the memmap in a plain view: follow it to the mapping
+    assert isinstance(array, np.memmap) and str(array.filename).endswith("data.csc.index.npy")

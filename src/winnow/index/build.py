@@ -18,7 +18,7 @@ from rich.progress import Progress
 
 from ..errors import WinnowError
 from ..records import Passage
-from .analysis import FIELDS, STOPWORDS, STEMMER_LABEL, indexed_text, make_stemmer, tokenize_corpus
+from .analysis import FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, tokenize_corpus
 from .atomic import atomic_folder
 from .manifest import write_manifest
 
