@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,55 +20,23 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from winnow.corpus import load_corpus
-from winnow.index import BM25Index, build_bm25_index
-from winnow.llm import LLM
-from winnow.llm.llamacpp import LlamaCppBackend
-from winnow.llm.openai_format import choice_request
-from winnow.models import resolve_model
-from winnow.records import Trace
-from winnow.stages import PointwiseTrueReranker
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_bm25 import figures_table, run_bm25_benchmark  # noqa: E402
+
+from winnow.corpus import load_corpus  # noqa: E402
+from winnow.index import BM25Index, build_bm25_index  # noqa: E402
+from winnow.llm import LLM  # noqa: E402
+from winnow.llm.llamacpp import LlamaCppBackend  # noqa: E402
+from winnow.llm.openai_format import choice_request  # noqa: E402
+from winnow.models import resolve_model  # noqa: E402
+from winnow.records import Trace  # noqa: E402
+from winnow.stages import PointwiseTrueReranker  # noqa: E402
 
 QUERIES = ("who painted the mona lisa", "what is the largest planet in the solar system",
            "who wrote on the origin of species", "what is the capital of australia",
            "when did the first world war begin", "who discovered penicillin")
 
 console = Console()
-
-
-BUILD_SCRIPT = """
-import json, resource, sys, time
-from winnow.corpus import load_corpus
-from winnow.index import build_bm25_index
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-passages = load_corpus("wiki-vital").passages
-loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-started = time.perf_counter()
-build_bm25_index(passages, sys.argv[1], source="wiki-vital", source_checksum="", overwrite=True, progress=False)
-seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"build_seconds": seconds, "peak_rss_mb": peak / 1024, "corpus_rss_mb": loaded / 1024,
-                  "interpreter_rss_mb": before / 1024}))
-"""
-
-
-def bm25_figures(workdir: Path, queries: list[str], k: int = 20) -> dict:
-    """Build the index in a fresh process (so its peak resident memory is the build's own, numpy
-    included), then time single and batched queries."""
-    out = workdir / "wiki-vital-index"
-    build = json.loads(subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(out)], check=True,
-                                      capture_output=True, text=True).stdout)
-    index = BM25Index.open(out)
-    started = time.perf_counter()
-    for query in queries:
-        index.search(query, k=k)
-    single = len(queries) / (time.perf_counter() - started)
-    started = time.perf_counter()
-    index.search_many(queries, k=k)
-    batched = len(queries) / (time.perf_counter() - started)
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    return {**build, "index_path": str(out), "index_mb": size / 2**20, "passages": len(index),
-            "queries": len(queries), "k": k, "single_qps": single, "batched_qps": batched}
 
 
 class TimedServer:
@@ -149,25 +116,15 @@ def main() -> None:
     args = parser.parse_args()
 
     corpus = load_corpus("wiki-vital")
-    # Queries made from passage titles and first sentences: realistic lengths, all answerable.
-    queries = [p.title for p in corpus.passages[::10]] + [p.text.split(". ")[0] for p in corpus.passages[5::10]]
-    bm25 = bm25_figures(args.workdir, queries)
-    index = BM25Index.open(bm25["index_path"])
-    llm = rerank_vs_prefill(index, args.model, list(QUERIES[: args.queries]), args.n)
+    bm25 = run_bm25_benchmark(corpus.passages)
+    index_path = args.workdir / "wiki-vital-index"
+    build_bm25_index(corpus.passages, index_path, source="wiki-vital", source_checksum="", overwrite=True,
+                     progress=False)
+    llm = rerank_vs_prefill(BM25Index.open(index_path), args.model, list(QUERIES[: args.queries]), args.n)
     if args.json:
         print(json.dumps({"bm25": bm25, "rerank": llm}, indent=2, default=str))
         return
-    figures = Table(title="BM25 index on wiki-vital")
-    figures.add_column("figure")
-    figures.add_column("value", justify="right")
-    figures.add_row("passages", str(bm25["passages"]))
-    figures.add_row("build seconds (load excluded)", f"{bm25['build_seconds']:.2f}")
-    figures.add_row("peak RSS of the build process, MB", f"{bm25['peak_rss_mb']:.0f}")
-    figures.add_row("  of which corpus loaded, MB", f"{bm25['corpus_rss_mb']:.0f}")
-    figures.add_row("index size on disk, MB", f"{bm25['index_mb']:.1f}")
-    figures.add_row(f"queries/s, one at a time (k={bm25['k']}, {bm25['queries']} queries)", f"{bm25['single_qps']:.0f}")
-    figures.add_row("queries/s, batched", f"{bm25['batched_qps']:.0f}")
-    console.print(figures)
+    console.print(figures_table(bm25))
     table = Table(title=f"RankRAG reranker vs raw prefill ({llm['model']}, {llm['passages']} passages)")
     table.add_column("figure")
     table.add_column("raw llama.cpp", justify="right")

@@ -220,8 +220,12 @@ def test_a_part_whose_package_is_not_installed_is_found_missing_without_importin
 
 def test_the_qwen_hint_offers_the_one_part_and_all_parts(tmp_path, monkeypatch):
     spec = REGISTRY["qwen2.5-coder-0.5b"]
-    parts = list(spec.parts)
-    parts[2] = dataclasses.replace(parts[2], path=tmp_path / "uninstalled" / "part03.bin")
+    parts = []
+    for number, part in enumerate(spec.parts, start=1):
+        path = tmp_path / f"part{number:02d}.bin"
+        if number != 3:  # every part present but the third, whatever is installed here
+            path.write_bytes(b"x")
+        parts.append(dataclasses.replace(part, path=path))
     monkeypatch.setitem(REGISTRY, spec.name, dataclasses.replace(spec, parts=tuple(parts)))
     with pytest.raises(ModelError) as caught:
         resolve_model(spec.name, progress=False)

@@ -15,13 +15,20 @@ from .vanilla import VanillaRAG
 METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG)}
 
 
+def method_class(name: str) -> type[Method]:
+    if name not in METHODS:
+        raise WinnowError(f"unknown method {name!r}", f"choose one of: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
 def method_settings(name: str, **overrides: Any) -> MethodSettings:
     """The method's defaults with ``overrides`` applied (``None`` values are ignored)."""
-    known = {f.name for f in fields(MethodSettings)}
+    settings_type = method_class(name).Settings
+    known = {f.name for f in fields(settings_type)}
     unknown = sorted(k for k, v in overrides.items() if v is not None and k not in known)
     if unknown:
         raise WinnowError(f"method {name!r} has no setting(s) {unknown}", f"known settings: {sorted(known)}")
-    settings = MethodSettings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = settings_type(**{k: v for k, v in overrides.items() if v is not None})
     if settings.n < 1 or settings.k < 1:
         raise WinnowError(f"--n and --k must be at least 1 (got n={settings.n}, k={settings.k})")
     if name != "vanilla" and settings.k > settings.n:
@@ -32,9 +39,7 @@ def method_settings(name: str, **overrides: Any) -> MethodSettings:
 
 def build_method(name: str, *, index: SearchIndex, llm: LLM, **overrides: Any) -> Method:
     """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``."""
-    if name not in METHODS:
-        raise WinnowError(f"unknown method {name!r}", f"choose one of: {', '.join(METHODS)}")
-    return METHODS[name](index, llm, method_settings(name, **overrides))
+    return method_class(name)(index, llm, method_settings(name, **overrides))
 
 
-__all__ = ["METHODS", "Method", "MethodSettings", "build_method", "method_settings"]
+__all__ = ["METHODS", "Method", "MethodSettings", "build_method", "method_class", "method_settings"]

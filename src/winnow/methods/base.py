@@ -27,6 +27,8 @@ class Method(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     stages: ClassVar[tuple[str, ...]]
+    #: The method's settings type: MethodSettings or a subclass adding the method's own knobs.
+    Settings: ClassVar[type[MethodSettings]] = MethodSettings
 
     def __init__(self, settings: MethodSettings) -> None:
         self.settings = settings
