@@ -9,10 +9,12 @@ from ..errors import WinnowError
 from ..llm.client import LLM
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
+from .rankgpt import RankGPT
 from .rankrag import RankRAG
+from .rrr import RRR
 from .vanilla import VanillaRAG
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, RankGPT, RRR)}
 
 
 def method_class(name: str) -> type[Method]:
@@ -29,11 +31,7 @@ def method_settings(name: str, **overrides: Any) -> MethodSettings:
     if unknown:
         raise WinnowError(f"method {name!r} has no setting(s) {unknown}", f"known settings: {sorted(known)}")
     settings = settings_type(**{k: v for k, v in overrides.items() if v is not None})
-    if settings.n < 1 or settings.k < 1:
-        raise WinnowError(f"--n and --k must be at least 1 (got n={settings.n}, k={settings.k})")
-    if name != "vanilla" and settings.k > settings.n:
-        raise WinnowError(f"--k ({settings.k}) cannot exceed --n ({settings.n}): the reranker keeps k of the N "
-                          "retrieved passages")
+    settings.validate(name)
     return settings
 
 

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from ..errors import WinnowError
 from ..records import Answer, CandidateList, Query, Trace
 
 
@@ -21,6 +22,29 @@ class MethodSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def validate(self, method: str) -> None:
+        """Refuse settings that cannot work, naming the option."""
+        if self.n < 1 or self.k < 1:
+            raise WinnowError(f"--n and --k must be at least 1 (got n={self.n}, k={self.k})")
+        if method != "vanilla" and self.k > self.n:
+            raise WinnowError(f"--k ({self.k}) cannot exceed --n ({self.n}): the k answered from are chosen "
+                              f"among the N retrieved")
+        if self.max_answer_tokens < 1:
+            raise WinnowError(f"--max-answer-tokens must be at least 1 (got {self.max_answer_tokens})")
+
+
+@dataclass
+class RerankingSettings(MethodSettings):
+    """Settings of methods that rerank the first-stage list."""
+
+    fusion_alpha: float = 0.0  # blend with the first-stage score; 0 reproduces the paper
+
+    def validate(self, method: str) -> None:
+        super().validate(method)
+        if not 0.0 <= self.fusion_alpha <= 1.0:
+            raise WinnowError(f"--fusion-alpha must be between 0 and 1 (got {self.fusion_alpha})",
+                              "0 reproduces the paper, 1 keeps the retriever's order")
 
 
 class Method(ABC):

@@ -10,22 +10,28 @@ from __future__ import annotations
 from ..llm.client import LLM
 from ..records import CandidateList, Query, Trace
 from ..stages import PointwiseTrueReranker, Reader, Retriever
+from ..stages.fusion import ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import Method, RerankingSettings
 
 
 class RankRAG(Method):
     name = "rankrag"
     summary = 'retrieve N, rerank by the LLM\'s P("True") (D.1), answer from the top k (D.2)'
-    stages = ("retrieve(N)", "rerank: pointwise P(True)", "keep top k", "generate")
+    stages = ("retrieve(N)", "rerank: pointwise P(True)", "[fuse with first stage, α]", "keep top k", "generate")
+    Settings = RerankingSettings
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings) -> None:
+    def __init__(self, index: SearchIndex, llm: LLM, settings: RerankingSettings) -> None:
         super().__init__(settings)
         self.retriever = Retriever(index, n=settings.n)
-        self.reranker = PointwiseTrueReranker(llm, keep=settings.k)
+        fusing = settings.fusion_alpha > 0
+        # With fusion every passage must keep its P(True) until the blend decides which k survive.
+        self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name,
+                                  keep=settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
 
     def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
         retrieved = self.retriever.run(query, trace)
-        reranked = self.reranker.run(retrieved, trace)
+        reranked = self.fusion.run(self.reranker.run(retrieved, trace), trace)
         return self.reader.run(reranked, trace), reranked

@@ -8,7 +8,8 @@ which the tests compare with the papers' appendices.
 Two further shapes, chosen by a TOML entry's ``kind``: ``graded`` (one query and one document, with
 the assistant's answer started for it: RRR Appendix A.2) and ``listwise`` (RankGPT's multi-turn
 conversation, one user turn per passage: RRR Appendix A.3). Load them with :func:`graded_prompt` and
-:func:`listwise_prompt`; :func:`prompt` keeps returning the passage templates.
+:func:`listwise_prompt`; :func:`prompt` keeps returning the passage templates. ``judge`` (MAIN-RAG's
+Agent-2: a document, a question and an LLM's answer to judge) loads with :func:`judge_prompt`.
 """
 
 from __future__ import annotations
@@ -174,13 +175,88 @@ class ListwisePromptTemplate:
         return render_turns(self.messages(query, passages, max_words=max_words))
 
 
-AnyTemplate = PromptTemplate | GradedPromptTemplate | ListwisePromptTemplate
+REWRITE_FIELDS = {
+    "system": set(),
+    "instruction": set(),
+    "topic": {"query"},
+    "query": {"number", "rewrite"},
+    "results": set(),
+    "result": {"number", "document"},
+}
+
+
+@dataclass(frozen=True)
+class RewritePromptTemplate:
+    """RRR's rewrite prompt (Appendix A.1): the instruction, the TOPIC (the original query), then
+    for every earlier query its top results (Algorithm 1 line 12). The answer is started with
+    ``answer_prefix`` ("<<Rewrite>>") so the next text is the rewrite itself."""
+
+    name: str
+    source: str
+    system: str
+    instruction: str
+    topic: str
+    query: str
+    results: str
+    result: str
+    answer_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        _check_placeholders(self.name, self, REWRITE_FIELDS)
+
+    def messages(self, query: str, history: Sequence[tuple[str, Sequence[Passage]]], *,
+                 max_words: int | None = None, prefill: bool = True) -> Messages:
+        lines = [self.instruction, self.topic.format(query=query.strip())]
+        for number, (rewrite, documents) in enumerate(history, start=1):
+            lines.append(self.query.format(number=number, rewrite=rewrite))
+            lines.append(self.results)
+            lines.extend(self.result.format(number=i, document=passage_words(d, max_words))
+                         for i, d in enumerate(documents, start=1))
+        turns = [{"role": "system", "content": self.system}, {"role": "user", "content": "\n".join(lines)}]
+        if prefill and self.answer_prefix:
+            turns.append({"role": "assistant", "content": self.answer_prefix})
+        return turns
+
+
+JUDGE_FIELDS = {
+    "system": set(),
+    "user": {"document", "question", "answer"},
+}
+
+
+@dataclass(frozen=True)
+class JudgePromptTemplate:
+    """One (document, question, answer) triplet put to a judge: MAIN-RAG's Agent-2 (Chang et al.,
+    ACL 2025, "Definition of LLM Agents in MAIN-RAG"; instruction in Appendix C). The answer is an
+    earlier model's answer to the question from that document alone."""
+
+    name: str
+    source: str
+    system: str
+    user: str
+
+    def __post_init__(self) -> None:
+        _check_placeholders(self.name, self, JUDGE_FIELDS)
+
+    def messages(self, question: str, passage: Passage, answer: str) -> Messages:
+        user = self.user.format(document=format_passage(passage), question=question.strip(), answer=answer.strip())
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def render_plain(self, question: str, passage: Passage, answer: str) -> str:
+        return render_turns(self.messages(question, passage, answer))
+
+
+AnyTemplate = (PromptTemplate | GradedPromptTemplate | ListwisePromptTemplate | RewritePromptTemplate
+               | JudgePromptTemplate)
 TEMPLATE_KINDS: dict[str, type[AnyTemplate]] = {
     "passages": PromptTemplate,
     "graded": GradedPromptTemplate,
     "listwise": ListwisePromptTemplate,
+    "rewrite": RewritePromptTemplate,
+    "judge": JudgePromptTemplate,
 }
-T = TypeVar("T", PromptTemplate, GradedPromptTemplate, ListwisePromptTemplate)
+T = TypeVar("T", PromptTemplate, GradedPromptTemplate, ListwisePromptTemplate, RewritePromptTemplate,
+            JudgePromptTemplate)
 
 
 @cache
@@ -208,7 +284,8 @@ def _lookup(name: str, kind: type[T]) -> T:
     template = templates[entry]
     if not isinstance(template, kind):
         loaders = {PromptTemplate: "prompt", GradedPromptTemplate: "graded_prompt",
-                   ListwisePromptTemplate: "listwise_prompt"}
+                   ListwisePromptTemplate: "listwise_prompt", RewritePromptTemplate: "rewrite_prompt",
+                   JudgePromptTemplate: "judge_prompt"}
         raise WinnowError(f"prompt {name!r} is a {type(template).__name__}, not a {kind.__name__}",
                           f"load it with {loaders[type(template)]}({name!r})")
     return template
@@ -227,3 +304,13 @@ def graded_prompt(name: str) -> GradedPromptTemplate:
 def listwise_prompt(name: str) -> ListwisePromptTemplate:
     """A listwise (RankGPT) template by ``family.name``, e.g. ``rrr.listwise``."""
     return _lookup(name, ListwisePromptTemplate)
+
+
+def rewrite_prompt(name: str) -> RewritePromptTemplate:
+    """A query-rewrite template by ``family.name``, e.g. ``rrr.rewrite``."""
+    return _lookup(name, RewritePromptTemplate)
+
+
+def judge_prompt(name: str) -> JudgePromptTemplate:
+    """A document-judge template by ``family.name``, e.g. ``mainrag.judge``."""
+    return _lookup(name, JudgePromptTemplate)

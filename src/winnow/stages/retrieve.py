@@ -10,6 +10,8 @@ from .base import stage_record
 
 
 class SearchIndex(Protocol):
+    name: str
+
     def search(self, query: str | Query, k: int = 10) -> CandidateList: ...
 
 
@@ -19,7 +21,10 @@ class Retriever:
 
     index: SearchIndex
     n: int
-    name: str = "bm25"
+    name: str = ""  # the retriever kind, e.g. "bm25"; its scores are recorded under this name
+
+    def __post_init__(self) -> None:
+        self.name = self.name or getattr(self.index, "name", "retrieve")
 
     def run(self, query: Query, trace: Trace) -> CandidateList:
         with stage_record(trace, "retrieve", self.name, {"n": self.n}) as stage:

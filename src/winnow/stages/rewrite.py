@@ -1,0 +1,55 @@
+"""Query rewriting with retrieval feedback: RRR's rewriter g (Arora et al., 2023, §3.2, App. A.1).
+
+The prompt carries the original query (TOPIC) and, for each query tried so far, its top N_aug
+results by retriever score (Algorithm 1 lines 11-12; §4 (iii): retriever-ranked feedback is what
+the paper's experiments use). The answer is asked for as ``<<Rewrite>>…<</Rewrite>>``; the turn is
+started with the opening tag and generation stops at the closing one, so the text generated is the
+rewrite itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..llm.client import LLM
+from ..prompts import RewritePromptTemplate, rewrite_prompt
+from ..records import Passage, StageTrace
+
+_TAGGED = re.compile(r"<<\s*rewrite\s*>>(.*?)(?:<<\s*/\s*rewrite\s*>>|$)", re.IGNORECASE | re.DOTALL)
+_ANY_TAG = re.compile(r"<<\s*/?\s*rewrite\s*>>", re.IGNORECASE)
+
+
+def parse_rewrite(text: str) -> str:
+    """The rewrite in a model's answer, or "" when there is none.
+
+    With the answer started by "<<Rewrite>>" the text is the rewrite up to the closing tag; a
+    model that repeats the opening tag, or answers without tags, is read sensibly: the tagged part
+    if any, else the first non-empty line, without quotes and a "Rewrite:" label.
+    """
+    match = _TAGGED.search(text)
+    candidate = _ANY_TAG.sub(" ", match.group(1) if match else text)
+    for line in candidate.splitlines():
+        line = re.sub(r"^\s*(?:rewrite|query)\s*(?:#\d+)?\s*:\s*", "", line, flags=re.IGNORECASE)
+        line = line.strip().strip("\"'“”‘’`").strip()
+        if line:
+            return " ".join(line.split())
+    return ""
+
+
+@dataclass
+class QueryRewriter:
+    llm: LLM
+    max_tokens: int = 48  # a search query, not an essay; generation is the slow part on a CPU
+    max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
+    template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
+
+    def rewrite(self, query: str, history: Sequence[tuple[str, Sequence[Passage]]], stage: StageTrace) -> str:
+        """The next query q_{t+1} = g(q_t; π_t), or "" when the model gave none."""
+        messages = self.template.messages(query, history, max_words=self.max_words)
+        [generation] = self.llm.generate([messages], stage=stage, max_tokens=self.max_tokens,
+                                         stop=["<</Rewrite>>"])
+        text = parse_rewrite(generation.text)
+        stage.details.setdefault("rewrites", []).append({"answer": generation.text, "rewrite": text})
+        return text
