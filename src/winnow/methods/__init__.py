@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import fields
 from typing import Any
 
@@ -35,9 +36,22 @@ def method_settings(name: str, **overrides: Any) -> MethodSettings:
     return settings
 
 
-def build_method(name: str, *, index: SearchIndex, llm: LLM, **overrides: Any) -> Method:
-    """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``."""
-    return method_class(name)(index, llm, method_settings(name, **overrides))
+def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: dict[str, LLM] | None = None,
+                 **overrides: Any) -> Method:
+    """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``.
+
+    ``agents`` gives some roles their own model where the method has such roles, e.g.
+    ``{"judge_llm": other}`` for MAIN-RAG's judge.
+    """
+    cls = method_class(name)
+    agents = agents or {}
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    misplaced = sorted(set(agents) - accepted)
+    if misplaced:
+        options = ", ".join("--" + role.replace("_llm", "-model") for role in misplaced)
+        raise WinnowError(f"method {name!r} has no separate {', '.join(misplaced)}",
+                          f"{options} applies to methods with such agents (mainrag)")
+    return cls(index, llm, method_settings(name, **overrides), **agents)
 
 
 __all__ = ["METHODS", "Method", "MethodSettings", "build_method", "method_class", "method_settings"]

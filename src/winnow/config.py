@@ -1,0 +1,76 @@
+"""Method settings from a TOML or YAML file, merged with command-line flags (flags win).
+
+A config file holds run options and method settings at the top level, and optionally a table per
+method whose keys apply only to that method::
+
+    method = "rrr"
+    model = "qwen2.5-coder-1.5b"
+    n = 20
+
+    [rrr]
+    rewrites = 3
+    tau = 1
+
+Top-level settings a method does not have are ignored for it (``window`` means nothing to
+``rankrag``); keys in a method's own table must be settings it has.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError, WinnowError
+
+RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "judge_model", "final_model")
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise WinnowError(f"config file not found: {path}", "pass --config with a .toml or .yaml file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or {}
+        else:
+            raise InputError(path, "unknown config format", hint="use a .toml, .yaml or .yml file")
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"not valid TOML: {exc}") from exc
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise InputError(path, f"not valid YAML: {exc}", line=None if line is None else line + 1) from exc
+    if not isinstance(data, dict):
+        raise InputError(path, "a config file must hold a table of settings")
+    return data
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``--set key=value``: the value is read as YAML, so 3, 0.5, true and words get their types."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise WinnowError(f"--set {text!r} is not KEY=VALUE", "e.g. --set window=20")
+    return key.strip().replace("-", "_"), yaml.safe_load(value)
+
+
+def resolve(method_settings_type: type, method: str, config: dict[str, Any], flags: dict[str, Any],
+            config_path: str | Path = "config") -> dict[str, Any]:
+    """The settings overrides for ``method``: config top level < config[method] < flags."""
+    known = {f.name for f in fields(method_settings_type)}
+    merged = {k: v for k, v in config.items() if k in known}
+    own = config.get(method, {})
+    if not isinstance(own, dict):
+        raise InputError(config_path, f"[{method}] must be a table of settings", field=method)
+    unknown = sorted(set(own) - known)
+    if unknown:
+        raise InputError(config_path, f"method {method!r} has no setting(s) {unknown}", field=method,
+                         hint=f"its settings: {sorted(known)}")
+    merged.update(own)
+    merged.update({k: v for k, v in flags.items() if v is not None})
+    return merged
