@@ -10,12 +10,13 @@ from ..errors import WinnowError
 from ..llm.client import LLM
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
+from .mainrag import MainRAG
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
 from .rrr import RRR
 from .vanilla import VanillaRAG
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, RankGPT, RRR)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT)}
 
 
 def method_class(name: str) -> type[Method]:

@@ -1,0 +1,85 @@
+"""MAIN-RAG (Chang et al., ACL 2025): training-free multi-agent filtering of retrieved documents.
+
+    D_q = top-N documents from the retriever                        (paper: Contriever, N = 20)
+    Agent-1 Predictor:  a_i = answer(q | d_i) for every d_i          one generation per document
+    Agent-2 Judge:      s_i = log P("Yes") - log P("No")             one next-token read per triplet
+                        on the triplet (d_i, q, a_i)
+    Adaptive judge bar: τ_q = mean(s) - n · std(s)                   n = 0 by default
+    D_filtered = {d_i : s_i ≥ τ_q}, in descending s_i
+    Agent-3 Final-Predictor: answer(q | D_filtered)                  Agent-1's instruction
+
+Agents and instructions are in "Definition of LLM Agents in MAIN-RAG" and Appendix C, the bar in
+"Adaptive Judge Bar". The three agents may be one model or different ones (``judge_llm``,
+``final_llm``); Agent-1 always uses ``llm``.
+
+MAIN-RAG has no top-k: the final predictor reads every document that clears the bar, so the
+inherited ``k`` setting is not used (and not checked against ``n``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import WinnowError
+from ..llm.client import LLM
+from ..prompts import prompt
+from ..records import CandidateList, Query, Trace
+from ..stages.adaptive_bar import adaptive_bar_filter
+from ..stages.judge import NoisyDocumentJudge
+from ..stages.predictor import PerDocumentPredictor
+from ..stages.reader import Reader
+from ..stages.retrieve import Retriever, SearchIndex
+from .base import Method, MethodSettings
+
+
+@dataclass
+class MainRAGSettings(MethodSettings):
+    """``n`` documents are retrieved (paper: 20); ``k`` is unused (MAIN-RAG keeps all survivors).
+
+    ``judge_n`` is the bar's n in τ = mean − n·std (named apart from ``n``, the documents
+    retrieved); ``max_document_answer_tokens`` bounds each Agent-1 answer and
+    ``max_answer_tokens`` the final one.
+    """
+
+    judge_n: float = 0.0
+    max_document_answer_tokens: int = 32
+
+    def validate(self, method: str) -> None:
+        # Not MethodSettings.validate: it refuses k > n, and k means nothing to MAIN-RAG.
+        if self.n < 1:
+            raise WinnowError(f"--n must be at least 1 (got n={self.n})")
+        if self.max_answer_tokens < 1 or self.max_document_answer_tokens < 1:
+            raise WinnowError(f"--max-answer-tokens and --max-document-answer-tokens must be at least 1 (got "
+                              f"{self.max_answer_tokens} and {self.max_document_answer_tokens})")
+        if not math.isfinite(self.judge_n):
+            raise WinnowError(f"--judge-n must be a finite number (got {self.judge_n})",
+                              "the paper uses n in {-0.5, 0, 0.5, 1}; 0 is its default")
+
+
+class MainRAG(Method):
+    name = "mainrag"
+    summary = ("retrieve N, answer from each document alone (Agent-1), judge each triplet by "
+               'log P("Yes") - log P("No") (Agent-2), keep s ≥ mean - n·std in descending order, '
+               "answer from all survivors (Agent-3)")
+    stages = ("retrieve(N)", "predict per document (Agent-1)", "judge Yes/No log-odds (Agent-2)",
+              "adaptive judge bar τ = mean − n·std", "final predict from survivors (Agent-3)")
+    Settings = MainRAGSettings
+
+    def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings, *, judge_llm: LLM | None = None,
+                 final_llm: LLM | None = None) -> None:
+        settings.validate(self.name)
+        super().__init__(settings)
+        self.settings: MainRAGSettings = settings
+        self.retriever = Retriever(index, n=settings.n)
+        self.predictor = PerDocumentPredictor(llm, max_tokens=settings.max_document_answer_tokens)
+        self.judge = NoisyDocumentJudge(judge_llm or llm)
+        self.final_predictor = Reader(final_llm or llm, max_tokens=settings.max_answer_tokens,
+                                      template=prompt("mainrag.final_predictor"), name="final_predict")
+
+    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
+        retrieved = self.retriever.run(query, trace)
+        retrieved, answers = self.predictor.run(retrieved, trace)
+        judged = self.judge.run(retrieved, answers, trace)
+        survivors = adaptive_bar_filter(judged, trace, n=self.settings.judge_n, scored_by=self.judge.name)
+        return self.final_predictor.run(survivors, trace), survivors

@@ -1,0 +1,99 @@
+"""The adaptive judge bar: MAIN-RAG (Chang et al., ACL 2025), "Adaptive Judge Bar".
+
+The judge's scores of one query's documents set their own threshold:
+
+    τ_q = mean(s) - n · std(s)
+
+and the documents with s_i ≥ τ_q are kept, in descending order of s_i (the paper finds descending
+order beats ascending and random). With n = 0 (the paper's default) about half the documents
+survive whatever the scale of the scores; n > 0 relaxes the bar, n < 0 tightens it (the ablation
+tries n in {-0.5, 0, 0.5, 1}). n is MAIN-RAG's only hyper-parameter.
+
+std is the population standard deviation (divide by the number of documents, not by one less):
+the N scores are the whole set being cut, not a sample from a larger one, and it stays defined
+for a single document (std 0, so τ is that document's score and it is kept).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from ..records import Candidate, CandidateList, Trace
+from .base import stage_record
+
+
+def adaptive_judge_bar(scores: Sequence[float], n: float = 0.0) -> float:
+    """τ = mean(scores) - n · pstdev(scores).
+
+    ``statistics.mean`` and ``pstdev`` compute exactly before rounding once, so equal scores give
+    τ equal to that score (a naive float sum could land a hair above it and drop every document).
+    """
+    if not scores:
+        raise ValueError("the adaptive judge bar needs at least one score")
+    if not math.isfinite(n):
+        raise ValueError(f"n must be a finite number, got {n!r}")
+    bad = [s for s in scores if not math.isfinite(s)]
+    if bad:
+        raise ValueError(f"judge scores must be finite numbers, got {bad}")
+    values = [float(s) for s in scores]
+    mean = statistics.mean(values)
+    if n == 0.0:
+        return mean
+    return mean - n * statistics.pstdev(values, mu=mean)
+
+
+def adaptive_bar_filter(candidates: CandidateList, trace: Trace, *, n: float = 0.0, scored_by: str = "judge",
+                        name: str = "adaptive_bar") -> CandidateList:
+    """Keep the candidates whose ``scored_by`` score reaches τ = mean − n·std, best first.
+
+    Scores are read from each candidate's ``scored_by`` stage score (the judge's s_i). Every
+    candidate gets a note saying why it was kept or dropped, with its score and τ; dropped ones are
+    listed in the stage's ``details["dropped"]``. With n < 0, τ can exceed every score (e.g. nine
+    equal scores and one far below); then the best-scored candidate alone is kept, so the final
+    predictor still has a document, and ``details["fallback"]`` says so. An empty list passes
+    through (τ is then None).
+    """
+    settings = {"n": n, "std": "population", "scored_by": scored_by,
+                "rule": "keep s ≥ τ = mean(s) − n·std(s), descending s (MAIN-RAG adaptive judge bar)"}
+    with stage_record(trace, name, "adaptive-judge-bar", settings, candidates) as stage:
+        scores = [_score(c, scored_by) for c in candidates]
+        # Stable: equal scores keep the order they came in (the judge's, then the retriever's).
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        kept: list[Candidate] = []
+        dropped: list[Candidate] = []
+        tau: float | None = None
+        if scores:
+            tau = adaptive_judge_bar(scores, n)
+            stage.details.update(mean=statistics.mean(scores), std=statistics.pstdev(scores))
+            for i in order:
+                candidate, s = candidates.candidates[i], scores[i]
+                if s >= tau:
+                    kept.append(_noted(candidate, f"kept by {name}: s = {s:.4g} ≥ τ = {tau:.4g}"))
+                else:
+                    dropped.append(_noted(candidate, f"dropped by {name}: s = {s:.4g} < τ = {tau:.4g}"))
+            if not kept:
+                best, s = dropped.pop(0), scores[order[0]]
+                message = (f"every score fell below τ = {tau:.4g} (n = {n:g}); kept the best-scored "
+                           f"candidate {best.passage.id!r} (s = {s:.4g}) so the answer has a document")
+                kept.append(_noted(best, f"kept by {name} as a fallback: s = {s:.4g} < τ = {tau:.4g}, "
+                                         "but it is the best-scored document"))
+                stage.details["fallback"] = message
+        result = CandidateList(candidates.query, kept)
+        stage.details.update(tau=tau, kept=len(kept),
+                             dropped=[{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped])
+        stage.output = result.to_dicts()
+    return result
+
+
+def _noted(candidate: Candidate, note: str) -> Candidate:
+    return Candidate(candidate.passage, list(candidate.scores), note)
+
+
+def _score(candidate: Candidate, scored_by: str) -> float:
+    score = candidate.score_of(scored_by)
+    if score is None:
+        raise ValueError(f"candidate {candidate.passage.id!r} has no score from stage {scored_by!r}; "
+                         "run NoisyDocumentJudge on the list before the adaptive judge bar")
+    return score
