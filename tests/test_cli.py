@@ -101,6 +101,71 @@ def test_models_lists_the_registry(built):
         assert name in result.stdout
 
 
-def test_methods_lists_rankrag_and_vanilla(built):
+def test_methods_lists_every_method_with_its_defaults(built):
     result = winnow("methods", env_dir=built / "cache")
-    assert "rankrag" in result.stdout and "vanilla" in result.stdout
+    for name in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt"):
+        assert name in result.stdout
+    assert "judge_n=0.0" in result.stdout and "rewrites=5" in result.stdout and "window=10" in result.stdout
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("method", ["mainrag", "rrr", "rankgpt"])
+def test_every_method_answers_from_the_cli(built, method):
+    extra = {"rrr": ["--set", "rewrites=2", "--set", "window=3", "--set", "step=2"],
+             "rankgpt": ["--set", "window=3", "--set", "step=2"], "mainrag": []}[method]
+    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", method, "--n", "4",
+                    "--k", "2", *extra, "--json", "capital of france", env_dir=built / "cache")
+    data = json.loads(result.stdout)
+    assert data["method"] == method and data["answer"]
+    assert data["settings"]["n"] == 4 and data["settings"]["retriever"] == "bm25"
+    assert data["trace"]["stages"][0]["name"] == "retrieve"
+
+
+@pytest.mark.llm
+def test_config_file_and_flags_merge(built):
+    config = built / "run.toml"
+    config.write_text('method = "rankgpt"\nmodel = "smollm2-135m"\nn = 3\n\n[rankgpt]\nwindow = 2\nstep = 1\n')
+    data = json.loads(winnow("ask", "--index", str(built / "idx"), "--config", str(config), "--k", "1", "--json",
+                             "capital of france", env_dir=built / "cache").stdout)
+    assert data["method"] == "rankgpt"
+    assert (data["settings"]["n"], data["settings"]["k"], data["settings"]["window"]) == (3, 1, 2)
+
+
+def test_unknown_config_key_is_named(built):
+    config = built / "typo.toml"
+    config.write_text("windw = 3\n")
+    result = winnow("ask", "--index", str(built / "idx"), "--config", str(config), "q", env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "typo.toml" in result.stderr and "windw" in result.stderr
+
+
+def test_judge_model_for_a_method_without_a_judge_is_refused(built):
+    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "rankrag",
+                    "--judge-model", "qwen2.5-coder-0.5b", "q", env_dir=built / "cache", check=False)
+    assert result.returncode == 2 and "--judge-model" in result.stderr
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("method", ["pointwise", "graded", "listwise"])
+def test_rerank_a_jsonl_file(built, method):
+    data = json.loads(winnow("rerank", "--model", "smollm2-135m", "--method", method, "--top-n", "3", "--window", "4",
+                             "--step", "2", "--json", "capital of france", str(built / "corpus.jsonl"),
+                             env_dir=built / "cache").stdout)
+    assert data["method"] == method and len(data["results"]) == 3
+    ids = [r["id"] for r in data["results"]]
+    assert len(set(ids)) == 3 and set(ids) <= {p["id"] for p in PASSAGES}
+    assert all(r["scores"][0]["stage"] == "input" for r in data["results"])
+
+
+def test_rerank_unknown_method(built):
+    result = winnow("rerank", "--method", "nope", "q", str(built / "corpus.jsonl"), env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "pointwise" in result.stderr
+
+
+def test_rerank_by_embedding_needs_no_llm(built):
+    data = json.loads(winnow("rerank", "--method", "embedding", "--json", "What is the capital of France?",
+                             str(built / "corpus.jsonl"), env_dir=built / "cache").stdout)
+    assert data["method"] == "embedding" and data["usage"]["calls"] == 0
+    assert {r["id"] for r in data["results"][:2]} == {"paris", "france"}
+    assert [r["id"] for r in data["results"]] != [p["id"] for p in PASSAGES]  # the order really changed

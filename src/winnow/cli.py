@@ -41,19 +41,28 @@ def index(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create.")],
     chunk_words: Annotated[int, typer.Option("--chunk-words", help="Passage size for text folders.")] = 150,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
+    dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (all-MiniLM-L6-v2) for "
+                                                        "`search --retriever dense|hybrid`.")] = False,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from .corpus import load_corpus, source_checksum
-    from .index import build_bm25_index
+    from .index import build_index, load_embedder
 
     started = time.perf_counter()
+    embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
     corpus = load_corpus(source, chunk_words=chunk_words)
     err.print(corpus.report.summary())
     if not corpus.passages:
         raise WinnowError(f"{source}: no passages to index", "check the file: every record was skipped or it is empty")
-    build_bm25_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
-                     load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                     overwrite=overwrite, progress=True)
+    build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
+                load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                embedder=embedder, overwrite=overwrite, progress=True)
+    if embedder is not None:
+        from .index.manifest import read_manifest
+
+        stats = read_manifest(out_dir)["dense"]
+        err.print(f"embedded {len(corpus.passages)} passages with {stats['model']} in {stats['seconds']:.1f} s "
+                  f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
     err.print(f"indexed {len(corpus.passages)} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
 
 
@@ -62,20 +71,24 @@ def search(
     query: Annotated[str, typer.Argument(help="The search query.")],
     index_dir: IndexOption,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many passages.")] = 10,
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, or hybrid (BM25 and dense fused "
+                                                                     "by RRF); dense and hybrid need an index "
+                                                                     "built with --dense.")] = "bm25",
     as_json: JsonOption = False,
 ) -> None:
-    """BM25 search: the top k passages for QUERY."""
-    from .index import BM25Index
+    """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
+    from .index import open_retriever
     from .report import passages_table
 
-    idx = BM25Index.open(index_dir)
+    idx = open_retriever(index_dir, retriever)
     started = time.perf_counter()
     hits = idx.search(query, k=k)
     seconds = time.perf_counter() - started
     if as_json:
-        out.print_json(data={"query": query, "passages": hits.to_dicts(), "seconds": round(seconds, 4)})
+        out.print_json(data={"query": query, "retriever": idx.name, "passages": hits.to_dicts(),
+                             "seconds": round(seconds, 4)})
     else:
-        out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r}"))
+        out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
         err.print(f"{seconds * 1000:.1f} ms")
 
 
@@ -95,51 +108,177 @@ class StageProgress:
             self.bar.remove_task(self.tasks.pop(stage))
 
 
+ModelOption = Annotated[Optional[str], typer.Option("--model", help="Registry name, .gguf path, or the server's "
+                                                                    "model name with --backend openai "
+                                                                    "[default: qwen2.5-coder-1.5b].")]
+BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.cpp (in-process, default) or openai "
+                                                                        "(any OpenAI-compatible server).")]
+BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server URL for --backend openai "
+                                                                         "(or WINNOW_OPENAI_BASE_URL).")]
+ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
+                                           show_default=False)]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+
+def _check_config_keys(config: dict, path: Path) -> None:
+    from .config import RUN_OPTIONS
+    from .errors import InputError
+    from .methods import METHODS
+    from dataclasses import fields
+
+    known = set(RUN_OPTIONS) | set(METHODS) | {f.name for m in METHODS.values() for f in fields(m.Settings)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise InputError(path, f"unknown setting(s) {unknown}", hint="`winnow methods` lists every method's settings")
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     index_dir: IndexOption,
-    method: Annotated[str, typer.Option("--method", "-m", help="vanilla or rankrag (see `winnow methods`).")] = "rankrag",
-    model: Annotated[str, typer.Option("--model", help="Registry name, .gguf path, or the server's model name "
-                                                       "with --backend openai.")] = "qwen2.5-coder-1.5b",
-    backend: Annotated[str, typer.Option("--backend", help="llama.cpp (in-process) or openai (any "
-                                                           "OpenAI-compatible server).")] = "llama.cpp",
-    base_url: Annotated[str, typer.Option("--base-url", help="Server URL for --backend openai "
-                                                             "(or WINNOW_OPENAI_BASE_URL).")] = "",
-    api_key: Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
-                                         show_default=False)] = "",
+    method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
+                                                                          "rankgpt (see `winnow methods`) "
+                                                                          "[default: rankrag].")] = None,
+    model: ModelOption = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = "",
+    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid "
+                                                                         "(dense needs `winnow index --dense`).")] = None,
     n: Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")] = None,
     k: Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")] = None,
+    fusion_alpha: Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
+                                                                                 "scores (0 = the paper).")] = None,
     max_answer_tokens: Annotated[Optional[int], typer.Option("--max-answer-tokens")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")] = False,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model.")] = None,
+    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
+                                                                             "model.")] = None,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE "
+                                                                           "(repeatable), e.g. --set window=20.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
-    from .index import BM25Index
+    from .config import parse_assignment, read_config, resolve
+    from .index import open_retriever
     from .llm import load_llm
-    from .methods import build_method, method_settings
+    from .methods import build_method, method_class, method_settings
     from .report import print_answer, summary_line
 
-    idx = BM25Index.open(index_dir)
-    method_settings(method, n=n, k=k, max_answer_tokens=max_answer_tokens)  # fail fast, before loading a model
+    file_settings = read_config(config) if config else {}
+    if config:
+        _check_config_keys(file_settings, config)
+    run = {key: file_settings.get(key) for key in ("method", "model", "backend", "base_url", "retriever",
+                                                    "judge_model", "final_model")}
+    flags = {"method": method, "model": model, "backend": backend, "base_url": base_url, "retriever": retriever,
+             "judge_model": judge_model, "final_model": final_model}
+    run.update({key: value for key, value in flags.items() if value is not None})
+    method_name = run["method"] or "rankrag"
+    model_name = run["model"] or DEFAULT_MODEL
+    backend_name = run["backend"] or "llama.cpp"
+    overrides = dict(parse_assignment(a) for a in assignments or [])
+    overrides.update(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
+    settings = resolve(method_class(method_name).Settings, method_name, file_settings, overrides, config or "config")
+    method_settings(method_name, **settings)  # fail fast, before loading a model
+    search_index = open_retriever(index_dir, run["retriever"] or "bm25")
     progress = StageProgress(err)
-    with err.status(f"loading {model} ({backend})"):
-        llm = load_llm(model, backend=backend, base_url=base_url, api_key=api_key, cache=not no_cache,
-                       progress=progress)
+    loaded = []
+
+    def llm_for(name: str):
+        with err.status(f"loading {name} ({backend_name})"):
+            llm = load_llm(name, backend=backend_name, base_url=run["base_url"] or "", api_key=api_key,
+                           cache=not no_cache, progress=progress)
+        loaded.append(llm)
+        return llm
+
     try:
-        rag = build_method(method, index=idx, llm=llm, n=n, k=k, max_answer_tokens=max_answer_tokens)
+        llm = llm_for(model_name)
+        agents = {}
+        for role in ("judge_model", "final_model"):
+            if run[role] and run[role] != model_name:
+                agents[role.replace("_model", "_llm")] = llm_for(run[role])
+        rag = build_method(method_name, index=search_index, llm=llm, agents=agents, **settings)
         with progress.bar:
             answer = rag.ask(question)
     finally:
-        llm.close()
+        for llm in loaded:
+            llm.close()
     if as_json:
         payload = answer.to_dict()
-        payload["settings"].update({"model": model, "backend": backend, "index": str(index_dir)})
+        payload["settings"].update({"model": model_name, "backend": backend_name, "index": str(index_dir),
+                                    "retriever": getattr(search_index, "name", "bm25"),
+                                    **{role: run[role] for role in ("judge_model", "final_model") if run[role]}})
         payload["model"] = llm.identity
         out.print_json(data=payload)
     else:
         print_answer(out, answer)
     err.print(summary_line(answer.usage, answer.trace.seconds))
+
+
+@app.command()
+def rerank(
+    query: Annotated[str, typer.Argument(help="The query to rank passages for.")],
+    passages_file: Annotated[Path, typer.Argument(help="JSONL file of {\"id\", \"title\", \"text\"}, in the "
+                                                       "order of your first stage.")],
+    method: Annotated[str, typer.Option("--method", "-m", help="pointwise (RankRAG P(True)), graded (RRR 1-5), "
+                                                               "listwise (RankGPT) or embedding (MiniLM cosine, "
+                                                               "no LLM).")] = "pointwise",
+    model: ModelOption = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = "",
+    top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
+    window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
+    step: Annotated[int, typer.Option("--step", help="listwise: step.")] = 5,
+    no_cache: NoCacheOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Rerank the passages of a JSONL file for QUERY: Winnow as a reranker in your own pipeline."""
+    from .corpus import load_corpus
+    from .llm import load_llm
+    from .records import Candidate, CandidateList, Query, StageScore, Trace
+    from .report import passages_table, summary_line, usage_table
+    from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
+
+    rerankers = {"pointwise": lambda llm: PointwiseTrueReranker(llm, keep=top_n),
+                 "graded": lambda llm: GradedRelevanceReranker(llm, keep=top_n),
+                 "listwise": lambda llm: ListwiseReranker(llm, window=window, step=step, keep=top_n),
+                 "embedding": None}
+    if method not in rerankers:
+        raise WinnowError(f"unknown --method {method!r}", f"choose one of: {', '.join(rerankers)}")
+    corpus = load_corpus(passages_file)
+    if corpus.report.kept != corpus.report.read:
+        err.print(corpus.report.summary())
+    count = len(corpus.passages)
+    candidates = CandidateList(Query(query), [Candidate(p, [StageScore("input", float(count - i), i + 1)])
+                                              for i, p in enumerate(corpus.passages)])
+    trace = Trace()
+    started = time.perf_counter()
+    if method == "embedding":  # the LLM-free baseline: nothing to load but the embedder
+        from .index import load_embedder
+
+        ranked = EmbeddingReranker(load_embedder(), keep=top_n).run(candidates, trace)
+    else:
+        progress = StageProgress(err)
+        with err.status(f"loading {model or DEFAULT_MODEL}"):
+            llm = load_llm(model or DEFAULT_MODEL, backend=backend or "llama.cpp", base_url=base_url or "",
+                           api_key=api_key, cache=not no_cache, progress=progress)
+        started = time.perf_counter()
+        try:
+            with progress.bar:
+                ranked = rerankers[method](llm).run(candidates, trace)
+        finally:
+            llm.close()
+    trace.seconds = time.perf_counter() - started
+    if as_json:
+        out.print_json(data={"query": query, "method": method, "results": ranked.to_dicts(),
+                             "usage": trace.usage.to_dict(), "trace": trace.to_dict()})
+    else:
+        out.print(passages_table(ranked, title=f"{method} reranking of {count} passages for {query!r}"))
+        out.print(usage_table(trace.stages))
+    err.print(summary_line(trace.usage, trace.seconds))
 
 
 @app.command()
@@ -152,15 +291,15 @@ def models() -> None:
 
 @app.command()
 def methods() -> None:
-    """List the methods, their stages and defaults."""
-    from .methods import METHODS, MethodSettings
+    """List the methods, their stages and default settings."""
+    from .methods import METHODS
 
-    table = Table(title="Methods", title_justify="left")
+    table = Table(title="Methods", title_justify="left", show_lines=True)
     for column in ("method", "stages", "what it does", "defaults"):
         table.add_column(column)
     for name, cls in METHODS.items():
-        defaults = ", ".join(f"{k}={v}" for k, v in MethodSettings().to_dict().items())
-        table.add_row(name, " → ".join(cls.stages), cls.summary, defaults)
+        defaults = "\n".join(f"{k}={v}" for k, v in cls.Settings().to_dict().items())
+        table.add_row(name, "\n".join(cls.stages), cls.summary, defaults)
     out.print(table)
 
 

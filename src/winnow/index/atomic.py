@@ -47,6 +47,17 @@ def atomic_folder(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary folder next to ``out``; on success it replaces ``out``, on failure it is removed."""
     out = Path(out)
     check_replaceable(out, overwrite=overwrite)
+    with staged_folder(out) as temp:
+        yield temp
+
+
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """Yield a temporary folder next to ``out`` that replaces ``out`` (whatever is there) on success.
+
+    For callers that decided themselves that ``out`` may be replaced, such as the ``dense/``
+    folder inside an index; :func:`atomic_folder` checks first.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = sibling(out, "tmp")
     temp.mkdir()

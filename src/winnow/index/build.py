@@ -2,25 +2,29 @@
 
 The folder holds bm25s's own save format in ``bm25/`` (its precomputed per-term score matrix, loaded
 memory-mapped), the passages in corpus order in ``passages.jsonl`` (row i is bm25s document i) and
-``manifest.json``. It is written into a temporary sibling and renamed into place, so a killed build
-never leaves a half index at ``out``.
+``manifest.json``; with an embedder, also ``dense/`` (see :mod:`.embeddings`). It is written into a
+temporary sibling and renamed into place, so a killed build never leaves a half index at ``out``.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import bm25s
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import MofNCompleteColumn, Progress
 
 from ..errors import WinnowError
 from ..records import Passage
 from .analysis import FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, tokenize_corpus
 from .atomic import atomic_folder
+from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import write_manifest
+
+if TYPE_CHECKING:
+    from .embedder import Embedder
 
 PASSAGES = "passages.jsonl"
 BM25_DIR = "bm25"
@@ -37,13 +41,27 @@ def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: st
     ``source_options`` (e.g. chunk size) are recorded if given. An existing ``out`` is refused
     unless ``overwrite``, and then replaced only once the new index is complete.
     """
+    return build_index(passages, out, source=source, source_checksum=source_checksum, load_report=load_report,
+                       source_options=source_options, k1=k1, b=b, overwrite=overwrite, progress=progress)
+
+
+def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
+                load_report: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
+                k1: float = 0.9, b: float = 0.4, embedder: Embedder | None = None, overwrite: bool = False,
+                progress: bool = True) -> Path:
+    """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
+
+    Both go into the same temporary folder, so the index appears with its embeddings or not at all
+    (a rebuild never leaves a window in which dense search of ``out`` fails).
+    """
     if not passages:
         raise WinnowError("there are no passages to index", "check the corpus: it is empty or every record was skipped")
     check_unique_ids(passages)
     out = Path(out)
     stemmer = make_stemmer(STEMMER_LABEL)
     # stderr, so that `--json` output on stdout stays clean.
-    with Progress(console=Console(stderr=True), transient=True, disable=not progress) as bar, \
+    with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
+                  transient=True, disable=not progress) as bar, \
             atomic_folder(out, overwrite=overwrite) as temp:
         task = bar.add_task("tokenising", total=5)
         tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
@@ -54,6 +72,14 @@ def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: st
         model.save(temp / BM25_DIR, show_progress=False)
         bar.update(task, advance=1, description="writing passages")
         write_passages(temp / PASSAGES, passages)
+        dense = None
+        if embedder is not None:
+            bar.update(task, description="embedding")
+            embedding = bar.add_task("embedding passages", total=len(passages))
+            (temp / DENSE_DIR).mkdir()
+            dense = write_dense_folder(temp / DENSE_DIR, passages, embedder,
+                                       progress=lambda n: bar.advance(embedding, n))
+            bar.remove_task(embedding)
         bar.update(task, advance=1, description="checksumming")
         fields: dict[str, Any] = {
             "source": source,
@@ -63,6 +89,8 @@ def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: st
             "bm25": {"method": METHOD, "k1": k1, "b": b, "stopwords": STOPWORDS, "stemmer": STEMMER_LABEL,
                      "fields": list(FIELDS), "library": f"bm25s {bm25s.__version__}"},
         }
+        if dense is not None:
+            fields["dense"] = dense
         if source_options:
             fields["source_options"] = source_options
         if load_report is not None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import IndexLoadError
+from .atomic import sibling
 
 FORMAT = "winnow-index"
 FORMAT_VERSION = 1
@@ -46,6 +48,29 @@ def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
                 "files": describe_files(folder)}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
+
+
+def update_manifest(folder: Path, manifest: dict[str, Any], *, replace_files_under: str,
+                    **fields: Any) -> dict[str, Any]:
+    """Rewrite ``folder``'s manifest with ``fields`` set and the files under ``replace_files_under``
+    (a subfolder name) described afresh; the other files keep their recorded sizes and checksums.
+
+    Written to a temporary file and renamed, so a reader sees the old manifest or the new one.
+    Only the subfolder is re-hashed: re-describing every file would bless any damage done to them
+    since the build.
+    """
+    prefix = replace_files_under.rstrip("/") + "/"
+    files = {name: info for name, info in manifest["files"].items() if not name.startswith(prefix)}
+    files.update({f"{prefix}{name}": info for name, info in describe_files(folder / prefix).items()})
+    updated = {**manifest, **fields, "files": dict(sorted(files.items()))}
+    temp = sibling(folder / MANIFEST, "tmp")
+    try:
+        temp.write_text(json.dumps(updated, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(temp, folder / MANIFEST)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return updated
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

@@ -76,9 +76,13 @@ class TermScoreMatrix:
 
 
 def best(rows: np.ndarray, scores: np.ndarray, k: int) -> Hits:
-    """The top ``k`` of one query's (row, score) pairs, highest score first, then lowest row."""
+    """The top ``k`` of one query's (row, score) pairs with a positive score, highest first, then lowest row."""
     positive = scores > 0  # a stored zero would mean "no evidence": not retrieved
-    rows, scores = rows[positive], scores[positive]
+    return highest(rows[positive], scores[positive], k)
+
+
+def highest(rows: np.ndarray, scores: np.ndarray, k: int) -> Hits:
+    """The top ``k`` of (row, score) pairs, highest score first, then lowest row."""
     if len(scores) > k:
         keep = np.argpartition(-scores, k - 1)[:k]
         # argpartition splits ties at the k-th score arbitrarily; widen to every passage tied with

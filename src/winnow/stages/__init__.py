@@ -2,6 +2,7 @@
 
 from .adaptive_bar import adaptive_bar_filter, adaptive_judge_bar
 from .base import stage_record
+from .embedding import EmbeddingReranker
 from .fusion import ScoreFusion
 from .judge import NoisyDocumentJudge
 from .predictor import PerDocumentPredictor
@@ -12,7 +13,7 @@ from .pointwise import PointwiseTrueReranker
 from .reader import Reader
 from .retrieve import Retriever
 
-__all__ = ["GradedRelevanceReranker", "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor",
+__all__ = ["EmbeddingReranker", "GradedRelevanceReranker", "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor",
            "PointwiseTrueReranker", "QueryRewriter", "Reader", "Retriever", "ScoreFusion", "adaptive_bar_filter",
            "adaptive_judge_bar", "parse_permutation", "parse_rewrite", "parse_score", "sliding_windows",
            "stage_record", "threshold_filter"]
