@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,7 +18,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .config import parse_assignment
 from .errors import WinnowError
+from .pipeline import DEFAULT_MODEL
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
@@ -118,19 +121,13 @@ BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
                                            show_default=False)]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]
-DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
-def _check_config_keys(config: dict, path: Path) -> None:
-    from .config import RUN_OPTIONS
-    from .errors import InputError
-    from .methods import METHODS
-    from dataclasses import fields
-
-    known = set(RUN_OPTIONS) | set(METHODS) | {f.name for m in METHODS.values() for f in fields(m.Settings)}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        raise InputError(path, f"unknown setting(s) {unknown}", hint="`winnow methods` lists every method's settings")
+@contextmanager
+def spinner_while_loading(backend: str):
+    """A spinner naming the model being loaded; yields the callback a Pipeline calls per model."""
+    with err.status("loading") as status:
+        yield lambda name: status.update(f"loading {name} ({backend})")
 
 
 @app.command()
@@ -161,56 +158,23 @@ def ask(
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
-    from .config import parse_assignment, read_config, resolve
-    from .index import open_retriever
-    from .llm import load_llm
-    from .methods import build_method, method_class, method_settings
+    from .pipeline import Pipeline, RunSpec
     from .report import print_answer, summary_line
 
-    file_settings = read_config(config) if config else {}
-    if config:
-        _check_config_keys(file_settings, config)
-    run = {key: file_settings.get(key) for key in ("method", "model", "backend", "base_url", "retriever",
-                                                    "judge_model", "final_model")}
-    flags = {"method": method, "model": model, "backend": backend, "base_url": base_url, "retriever": retriever,
-             "judge_model": judge_model, "final_model": final_model}
-    run.update({key: value for key, value in flags.items() if value is not None})
-    method_name = run["method"] or "rankrag"
-    model_name = run["model"] or DEFAULT_MODEL
-    backend_name = run["backend"] or "llama.cpp"
     overrides = dict(parse_assignment(a) for a in assignments or [])
     overrides.update(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
-    settings = resolve(method_class(method_name).Settings, method_name, file_settings, overrides, config or "config")
-    method_settings(method_name, **settings)  # fail fast, before loading a model
-    search_index = open_retriever(index_dir, run["retriever"] or "bm25")
+    spec = RunSpec.resolve(config=config, settings=overrides,
+                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
+                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
     progress = StageProgress(err)
-    loaded = []
-
-    def llm_for(name: str):
-        with err.status(f"loading {name} ({backend_name})"):
-            llm = load_llm(name, backend=backend_name, base_url=run["base_url"] or "", api_key=api_key,
-                           cache=not no_cache, progress=progress)
-        loaded.append(llm)
-        return llm
-
-    try:
-        llm = llm_for(model_name)
-        agents = {}
-        for role in ("judge_model", "final_model"):
-            if run[role] and run[role] != model_name:
-                agents[role.replace("_model", "_llm")] = llm_for(run[role])
-        rag = build_method(method_name, index=search_index, llm=llm, agents=agents, **settings)
-        with progress.bar:
-            answer = rag.ask(question)
-    finally:
-        for llm in loaded:
-            llm.close()
+    with spinner_while_loading(spec.backend) as loading:
+        pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)
+    with pipeline, progress.bar:
+        answer = pipeline.ask(question)
     if as_json:
         payload = answer.to_dict()
-        payload["settings"].update({"model": model_name, "backend": backend_name, "index": str(index_dir),
-                                    "retriever": getattr(search_index, "name", "bm25"),
-                                    **{role: run[role] for role in ("judge_model", "final_model") if run[role]}})
-        payload["model"] = llm.identity
+        payload["settings"].update(pipeline.describe())
+        payload["model"] = pipeline.llm.identity
         out.print_json(data=payload)
     else:
         print_answer(out, answer)
