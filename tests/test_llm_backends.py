@@ -66,3 +66,25 @@ def test_http_backend_server_error_is_reported(llama_backend):
     backend = OpenAICompatibleBackend("m", base_url=llama_backend.http_address + "/nope")
     with pytest.raises(BackendError, match="answered 404"):
         backend.generate([COLOUR], max_tokens=4)
+
+
+PREFILLED = [*CAPITAL, {"role": "assistant", "content": "The answer is"}]
+
+
+def test_prefilled_turn_is_continued_over_http(llama_backend, http_backend):
+    # The continuation fields vLLM needs are accepted by llama.cpp's server, which continues the turn
+    # the same way in-process: the scores agree with and without them.
+    [local] = llama_backend.choice_logprobs([PREFILLED], ["True", "False"])
+    [remote] = http_backend.choice_logprobs([PREFILLED], ["True", "False"])
+    assert remote.logprobs["True"] == pytest.approx(local.logprobs["True"], abs=1e-3)
+    [fresh] = llama_backend.choice_logprobs([CAPITAL], ["True", "False"])
+    assert local.logprobs["True"] != pytest.approx(fresh.logprobs["True"], abs=1e-3)  # the prefill mattered
+
+
+def test_continuation_fields_only_for_a_started_answer(monkeypatch):
+    from winnow.llm.openai_http import continuation_fields
+
+    assert continuation_fields(CAPITAL) == {}
+    assert continuation_fields(PREFILLED) == {"continue_final_message": True, "add_generation_prompt": False}
+    monkeypatch.setenv("WINNOW_OPENAI_CONTINUE", "off")
+    assert continuation_fields(PREFILLED) == {}

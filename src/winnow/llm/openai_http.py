@@ -28,6 +28,19 @@ def _env(*names: str) -> str:
     return next((os.environ[n] for n in names if os.environ.get(n)), "")
 
 
+def continuation_fields(messages: Messages) -> dict[str, Any]:
+    """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
+
+    llama.cpp's server continues a final assistant message by itself; vLLM needs
+    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs that
+    reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
+    reads its score from the generated ``<<Score>>n`` text instead.
+    """
+    if not messages or messages[-1].get("role") != "assistant" or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off":
+        return {}
+    return {"continue_final_message": True, "add_generation_prompt": False}
+
+
 class OpenAICompatibleBackend:
     """Talks to ``{base_url}/chat/completions``."""
 
@@ -51,7 +64,7 @@ class OpenAICompatibleBackend:
         return {"backend": "openai", "model": self._model, "base_url": self._base_url}
 
     def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        body = {"model": self._model, **body}
+        body = {"model": self._model, **body, **continuation_fields(body["messages"])}
         started = time.perf_counter()
         try:
             response = self._client.post("/chat/completions", json=body)
