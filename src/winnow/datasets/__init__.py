@@ -1,0 +1,8 @@
+"""Questions, answers and relevance judgments: QA JSONL sets, TREC qrels and run files, and loaders
+for the data bundled with Pyserini 0.21.0, BEIR folders and ``ir_datasets``."""
+
+from __future__ import annotations
+
+from .qa import QAItem, read_qa_jsonl, write_qa_jsonl
+
+__all__ = ["QAItem", "read_qa_jsonl", "write_qa_jsonl"]
