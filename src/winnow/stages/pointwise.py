@@ -32,7 +32,12 @@ class PointwiseTrueReranker:
             prompts = [self.template.messages(question, [p]) for p in candidates.passages]
             scores = self.llm.choice_scores(prompts, CHOICES, stage=stage)
             p_true = [s.probability("True") for s in scores]
-            reranked = candidates.ranked_by(self.name, p_true, keep=self.keep)
+            reranked = candidates.ranked_by(self.name, p_true)
+            if self.keep is not None and len(reranked) > self.keep:
+                # The whole reranked order is kept in the trace: answer Recall@k after reranking
+                # (Table 6) needs ranks beyond the k passed on.
+                stage.details["ranked_ids"] = [p.id for p in reranked.passages]
+                reranked = reranked.truncated(self.keep)
             missing = sorted({m for s in scores for m in s.missing})
             if missing:
                 stage.details["choices_not_in_top_tokens"] = missing
