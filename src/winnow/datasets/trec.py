@@ -1,0 +1,175 @@
+"""TREC relevance judgments (qrels) and run files, in and out.
+
+* qrels: ``query-id iteration doc-id relevance`` per line (the iteration column, ``0`` or ``Q0``, is
+  ignored), as ``trec_eval`` and ``ir-measures`` read them.
+* runs: ``query-id Q0 doc-id rank score tag`` per line.
+
+Both are whitespace-separated, so an id holding white space cannot be written: it is refused rather
+than silently split into two columns. Readers are strict and name the file and line of any fault; a
+query/document pair judged twice with different grades, or listed twice in one ranking, is an error,
+because ``trec_eval`` would quietly keep one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from ..corpus.lines import read_lines
+from ..errors import InputError, WinnowError
+from .atomic import write_text_atomic
+
+Qrels = dict[str, dict[str, int]]  # query id -> document id -> relevance grade
+Run = dict[str, list[tuple[str, float]]]  # query id -> (document id, score), best first
+
+QRELS_HINT = "each line must be: query-id 0 doc-id relevance (whitespace-separated, integer relevance)"
+RUN_HINT = "each line must be: query-id Q0 doc-id rank score tag (whitespace-separated)"
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """The judgments of the TREC qrels file ``path`` (``.gz`` is decompressed)."""
+    path = Path(path).expanduser()
+    _require_file(path, "qrels")
+    return parse_qrels(read_lines(path), path)
+
+
+def parse_qrels(lines: Iterable[tuple[int, str]], source: str | Path) -> Qrels:
+    """Judgments from numbered lines; ``source`` names the file in error messages."""
+    qrels: Qrels = {}
+    for line, text in lines:
+        fields = text.split()
+        if not fields:
+            continue
+        if len(fields) != 4:
+            raise InputError(source, f"expected 4 fields, got {len(fields)}", line=line, hint=QRELS_HINT)
+        query_id, _iteration, doc_id, grade_text = fields
+        try:
+            grade = int(grade_text)
+        except ValueError as error:
+            raise InputError(source, f"relevance must be an integer, got {grade_text!r}", line=line,
+                             field="relevance", hint=QRELS_HINT) from error
+        judged = qrels.setdefault(query_id, {})
+        if judged.get(doc_id, grade) != grade:
+            raise InputError(source, f"query {query_id!r}, document {doc_id!r} is judged twice, with "
+                                     f"relevance {judged[doc_id]} and {grade}", line=line, field="relevance",
+                             hint="keep one judgment per pair")
+        judged[doc_id] = grade
+    return qrels
+
+
+def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> int:
+    """Write ``qrels`` to ``path`` atomically as ``query-id 0 doc-id relevance``; return the line count."""
+    def lines() -> Iterator[str]:
+        for query_id, judged in qrels.items():
+            _check_id(query_id, "query id", path)
+            for doc_id, grade in judged.items():
+                _check_id(doc_id, "document id", path)
+                if isinstance(grade, bool) or not isinstance(grade, int):
+                    raise WinnowError(f"{path}: relevance of query {query_id!r}, document {doc_id!r} must be "
+                                      f"an integer, got {grade!r}")
+                yield f"{query_id} 0 {doc_id} {grade}"
+
+    return write_text_atomic(path, lines())
+
+
+def read_run(path: str | Path) -> Run:
+    """The rankings of the TREC run file ``path``, each ordered by its rank column (best first).
+
+    Several tags in one file are refused: that is several runs, and mixing them would score nonsense.
+    """
+    path = Path(path).expanduser()
+    _require_file(path, "run")
+    return parse_run(read_lines(path), path)
+
+
+def parse_run(lines: Iterable[tuple[int, str]], source: str | Path) -> Run:
+    """Rankings from numbered lines; ``source`` names the file in error messages."""
+    ranked: dict[str, list[tuple[int, str, float]]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    tag: tuple[str, int] | None = None
+    for line, text in lines:
+        fields = text.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise InputError(source, f"expected 6 fields, got {len(fields)}", line=line, hint=RUN_HINT)
+        query_id, _q0, doc_id, rank_text, score_text, line_tag = fields
+        try:
+            rank = int(rank_text)
+        except ValueError as error:
+            raise InputError(source, f"rank must be an integer, got {rank_text!r}", line=line, field="rank",
+                             hint=RUN_HINT) from error
+        try:
+            score = float(score_text)
+        except ValueError as error:
+            raise InputError(source, f"score must be a number, got {score_text!r}", line=line, field="score",
+                             hint=RUN_HINT) from error
+        if not math.isfinite(score):
+            raise InputError(source, f"score must be finite, got {score_text!r}", line=line, field="score",
+                             hint=RUN_HINT)
+        if tag is None:
+            tag = (line_tag, line)
+        elif line_tag != tag[0]:
+            raise InputError(source, f"tag {line_tag!r} differs from {tag[0]!r} (line {tag[1]})", line=line,
+                             field="tag", hint="one run per file: split it by tag")
+        if (query_id, doc_id) in seen:
+            raise InputError(source, f"document {doc_id!r} is ranked twice for query {query_id!r} (first at "
+                                     f"line {seen[query_id, doc_id]})", line=line, field="doc-id",
+                             hint="a ranking lists each document once")
+        seen[query_id, doc_id] = line
+        ranked.setdefault(query_id, []).append((rank, doc_id, score))
+    # Sorted by the rank column (stable for equal ranks, so file order breaks ties).
+    return {query_id: [(doc_id, score) for _rank, doc_id, score in sorted(rows, key=lambda row: row[0])]
+            for query_id, rows in ranked.items()}
+
+
+def write_run(run: Mapping[str, Sequence[tuple[str, float]]], path: str | Path, *, tag: str = "winnow",
+              scores_from_rank: bool = False) -> int:
+    """Write ``run`` (query id → ``(doc id, score)`` pairs, best first) to ``path`` atomically.
+
+    ``trec_eval`` and ``ir-measures`` order a ranking by *score*, not by the rank column, and break
+    ties by document id. So a list whose scores do not strictly decrease would be scored in another
+    order than the one given: that is refused unless ``scores_from_rank``, which writes
+    ``score = length - rank + 1`` so the written order is the order scored.
+    """
+    _check_id(tag, "tag", path)
+
+    def lines() -> Iterator[str]:
+        for query_id, ranking in run.items():
+            _check_id(query_id, "query id", path)
+            previous: float | None = None
+            listed: set[str] = set()
+            for rank, (doc_id, score) in enumerate(ranking, start=1):
+                _check_id(doc_id, "document id", path)
+                if doc_id in listed:
+                    raise WinnowError(f"{path}: query {query_id!r}: document {doc_id!r} is ranked twice",
+                                      "a ranking lists each document once")
+                listed.add(doc_id)
+                score = float(len(ranking) - rank + 1) if scores_from_rank else float(score)
+                if not math.isfinite(score):
+                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} is not finite")
+                if not scores_from_rank and previous is not None and score >= previous:
+                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} does not fall "
+                                      f"below the score above it ({previous!r}), so trec_eval would reorder it",
+                                      "pass scores_from_rank=True to write scores that keep the given order")
+                previous = score
+                yield f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}"  # repr: the float reads back exactly
+
+    return write_text_atomic(path, lines())
+
+
+def run_scores(run: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, dict[str, float]]:
+    """Query id → document id → score: the shape ``ir-measures`` and ``pytrec_eval`` take."""
+    return {query_id: {doc_id: float(score) for doc_id, score in ranking} for query_id, ranking in run.items()}
+
+
+def _check_id(value: str, what: str, path: str | Path) -> None:
+    if not isinstance(value, str) or not value or any(ch.isspace() for ch in value):
+        raise WinnowError(f"{path}: {what} {value!r} cannot be written to a TREC file",
+                          "ids must be non-empty and hold no white space")
+
+
+def _require_file(path: Path, kind: str) -> None:
+    if not path.is_file():
+        raise InputError(path, "no such file", hint=f"give a TREC {kind} file")
