@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from winnow.errors import WinnowError
@@ -15,6 +17,7 @@ from winnow.evaluation.answers import (
     normalize_answer,
     token_f1,
 )
+from winnow.evaluation.retrieval import answer_ranks, answer_recall, qrels_metrics, run_from_ranked
 
 # --- answer metrics --------------------------------------------------------------------------------
 
@@ -88,3 +91,47 @@ def test_dpr_tokens_and_has_answer():
     assert not has_answer("anything", ["   "])
     matcher = AnswerMatcher(["1963", "Ringo Starr"])
     assert [matcher(t) for t in ("in 1963 they", "ringo  starr!", "Starr Ringo")] == [True, True, False]
+
+
+# --- retrieval metrics -----------------------------------------------------------------------------
+
+
+def test_answer_ranks_and_recall_hand_computed():
+    matcher = AnswerMatcher(["Uruguay"])
+    texts = ["England won in 1966.", "Uruguay hosted and won in 1930.", "Italy won in 1934.", "uruguay again"]
+    assert answer_ranks(texts, matcher) == [2, 4]
+    # Three questions: first answer at rank 2, at rank 7, and never.
+    per_question = [[2, 4], [7], []]
+    assert answer_recall(per_question, ks=(1, 2, 5, 10)) == pytest.approx(
+        {"R@1": 0.0, "R@2": 1 / 3, "R@5": 1 / 3, "R@10": 2 / 3})
+    assert answer_recall([], ks=(5,)) == {"R@5": 0.0}
+
+
+def test_qrels_metrics_hand_computed():
+    qrels = {"q1": {"a": 1, "b": 2, "c": 0}, "q2": {"x": 1}, "q3": {"n": 0}, "q4": {"e": 1}}
+    ranked = {"q1": ["c", "a", "d", "b"], "q2": ["y", "z"], "q3": ["n"], "q4": []}
+    got = qrels_metrics(qrels, ranked, recall_ks=(1, 2, 4), capped=True)
+    # q1: relevant a (1) at rank 2 and b (2) at rank 4; trec_eval's nDCG uses the grade as the gain:
+    # DCG = 1/log2(3) + 2/log2(5), ideal = 2/log2(2) + 1/log2(3).
+    ndcg_q1 = (1 / math.log2(3) + 2 / math.log2(5)) / (2 + 1 / math.log2(3))
+    # q3 has no relevant document: left out. q2 finds nothing; q4's empty list scores 0, not skipped.
+    assert got["judged_questions"] == 3 and got["unjudged_questions"] == 1
+    assert got["nDCG@10"] == pytest.approx(ndcg_q1 / 3)
+    assert got["MRR@10"] == pytest.approx(0.5 / 3)
+    assert (got["R@1"], got["R@2"], got["R@4"]) == pytest.approx((0.0, 0.5 / 3, 1 / 3))
+    # Capped: q1 at k=2 found 1 of min(2, 2) -> 0.5, same as plain recall here.
+    assert got["R_cap@2"] == pytest.approx(0.5 / 3)
+
+
+def test_capped_recall_divides_by_min_k_relevant():
+    qrels = {"q": {f"d{i}": 1 for i in range(10)}}
+    got = qrels_metrics(qrels, {"q": ["d0", "x", "d1", "d2"]}, recall_ks=(2, 4), capped=True)
+    assert got["R@2"] == pytest.approx(1 / 10) and got["R_cap@2"] == pytest.approx(1 / 2)
+    assert got["R@4"] == pytest.approx(3 / 10) and got["R_cap@4"] == pytest.approx(3 / 4)
+
+
+def test_run_scores_follow_the_list_order_not_the_ids():
+    # trec_eval re-sorts by score (ties by docid): the rank-derived scores must keep "z" first.
+    assert run_from_ranked({"q": ["z", "a", "z", "m"]}) == {"q": {"z": 4.0, "a": 3.0, "m": 1.0}}
+    got = qrels_metrics({"q": {"z": 1}}, {"q": ["z", "a"]}, recall_ks=(1,))
+    assert got["MRR@10"] == 1.0 and got["R@1"] == 1.0
