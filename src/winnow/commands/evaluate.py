@@ -1,0 +1,183 @@
+"""``winnow eval``: run a method over a QA set into a resumable run folder, then score it.
+
+See :mod:`winnow.evaluation.runner` for the loop and :mod:`winnow.evaluation.runfolder` for the
+folder (config.json, answers.jsonl, metrics.json, runs/*.trec).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..cli import (
+    ApiKeyOption,
+    BackendOption,
+    BaseUrlOption,
+    IndexOption,
+    JsonOption,
+    ModelOption,
+    NoCacheOption,
+    StageProgress,
+    app,
+    err,
+    out,
+    spinner_while_loading,
+)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+class RunProgress:
+    """The question bar (running accuracy, seconds per question, time to finish) above the LLM
+    stage bars; without a terminal (a run in the background), a plain line every minute or 5%."""
+
+    def __init__(self, stages: StageProgress, run: Any, total: int, done: int) -> None:
+        self.stages, self.run, self.total = stages, run, total
+        self.session_started = time.perf_counter()
+        self.session_done = 0
+        self.last_line = 0.0
+        self.task = stages.bar.add_task(self._text(done), total=total, completed=done)
+
+    def _text(self, done: int) -> str:
+        records = self.run.answered()
+        accuracy = sum(r["scores"]["accuracy"] for r in records) / len(records) if records else 0.0
+        text = f"{self.run.spec.method}: acc {accuracy:.1%}"
+        if self.session_done:
+            per_question = (time.perf_counter() - self.session_started) / self.session_done
+            text += f" · {per_question:.1f} s/q · ETA {_duration(per_question * (self.total - done))}"
+        return text
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.session_done += 1
+        done = len(self.run.answered())
+        text = self._text(done)
+        self.stages.bar.update(self.task, completed=done, description=text)
+        if not err.is_terminal:
+            elapsed = time.perf_counter() - self.session_started
+            if done == self.total or elapsed - self.last_line >= 60 or self.session_done % max(1, self.total // 20) == 0:
+                err.print(f"[{done}/{self.total}] {text}", highlight=False)
+                self.last_line = elapsed
+
+
+@app.command(name="eval")
+def evaluate(
+    index_dir: IndexOption,
+    queries: Annotated[Path, typer.Option("--queries", "-q", help="QA JSONL file: {\"id\", \"question\", "
+                                                                  "\"golden_answers\", \"metadata\"} per line.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
+    method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
+                                                                          "rankgpt [default: rankrag].")] = None,
+    model: ModelOption = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = "",
+    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid.")] = None,
+    n: Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")] = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")] = None,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge's model.")] = None,
+    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
+                                                                             "model.")] = None,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE "
+                                                                           "(repeatable).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
+                                                                 "sample with --seed; raise it later to extend "
+                                                                 "the run).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Choose and order the questions by this seed.")] = None,
+    qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
+                                                                  "Recall@k per stage.")] = None,
+    capped: Annotated[bool, typer.Option("--capped", help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    no_cache: NoCacheOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Evaluate a method on a QA set: EM, F1, accuracy, answer Recall@k per stage, cost.
+
+    Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
+    OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
+    """
+    from ..config import parse_assignment
+    from ..evaluation.runner import EvalRun
+    from ..pipeline import Pipeline, RunSpec
+
+    overrides = dict(parse_assignment(a) for a in assignments or [])
+    overrides.update(n=n, k=k)
+    spec = RunSpec.resolve(config=config, settings=overrides,
+                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
+                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
+    run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
+                  api_key=api_key, cache=not no_cache)
+    started = time.perf_counter()
+    pending = run.prepare()
+    if run.folder.torn_line_dropped:
+        err.print("dropped a half-written last line of answers.jsonl (the question in flight when the run "
+                  "stopped); it is asked again")
+    done = len(run.answered())
+    err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask",
+              highlight=False)
+    interrupted = False
+    if pending:
+        stages = StageProgress(err)
+        with spinner_while_loading(spec.backend) as loading:
+            pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=stages,
+                                loading=loading)
+        with pipeline:
+            run.check_models(pipeline)
+            run.start_session(len(pending))
+            with stages.bar:
+                progress = RunProgress(stages, run, len(run.selected), done)
+                try:
+                    run.ask_all(pipeline, pending, on_answer=progress)
+                except KeyboardInterrupt:
+                    interrupted = True
+    metrics = run.finish()
+    if run.run_files_error:
+        err.print(f"[yellow]TREC run files not written:[/] {run.run_files_error}", highlight=False)
+    if as_json:
+        out.print_json(data=metrics)
+    else:
+        out.print(metrics_table(metrics))
+    cost = metrics["cost"]
+    err.print(f"{run.new_answers} questions answered in {_duration(time.perf_counter() - started)}; the run so far: "
+              f"{metrics['questions']['answered']}/{metrics['questions']['selected']} questions · "
+              f"{cost['llm_calls']} LLM calls ({cost['cache_hits']} cached) · {cost['prompt_tokens']} prompt + "
+              f"{cost['completion_tokens']} completion tokens · {cost['seconds_per_question']:.1f} s/question · "
+              f"wrote {run.folder.path}", highlight=False)
+    if interrupted:
+        err.print("interrupted: run the same command again to continue")
+        raise KeyboardInterrupt
+
+
+def run_label(spec: Any) -> str:
+    from ..evaluation.runner import run_label as label
+
+    return label(spec)
+
+
+def metrics_table(metrics: dict[str, Any]):
+    """Answer metrics in the title; answer Recall@k (and nDCG@10, MRR@10 with qrels) per list."""
+    from rich.table import Table
+
+    recall = metrics["answer_recall"]
+    ks = list(next(iter(recall.values())).keys()) if recall else []
+    qrels_rows = (metrics.get("qrels") or {}).get("rows") or {}
+    qrels_names = [name for name in ("nDCG@10", "MRR@10") if qrels_rows]
+    answer = metrics["answer"]
+    table = Table(title=f"{metrics['run']['label']} · {metrics['questions']['answered']} questions · "
+                        f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · accuracy {answer['accuracy']:.1%}",
+                  title_justify="left", caption="R@k: share of questions with an answer in the top k",
+                  caption_justify="left")
+    table.add_column("list", no_wrap=True)
+    for column in ("len", *ks, *qrels_names):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in metrics["rows"]:
+        table.add_row(row, f"{metrics['list_length'][row]:.1f}", *[f"{recall[row][k]:.1%}" for k in ks],
+                      *[f"{qrels_rows[row][name]:.3f}" for name in qrels_names])
+    return table

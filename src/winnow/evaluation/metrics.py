@@ -1,0 +1,130 @@
+"""``metrics.json``: every metric of a run, recomputed from its ``answers.jsonl`` records.
+
+Lists compared per question, in this order (the rows of RankRAG Tables 6 and 8, "before" and
+"after" ranking):
+
+* ``first_stage`` - the retriever's own top-D list (D = max(N, 20)): the baseline every report shows;
+* each stage of the method that produced a list (``retrieve``, ``rerank``, ``judge``,
+  ``adaptive_bar``, ``order``, …), skipping stages that only hand on their input and the extra
+  rounds of RRR (``retrieve#2``…), which not every question has;
+* ``final`` - the passages the answer was read from.
+
+A question whose method skipped a stage (RRR does not rerank a pool of one) carries its previous
+list forward, so every row averages over the same questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .answers import mean
+from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
+
+QRELS_RECALL_KS = (5, 10, 20, 50, 100)
+COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds")
+
+
+def stage_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The method's list-producing stages, in the order they ran (see the module notes)."""
+    order: list[str] = []
+    passthrough: dict[str, bool] = {}
+    for record in records:
+        for entry in record["stages"]:
+            label = entry["stage"]
+            if "#" in label:
+                continue
+            if label not in passthrough:
+                order.append(label)
+                passthrough[label] = True
+            passthrough[label] = passthrough[label] and bool(entry.get("passthrough"))
+    return [label for label in order if not passthrough[label]]
+
+
+def lists_by_row(records: Sequence[Mapping[str, Any]], labels: Sequence[str]
+                 ) -> dict[str, list[Mapping[str, Any]]]:
+    """Row name → one ``{"ids", "answer_ranks"}`` per record, stages carried forward when skipped."""
+    rows: dict[str, list[Mapping[str, Any]]] = {"first_stage": [r["first_stage"] for r in records]}
+    rows.update({label: [] for label in labels})
+    for record in records:
+        own = {entry["stage"]: entry for entry in record["stages"]}
+        previous: Mapping[str, Any] = {"ids": [], "answer_ranks": []}
+        for label in labels:
+            previous = own.get(label, previous)
+            rows[label].append(previous)
+    rows["final"] = [r["final"] for r in records]
+    return rows
+
+
+def cutoffs(depth: int, ks: Sequence[int]) -> list[int]:
+    chosen = [k for k in ks if k <= depth]
+    return chosen or [max(depth, 1)]
+
+
+def cost_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    totals = {name: sum(r["usage"].get(name, 0) for r in records) for name in COST_FIELDS}
+    count = max(len(records), 1)
+    return {
+        "llm_calls": totals["calls"],
+        "cache_hits": totals["cache_hits"],
+        "prompt_tokens": totals["prompt_tokens"],
+        "completion_tokens": totals["completion_tokens"],
+        "llm_seconds": round(totals["seconds"], 3),
+        "llm_calls_per_question": totals["calls"] / count,
+        "prompt_tokens_per_question": totals["prompt_tokens"] / count,
+        "completion_tokens_per_question": totals["completion_tokens"] / count,
+        "seconds_per_question": mean(r["seconds"] for r in records),
+        "method_seconds_per_question": mean(r["method_seconds"] for r in records),
+        "total_seconds": round(sum(r["seconds"] for r in records), 3),
+    }
+
+
+def stage_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per stage name (rounds summed): mean seconds, LLM calls and tokens per question."""
+    sums: dict[str, dict[str, float]] = {}
+    for record in records:
+        for entry in record["stages"]:
+            name = entry["stage"].split("#")[0]
+            stage = sums.setdefault(name, {"seconds": 0.0, "llm_calls": 0, "prompt_tokens": 0,
+                                           "completion_tokens": 0})
+            stage["seconds"] += entry.get("seconds", 0.0)
+            stage["llm_calls"] += entry["usage"].get("calls", 0)
+            stage["prompt_tokens"] += entry["usage"].get("prompt_tokens", 0)
+            stage["completion_tokens"] += entry["usage"].get("completion_tokens", 0)
+    count = max(len(records), 1)
+    return {name: {key: value / count for key, value in stage.items()} for name, stage in sums.items()}
+
+
+def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run: Mapping[str, Any], depth: int,
+                    qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
+                    capped: bool = False) -> dict[str, Any]:
+    """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
+    ``depth`` is the first-stage depth D, the deepest cutoff worth reporting."""
+    labels = stage_labels(records)
+    rows = lists_by_row(records, labels)
+    answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
+    metrics: dict[str, Any] = {
+        "run": dict(run),
+        "questions": {"selected": selected, "answered": len(records), "remaining": selected - len(records),
+                      "regex_answers": sum(1 for r in records if r.get("regex"))},
+        "answer": {name: mean(r["scores"][name] for r in records) for name in ("em", "f1", "accuracy")},
+        "rows": ["first_stage", *labels, "final"],
+        "answer_recall": {row: answer_recall([entry["answer_ranks"] for entry in lists], answer_ks)
+                          for row, lists in rows.items()},
+        "list_length": {row: mean(len(entry["ids"]) for entry in lists) for row, lists in rows.items()},
+        "first_stage_depth": depth,
+        "cost": cost_summary(records),
+        "stage_cost": stage_costs(records),
+        "qrels": None,
+    }
+    if qrels is not None:
+        qrels_ks = cutoffs(depth, QRELS_RECALL_KS)
+        ids = [r["id"] for r in records]
+        metrics["qrels"] = {
+            **dict(qrels_info or {}),
+            "capped": capped,
+            "rows": {row: qrels_metrics(qrels, {qid: entry["ids"] for qid, entry in zip(ids, lists)},
+                                        recall_ks=qrels_ks, capped=capped)
+                     for row, lists in rows.items()},
+        }
+    return metrics

@@ -1,0 +1,108 @@
+"""One finished question as a line of ``answers.jsonl``: the answer, its scores, and the ranked
+passage ids of the first stage and of every stage of the method, with the ranks that hold an answer.
+
+Everything the metrics need is in the line, so ``metrics.json``, the TREC run files and the
+reports are recomputed from ``answers.jsonl`` alone, without the index or the model. Passage texts
+are not stored (the index has them); only ids, ranks and, where the stage gave one per passage,
+scores.
+
+Stage labels are the stage names, numbered from the second occurrence within a question (RRR
+retrieves once per round: ``retrieve``, ``retrieve#2``, …). A stage that hands on its input
+unchanged (MAIN-RAG's per-document predictor, the reader) is marked ``passthrough``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..records import Answer, CandidateList, StageTrace
+from .answers import AnswerMatcher, accuracy, exact_match, token_f1
+from .retrieval import answer_ranks
+
+# Stage details small enough to keep in every line (MAIN-RAG's bar τ and the judge's mean and std,
+# filters' kept counts and fallbacks); lists and per-passage maps stay in the full trace.
+SCALAR_DETAILS = (str, int, float, bool)
+
+
+class _PassageMatcher:
+    """has_answer per passage id, each passage tokenised once per question."""
+
+    def __init__(self, matcher: AnswerMatcher) -> None:
+        self.matcher = matcher
+        self.known: dict[str, bool] = {}
+
+    def ranks(self, ids: list[str], texts: dict[str, str]) -> list[int]:
+        def holds(pid: str) -> bool:
+            if pid not in self.known:
+                self.known[pid] = self.matcher(texts.get(pid, ""))
+            return self.known[pid]
+
+        return answer_ranks(ids, holds)
+
+
+def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> dict[str, Any]:
+    texts = {c["id"]: c.get("text", "") for c in [*stage.input, *stage.output]}
+    output_ids = [c["id"] for c in stage.output]
+    # A reranker that keeps only the top k records its whole order (see stages.pointwise).
+    ids = list(stage.details.get("ranked_ids") or output_ids)
+    entry: dict[str, Any] = {"stage": label, "kind": stage.kind, "ids": ids,
+                             "answer_ranks": matcher.ranks(ids, texts),
+                             "passthrough": bool(stage.input) and ids == [c["id"] for c in stage.input]}
+    if output_ids == ids:
+        entry["scores"] = [round(float(c.get("score", 0.0)), 6) for c in stage.output]
+    details = {key: value for key, value in stage.details.items()
+               if isinstance(value, SCALAR_DETAILS) and not (isinstance(value, str) and len(value) > 300)}
+    if details:
+        entry["details"] = details
+    if stage.kind == "noisy-document-judge" and isinstance(stage.details.get("scores"), dict):
+        # MAIN-RAG's judge scores in retrieval order, for the score-distribution plot.
+        entry["judge_scores"] = {pid: round(float(s), 6) for pid, s in stage.details["scores"].items()}
+    entry["seconds"] = round(stage.seconds, 4)
+    entry["usage"] = stage.usage.to_dict()
+    return entry
+
+
+def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[dict[str, Any]]:
+    seen: Counter[str] = Counter()
+    entries = []
+    for stage in answer.trace.stages:
+        if not stage.input and not stage.output:
+            continue  # a stage with no passages (RRR's rewriter)
+        seen[stage.name] += 1
+        label = stage.name if seen[stage.name] == 1 else f"{stage.name}#{seen[stage.name]}"
+        entries.append(_stage_entry(stage, label, matcher))
+    return entries
+
+
+def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, retriever: str,
+                    seconds: float) -> dict[str, Any]:
+    """The ``answers.jsonl`` line for ``item`` (a :class:`~winnow.datasets.QAItem`).
+
+    ``first_stage`` is the retriever's own top-D list for the question (the baseline row);
+    ``seconds`` is the wall time of the whole question, first-stage search included.
+    """
+    regex = bool(item.is_regex)
+    golds = list(item.golden_answers)
+    matcher = _PassageMatcher(AnswerMatcher(golds, regex=regex))
+    first_texts = {c.passage.id: c.passage.text for c in first_stage}
+    first_ids = [c.passage.id for c in first_stage]
+    final_texts = {c.passage.id: c.passage.text for c in answer.passages}
+    final_ids = [c.passage.id for c in answer.passages]
+    return {
+        "id": item.id,
+        "question": item.question,
+        "golden_answers": golds,
+        **({"regex": True} if regex else {}),
+        "answer": answer.text,
+        "scores": {"em": exact_match(answer.text, golds, regex=regex),
+                   "f1": round(token_f1(answer.text, golds, regex=regex), 6),
+                   "accuracy": accuracy(answer.text, golds, regex=regex)},
+        "first_stage": {"retriever": retriever, "ids": first_ids,
+                        "answer_ranks": matcher.ranks(first_ids, first_texts)},
+        "stages": stage_entries(answer, matcher),
+        "final": {"ids": final_ids, "answer_ranks": matcher.ranks(final_ids, final_texts)},
+        "usage": answer.usage.to_dict(),
+        "method_seconds": round(answer.trace.seconds, 4),
+        "seconds": round(seconds, 4),
+    }

@@ -1,0 +1,175 @@
+"""A run folder: what an evaluation run decided, and every question it has finished.
+
+``RUNDIR/config.json`` holds the run's *identity* (method, models, settings, retriever, the question
+file's and the index's checksums, the seed) and what is only informational (library versions, the
+command line, each session's limit). ``RUNDIR/answers.jsonl`` gets one line per finished question,
+appended, flushed and fsynced before the next question starts, so a run killed at any moment loses
+at most the question in flight. Resuming reads the finished ids back, cuts a torn last line (the
+line being written when the process died), and refuses to continue when the identity differs:
+answers from two configurations in one folder would average into a number that means nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..datasets.atomic import write_text_atomic
+from ..errors import InputError, WinnowError
+
+FORMAT = "winnow-eval-run"
+FORMAT_VERSION = 1
+CONFIG = "config.json"
+ANSWERS = "answers.jsonl"
+METRICS = "metrics.json"
+RUNS = "runs"  # TREC run files, one per stage
+LIBRARIES = ("winnow", "xllamacpp", "bm25s", "numpy", "onnxruntime", "ir-measures", "pytrec-eval-terrier", "httpx")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, [json.dumps(data, indent=2, ensure_ascii=False)])
+
+
+def identity_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two identities differ, with both values, e.g. ``spec.settings.n: 20 → 10``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new), key=str):
+            found += identity_differences(old.get(key), new.get(key), f"{prefix}{key}.")
+        return found
+    return [] if old == new else [f"{prefix.rstrip('.')}: {json.dumps(old)} → {json.dumps(new)}"]
+
+
+class RunFolder:
+    """The files of one run; see the module notes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self.config_path = self.path / CONFIG
+        self.answers_path = self.path / ANSWERS
+        self.metrics_path = self.path / METRICS
+        self.runs_path = self.path / RUNS
+        self._stream = None
+        self.torn_line_dropped = False
+
+    # --- configuration -----------------------------------------------------------------------------
+
+    def read_config(self) -> dict[str, Any] | None:
+        if not self.config_path.is_file():
+            return None
+        try:
+            config = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(self.config_path, f"not valid JSON: {exc}",
+                             hint="restore it, or start the run in a new --out folder") from exc
+        if not isinstance(config, dict) or config.get("format") != FORMAT or "identity" not in config:
+            raise InputError(self.config_path, f"not a Winnow evaluation run config (format {FORMAT!r})",
+                             hint="give a new --out folder")
+        return config
+
+    def open(self, identity: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+        """Start the run, or resume it when ``identity`` matches the recorded one; return the config.
+
+        A folder holding answers but no config, or a config with another identity, is refused.
+        """
+        config = self.read_config()
+        if config is None:
+            if self.answers_path.exists():
+                raise WinnowError(f"{self.path} holds {ANSWERS} but no {CONFIG}, so its answers cannot be "
+                                  "trusted to match this run", "give a new --out folder")
+            self.path.mkdir(parents=True, exist_ok=True)
+            config = {"format": FORMAT, "format_version": FORMAT_VERSION, "created": now(), "identity": identity,
+                      **info, "sessions": []}
+        else:
+            if config.get("format_version") != FORMAT_VERSION:
+                raise WinnowError(f"{self.config_path} has run format version {config.get('format_version')!r}; "
+                                  f"this Winnow writes version {FORMAT_VERSION}", "start a new --out folder")
+            changed = identity_differences(config["identity"], identity)
+            if changed:
+                raise WinnowError(f"{self.path} holds a run with another configuration, so it cannot be resumed "
+                                  f"with this one: {'; '.join(changed)}",
+                                  "repeat the original command to resume it, or give a new --out folder")
+        self.write_config(config)
+        return config
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        write_json_atomic(self.config_path, config)
+
+    # --- answers -----------------------------------------------------------------------------------
+
+    def read_answers(self) -> dict[str, dict[str, Any]]:
+        """Finished questions by id, in file order. A torn last line (no newline: the question in
+        flight when the run was killed) is cut off the file; any other bad line is an error."""
+        records: dict[str, dict[str, Any]] = {}
+        if not self.answers_path.is_file():
+            return records
+        data = self.answers_path.read_bytes()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):
+            with self.answers_path.open("r+b") as stream:
+                stream.truncate(complete)
+                stream.flush()
+                os.fsync(stream.fileno())
+            self.torn_line_dropped = True
+        for number, raw in enumerate(data[:complete].splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError as exc:
+                raise InputError(self.answers_path, f"not valid JSON: {exc}", line=number,
+                                 hint="every complete line is written whole; delete the damaged line to re-ask "
+                                      "that question") from exc
+            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+                raise InputError(self.answers_path, "not an answer record", line=number, field="id")
+            # A repeat can only come from a hand edit; the later line wins, one record per question.
+            records[record["id"]] = record
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one finished question and make it durable before returning."""
+        if self._stream is None:
+            self._stream = self.answers_path.open("ab")
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        self._stream.write(line)
+        self._stream.flush()
+        os.fsync(self._stream.fileno())
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,212 @@
+"""An evaluation run: ask a method every chosen question, record each as it finishes, score the lot.
+
+The loop is built to be stopped: each finished question is durable in ``answers.jsonl`` before the
+next starts (:mod:`.runfolder`), the chosen questions are a pure function of the question file,
+the seed and the limit, and a rerun asks only what is missing. With nothing missing no model is
+loaded: the metrics, run files and config are simply rewritten (add ``--qrels`` later this way).
+
+Choosing questions: without a seed, the first L in file order; with a seed, the questions ordered
+by sha256(seed, id), then the first L. That order does not depend on L, so raising ``--limit``
+later extends the same run with more questions instead of starting a different sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import WinnowError
+from ..records import Query
+from .metrics import compute_metrics
+from .record import question_record
+from .runfolder import RunFolder, file_sha256, library_versions, now, write_json_atomic
+
+MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
+
+
+def select_questions(items: Sequence[Any], *, limit: int | None, seed: int | None) -> list[Any]:
+    """The questions to ask, in the order to ask them (see the module notes)."""
+    chosen = list(items)
+    if seed is not None:
+        chosen.sort(key=lambda item: hashlib.sha256(f"{seed}\0{item.id}".encode()).hexdigest())
+    return chosen if limit is None else chosen[:limit]
+
+
+def resolved_settings(spec: Any) -> dict[str, Any]:
+    """Every setting of the method, defaults included (the spec holds only the overrides)."""
+    from ..methods import method_settings
+
+    return method_settings(spec.method, **spec.settings).to_dict()
+
+
+def first_stage_depth(spec: Any) -> int:
+    """How deep the baseline first-stage list goes: the method's N, and at least 20."""
+    return max(int(resolved_settings(spec).get("n", 0)), MIN_FIRST_STAGE_DEPTH)
+
+
+def index_identity(index_dir: Path, retriever: str) -> dict[str, Any]:
+    """What was indexed and how (not where, nor when): moving or rebuilding the same index is fine."""
+    from ..index.manifest import read_manifest
+
+    manifest = read_manifest(Path(index_dir))
+    identity = {key: manifest.get(key) for key in ("source_checksum", "source_options", "counts", "bm25")}
+    if retriever != "bm25":
+        identity["dense"] = {name: entry.get("sha256") for name, entry in (manifest.get("files") or {}).items()
+                             if name.startswith("dense/")}
+    return identity
+
+
+@dataclass
+class EvalRun:
+    """One ``winnow eval`` invocation: a spec, the questions and the folder to write."""
+
+    spec: Any  # winnow.pipeline.RunSpec
+    index_dir: Path
+    queries: Path
+    out: Path
+    limit: int | None = None
+    seed: int | None = None
+    qrels: Path | None = None
+    capped: bool = False
+    api_key: str = ""
+    cache: bool = True
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise WinnowError(f"--limit must be at least 1 (got {self.limit})")
+        self.folder = RunFolder(self.out)
+        self.items: list[Any] = []
+        self.selected: list[Any] = []
+        self.records: dict[str, dict[str, Any]] = {}
+        self.config: dict[str, Any] = {}
+        self.new_answers = 0
+        self.started = time.perf_counter()
+
+    # --- preparing --------------------------------------------------------------------------------
+
+    def prepare(self) -> list[Any]:
+        """Read the questions, open (or resume) the folder; return the questions still to ask."""
+        from ..datasets import read_qa_jsonl
+
+        self.items = read_qa_jsonl(self.queries)
+        if not self.items:
+            raise WinnowError(f"{self.queries} holds no questions")
+        self.selected = select_questions(self.items, limit=self.limit, seed=self.seed)
+        identity = {
+            "spec": {key: value for key, value in self.spec.to_dict().items() if key != "settings"},
+            "settings": resolved_settings(self.spec),
+            "queries": {"sha256": file_sha256(Path(self.queries)), "questions": len(self.items)},
+            "index": index_identity(self.index_dir, self.spec.retriever),
+            "seed": self.seed,
+            "first_stage_depth": first_stage_depth(self.spec),
+        }
+        info = {"queries_file": str(Path(self.queries).resolve()), "index_dir": str(Path(self.index_dir).resolve()),
+                "versions": library_versions(), "command": self.command}
+        self.config = self.folder.open(identity, info)
+        self.records = self.folder.read_answers()
+        return [item for item in self.selected if item.id not in self.records]
+
+    def check_models(self, pipeline: Any) -> None:
+        """Record the loaded models' identities (with checksums), or refuse ones that changed."""
+        models = {"model": pipeline.llm.identity}
+        models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
+        recorded = self.config.get("models")
+        if recorded and recorded != models:
+            from .runfolder import identity_differences
+
+            raise WinnowError(f"{self.out}: the model files differ from the ones this run started with: "
+                              f"{'; '.join(identity_differences(recorded, models))}",
+                              "use the original model files to resume, or give a new --out folder")
+        self.config["models"] = models
+
+    def start_session(self, pending: int) -> None:
+        self.config.setdefault("sessions", []).append(
+            {"started": now(), "limit": self.limit, "pending": pending, "versions": library_versions()})
+        self.folder.write_config(self.config)
+
+    # --- asking ------------------------------------------------------------------------------------
+
+    def ask_all(self, pipeline: Any, pending: Sequence[Any],
+                on_answer: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """Ask each pending question and append its record the moment it is finished."""
+        depth = first_stage_depth(self.spec)
+        retriever = getattr(pipeline.index, "name", self.spec.retriever)
+        for item in pending:
+            started = time.perf_counter()
+            first_stage = pipeline.index.search(Query(item.question, id=item.id), k=depth)
+            answer = pipeline.method.ask(Query(item.question, id=item.id))
+            record = question_record(item, answer, first_stage, retriever=retriever,
+                                     seconds=time.perf_counter() - started)
+            self.folder.append(record)
+            self.records[item.id] = record
+            self.new_answers += 1
+            if on_answer:
+                on_answer(record)
+
+    # --- scoring -----------------------------------------------------------------------------------
+
+    def answered(self) -> list[dict[str, Any]]:
+        """Records of the chosen questions, in the order they were chosen."""
+        return [self.records[item.id] for item in self.selected if item.id in self.records]
+
+    def finish(self) -> dict[str, Any]:
+        """Write ``metrics.json`` and the TREC run files from every finished chosen question."""
+        from ..datasets.trec import read_qrels
+
+        qrels = qrels_info = None
+        if self.qrels is not None:
+            qrels = read_qrels(self.qrels)
+            qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels))}
+        spec = self.spec
+        run = {"method": spec.method, "model": spec.model, "backend": spec.backend, "retriever": spec.retriever,
+               "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
+               "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
+        records = self.answered()
+        metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
+                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped)
+        metrics["written"] = now()
+        self.folder.close()
+        write_json_atomic(self.folder.metrics_path, metrics)
+        self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
+        return metrics
+
+
+def run_label(spec: Any) -> str:
+    settings = resolved_settings(spec)
+    parts = [spec.method, spec.model, f"N={settings.get('n')}"]
+    if spec.method != "mainrag":
+        parts.append(f"k={settings.get('k')}")
+    if spec.retriever != "bm25":
+        parts.append(spec.retriever)
+    return " ".join(parts)
+
+
+def write_run_files(folder: Path, records: Sequence[dict[str, Any]], rows: Sequence[str], method: str) -> str:
+    """``folder/<row>.trec`` for every row; returns "" or why they could not be written (an id with
+    white space cannot go in a TREC file), so a finished run is never lost over its run files."""
+    from ..datasets.trec import write_run
+
+    try:
+        for row in rows:
+            run = {}
+            for record in records:
+                if row == "first_stage":
+                    ids = record["first_stage"]["ids"]
+                elif row == "final":
+                    ids = record["final"]["ids"]
+                else:
+                    own = {entry["stage"]: entry for entry in record["stages"]}
+                    if row not in own:
+                        continue  # the stage did not run for this question: no line rather than a guess
+                    ids = own[row]["ids"]
+                run[record["id"]] = [(doc, 0.0) for doc in dict.fromkeys(ids)]
+            write_run(run, folder / f"{row}.trec", tag=f"winnow.{method}.{row}", scores_from_rank=True)
+    except WinnowError as exc:
+        return str(exc)
+    return ""
