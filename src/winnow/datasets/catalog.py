@@ -25,8 +25,8 @@ from .irds import load_ir_dataset
 from .qa import QAItem
 
 _BEIR_TOPICS = re.compile(r"topics\.beir-v1\.0\.0-(?P<name>[a-z0-9-]+)\.test\.tsv\.gz")
-BEIR_LICENCE = "varies by BEIR dataset: see each source's terms"
-MS_MARCO_LICENCE = "MS MARCO terms: non-commercial research only"
+BEIR_LICENCE = "varies: see each BEIR source's terms"
+MS_MARCO_LICENCE = "MS MARCO: non-commercial research only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +63,8 @@ def _retrieval(name: str, kind: str, topics: str, qrels: str, description: str, 
     return DatasetSpec(name, kind, description, source, licence, load, expected)
 
 
-NQ_LICENCE = "CC BY-SA 3.0 (Google)"
-TRIVIAQA_LICENCE = "authors' repository Apache-2.0; dataset card says unknown"
+NQ_LICENCE = "CC BY-SA 3.0"
+TRIVIAQA_LICENCE = "Apache-2.0 (authors' repository); card: unknown"
 QA_SPECS = [
     _qa("nq-test", "topics.nq.test.txt", "python-list", "Natural Questions, open-domain test split", NQ_LICENCE, 3610),
     _qa("nq-dev", "topics.nq.dev.txt", "python-list", "Natural Questions, open-domain dev split (DPR)", NQ_LICENCE,
@@ -75,9 +75,9 @@ QA_SPECS = [
         TRIVIAQA_LICENCE, 8837),
     _qa("squad-test", "topics.dpr.squad.test.txt", "json", "SQuAD v1.1 dev questions, open-domain",
         "CC BY-SA 4.0", 10570),
-    _qa("webq-test", "topics.dpr.wq.test.txt", "json", "WebQuestions test split", "not stated (card: unknown)", 2032),
+    _qa("webq-test", "topics.dpr.wq.test.txt", "json", "WebQuestions test split", "not stated", 2032),
     _qa("curatedtrec-test", "topics.dpr.curated.test.txt", "json", "CuratedTREC test split, answers are regexes",
-        "not stated (TREC QA track questions)", 694, regex=True),
+        "not stated", 694, regex=True),
 ]
 DL_SPECS = [
     _retrieval("dl19-passage", TREC_DL, "topics.dl19-passage.txt", "qrels.dl19-passage.txt",
