@@ -75,6 +75,7 @@ def cost_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "completion_tokens_per_question": totals["completion_tokens"] / count,
         "seconds_per_question": mean(r["seconds"] for r in records),
         "method_seconds_per_question": mean(r["method_seconds"] for r in records),
+        "first_stage_seconds_per_question": mean(r["first_stage"].get("seconds", 0.0) for r in records),
         "total_seconds": round(sum(r["seconds"] for r in records), 3),
     }
 
@@ -116,6 +117,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         "cost": cost_summary(records),
         "stage_cost": stage_costs(records),
         "qrels": None,
+        "question_ids": [r["id"] for r in records],  # last: long, and what reports read the records by
     }
     if qrels is not None:
         qrels_ks = cutoffs(depth, QRELS_RECALL_KS)
@@ -127,4 +129,5 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
                                         recall_ks=qrels_ks, capped=capped)
                      for row, lists in rows.items()},
         }
+    metrics["question_ids"] = metrics.pop("question_ids")  # keep the long list at the end of the file
     return metrics

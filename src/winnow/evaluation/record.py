@@ -76,11 +76,12 @@ def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[dict[str, An
 
 
 def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, retriever: str,
-                    seconds: float) -> dict[str, Any]:
+                    seconds: float, first_stage_seconds: float = 0.0) -> dict[str, Any]:
     """The ``answers.jsonl`` line for ``item`` (a :class:`~winnow.datasets.QAItem`).
 
     ``first_stage`` is the retriever's own top-D list for the question (the baseline row);
-    ``seconds`` is the wall time of the whole question, first-stage search included.
+    ``seconds`` is the wall time of the whole question, the first-stage search (``first_stage_seconds``)
+    included.
     """
     regex = bool(item.is_regex)
     golds = list(item.golden_answers)
@@ -99,7 +100,8 @@ def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, re
                    "f1": round(token_f1(answer.text, golds, regex=regex), 6),
                    "accuracy": accuracy(answer.text, golds, regex=regex)},
         "first_stage": {"retriever": retriever, "ids": first_ids,
-                        "answer_ranks": matcher.ranks(first_ids, first_texts)},
+                        "answer_ranks": matcher.ranks(first_ids, first_texts),
+                        "seconds": round(first_stage_seconds, 4)},
         "stages": stage_entries(answer, matcher),
         "final": {"ids": final_ids, "answer_ranks": matcher.ranks(final_ids, final_texts)},
         "usage": answer.usage.to_dict(),

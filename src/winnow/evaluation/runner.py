@@ -75,7 +75,7 @@ class EvalRun:
     capped: bool = False
     api_key: str = ""
     cache: bool = True
-    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    command: list[str] = field(default_factory=lambda: ["winnow", *sys.argv[1:]])
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -140,9 +140,10 @@ class EvalRun:
         for item in pending:
             started = time.perf_counter()
             first_stage = pipeline.index.search(Query(item.question, id=item.id), k=depth)
+            searched = time.perf_counter()
             answer = pipeline.method.ask(Query(item.question, id=item.id))
             record = question_record(item, answer, first_stage, retriever=retriever,
-                                     seconds=time.perf_counter() - started)
+                                     seconds=time.perf_counter() - started, first_stage_seconds=searched - started)
             self.folder.append(record)
             self.records[item.id] = record
             self.new_answers += 1
@@ -170,7 +171,7 @@ class EvalRun:
         records = self.answered()
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped)
-        metrics["written"] = now()
+        metrics = {"written": now(), **metrics}
         self.folder.close()
         write_json_atomic(self.folder.metrics_path, metrics)
         self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
@@ -179,8 +180,10 @@ class EvalRun:
 
 def run_label(spec: Any) -> str:
     settings = resolved_settings(spec)
-    parts = [spec.method, spec.model, f"N={settings.get('n')}"]
-    if spec.method != "mainrag":
+    parts = [spec.method, spec.model]
+    if spec.method != "vanilla":  # vanilla retrieves k; N is not used
+        parts.append(f"N={settings.get('n')}")
+    if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
         parts.append(f"k={settings.get('k')}")
     if spec.retriever != "bm25":
         parts.append(spec.retriever)

@@ -1,0 +1,32 @@
+"""``winnow report``: compare evaluation runs in a Markdown file with PNG plots beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import JsonOption, app, err, out
+
+
+@app.command(name="report")
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders made by `winnow eval`.")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="Markdown file to write; plots go beside it.")],
+    question: Annotated[Optional[str], typer.Option("--question", help="Question id for the MAIN-RAG judge-score "
+                                                                       "plot [default: each run's first].")] = None,
+    title: Annotated[str, typer.Option("--title", help="The report's heading.")] = "Evaluation report",
+    as_json: JsonOption = False,
+) -> None:
+    """Side-by-side table of runs (methods × metrics × cost, first-stage baseline included) and plots:
+    answer Recall@k before/after reranking, accuracy and time against N, MAIN-RAG's judge scores."""
+    from ..evaluation.report import write_report
+
+    written = write_report(run_dirs, out_file, question=question, title=title)
+    if as_json:
+        out.print_json(data=written)
+    else:
+        err.print(f"wrote {written['report']} and {len(written['images'])} plot(s) for {written['runs']} run(s)"
+                  + (f"; left out (nothing answered): {', '.join(written['skipped'])}" if written["skipped"] else ""),
+                  highlight=False)

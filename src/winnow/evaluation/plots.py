@@ -1,0 +1,158 @@
+"""PNG plots for run reports (matplotlib, Agg backend: no display needed).
+
+* :func:`plot_answer_recall` - answer Recall@k of the first stage and of each run after reranking
+  (RankRAG Tables 6 and 8 as curves).
+* :func:`plot_n_tradeoff` - accuracy and seconds per question against N for runs that differ in N
+  (RankRAG §5.5, Fig. 5: "Performance v.s. Efficiency").
+* :func:`plot_judge_scores` - one question's MAIN-RAG judge scores, document by document, with the
+  adaptive judge bar τ = mean − n·std (MAIN-RAG "Adaptive Judge Bar").
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# Colour-blind-safe (Okabe-Ito); the first stage is always drawn in grey.
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+BASELINE = "#7f7f7f"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.spines.top": False,
+                         "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3})
+    return plt
+
+
+def _k_of(name: str) -> int:
+    return int(name.split("@")[1])
+
+
+def plot_answer_recall(path: Path, baselines: Sequence[tuple[str, Mapping[str, float]]],
+                       curves: Sequence[tuple[str, Mapping[str, float]]]) -> Path:
+    """Grouped bars: for each cutoff k, the first stage (grey, hatched) then each run after reranking.
+
+    ``baselines`` and ``curves`` are (label, {"R@5": 0.8, ...}) pairs. Bars rather than lines, since
+    equal recalls (common at small k) would hide one line behind another.
+    """
+    plt = _pyplot()
+    series = [(label, recall, True) for label, recall in baselines] + [(label, recall, False) for label, recall in curves]
+    ks = sorted({_k_of(name) for _, recall, _ in series for name in recall})
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(7.2, 1.2 + 0.35 * len(ks) * len(series)), 4.6))
+    colour_index = 0
+    for i, (label, recall, is_baseline) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(ks))]
+        values = [100 * recall.get(f"R@{k}", float("nan")) for k in ks]
+        if is_baseline:
+            style = {"color": "#d9d9d9", "edgecolor": BASELINE, "hatch": "///"}
+        else:
+            style = {"color": COLOURS[colour_index % len(COLOURS)], "edgecolor": "white"}
+            colour_index += 1
+        ax.bar(xs, values, width=width * 0.95, label=label, linewidth=0.6, zorder=3, **style)
+    ax.set_xticks(range(len(ks)), [f"R@{k}" for k in ks])
+    ax.set_ylabel("answer Recall@k (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(axis="x", visible=False)
+    ax.set_title("Answer recall before (first stage) and after reranking", loc="left")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, float]]]) -> Path:
+    """``groups``: label → [(N, accuracy, seconds per question), ...] (sorted by N here)."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 4.0))
+    all_n: set[int] = set()
+    for i, (label, points) in enumerate(groups.items()):
+        points = sorted(points)
+        ns = [p[0] for p in points]
+        all_n.update(ns)
+        colour = COLOURS[i % len(COLOURS)]
+        left.plot(ns, [100 * p[1] for p in points], marker="o", color=colour, label=label)
+        right.plot(ns, [p[2] for p in points], marker="o", color=colour, label=label)
+    for ax in (left, right):
+        ax.set_xticks(sorted(all_n))
+        ax.set_xlabel("N (passages reranked)")
+    low, high = left.get_ylim()
+    if high - low < 10:  # a flat curve should look flat, not like a cliff on a 0.5-point axis
+        middle = (high + low) / 2
+        left.set_ylim(max(0, middle - 5), min(100, middle + 5))
+    left.set_ylabel("accuracy (%)")
+    left.set_title("Accuracy against N", loc="left")
+    right.set_ylabel("seconds per question")
+    right.set_ylim(bottom=0)
+    right.set_title("Time per question against N", loc="left")
+    left.legend(loc="best", fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: Sequence[float],
+                      kept: Sequence[bool], holds_answer: Sequence[bool], tau: float, mean: float,
+                      judge_n: float, run_label: str) -> Path:
+    """Bars of the judge's log-odds per document, best first, kept ones coloured, τ and the mean drawn."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    fig, ax = plt.subplots(figsize=(max(7.2, 0.45 * len(order) + 3.0), 4.8))
+    xs = list(range(len(order)))
+    colours = [COLOURS[0] if kept[i] else "#c9c9c9" for i in order]
+    ax.bar(xs, [scores[i] for i in order], width=0.7, color=colours, edgecolor="#333333", linewidth=0.5, zorder=3)
+    span = (max(scores) - min(min(scores), 0.0)) or 1.0
+    for x, i in zip(xs, order):
+        if holds_answer[i]:
+            y = scores[i]
+            ax.text(x, y + (0.02 * span if y >= 0 else -0.02 * span), "★", ha="center",
+                    va="bottom" if y >= 0 else "top", color=COLOURS[1], fontsize=12, zorder=5)
+    ax.axhline(tau, color=COLOURS[1], linewidth=1.6, zorder=4)
+    if abs(mean - tau) > 1e-9:
+        ax.axhline(mean, color="#555555", linewidth=1, linestyle=":", zorder=4)
+    ax.axhline(0, color="#333333", linewidth=0.6, zorder=2)
+    ax.set_xlim(-0.8, len(order) - 0.2)
+    low = min(min(scores), tau, 0.0)
+    high = max(max(scores), tau, 0.0)
+    ax.set_ylim(low - 0.08 * span, high + 0.12 * span)
+    ax.set_xticks(xs, [ids[i] if len(ids[i]) <= 16 else ids[i][:15] + "…" for i in order], rotation=40,
+                  ha="right", fontsize=8)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylabel('judge score: log P("Yes") − log P("No")')
+    ax.set_xlabel("retrieved documents, highest judge score first")
+    wrapped = "\n".join(textwrap.wrap(question, 80)[:2])
+    ax.set_title(f"MAIN-RAG judge scores · {run_label}\n{wrapped}", loc="left", fontsize=9.5)
+    handles = [Patch(facecolor=COLOURS[0], edgecolor="#333333", label="kept (s ≥ τ)"),
+               Patch(facecolor="#c9c9c9", edgecolor="#333333", label="dropped (s < τ)"),
+               Line2D([], [], color=COLOURS[1], linewidth=1.6, label=f"τ = mean − {judge_n:g}·std = {tau:.2f}")]
+    if abs(mean - tau) > 1e-9:
+        handles.append(Line2D([], [], color="#555555", linestyle=":", label=f"mean = {mean:.2f}"))
+    handles.append(Line2D([], [], color=COLOURS[1], marker="*", linestyle="", markersize=10,
+                          label="holds a gold answer"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def relative(path: Path, start: Path) -> str:
+    """``path`` as the .md file beside it links it."""
+    try:
+        return str(path.relative_to(start))
+    except ValueError:
+        return str(path)
+
+
+__all__ = ["plot_answer_recall", "plot_judge_scores", "plot_n_tradeoff", "relative"]

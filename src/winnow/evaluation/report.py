@@ -1,0 +1,283 @@
+"""``winnow report``: several run folders side by side in one Markdown file, with PNG plots beside it.
+
+Tables: answers and cost per run (the first-stage ranking alone as the baseline row, as every
+results table should have); answer Recall@k of every list each method produced (RankRAG Tables 6
+and 8: before and after reranking); qrels metrics when the runs had ``--qrels``. Plots: see
+:mod:`.plots`. Everything is read from each folder's ``metrics.json``, ``answers.jsonl`` and
+``config.json``; nothing is re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..datasets.atomic import write_text_atomic
+from ..errors import InputError, WinnowError
+from . import plots
+from .runfolder import RunFolder
+
+
+@dataclass
+class LoadedRun:
+    path: Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    records: list[dict[str, Any]]  # the chosen questions that were answered, in metrics order
+
+    @property
+    def label(self) -> str:
+        return self.metrics["run"]["label"]
+
+    @property
+    def question_ids(self) -> tuple[str, ...]:
+        return tuple(r["id"] for r in self.records)
+
+
+def load_run(path: str | Path) -> LoadedRun:
+    folder = RunFolder(path)
+    config = folder.read_config()
+    if config is None:
+        raise WinnowError(f"{folder.path} is not a run folder (no config.json)", "give folders made by `winnow eval`")
+    if not folder.metrics_path.is_file():
+        raise WinnowError(f"{folder.path} has no metrics.json yet",
+                          "run its `winnow eval` command again: with nothing left to ask it just writes the metrics")
+    try:
+        metrics = json.loads(folder.metrics_path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(folder.metrics_path, f"not valid JSON: {exc}", hint="rerun its `winnow eval` command") from exc
+    answered = folder.read_answers() if folder.answers_path.is_file() else {}
+    # metrics.json names the questions it scored; answers.jsonl may hold more (a --limit that shrank).
+    records = [answered[qid] for qid in metrics.get("question_ids", []) if qid in answered]
+    return LoadedRun(folder.path, config, metrics, records)
+
+
+# --- formatting -------------------------------------------------------------------------------------
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> str:
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    rule = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "x"
+
+
+# --- baselines ----------------------------------------------------------------------------------------
+
+@dataclass
+class Baseline:
+    label: str
+    run: LoadedRun  # the run whose first-stage lists stand for every run of the group
+
+
+def baselines(runs: Sequence[LoadedRun]) -> tuple[list[Baseline], dict[Path, Baseline]]:
+    """One first-stage row per distinct (retriever, questions); runs on the same questions share it."""
+    groups: dict[tuple[Any, ...], list[LoadedRun]] = defaultdict(list)
+    for run in runs:
+        key = (run.metrics["run"]["retriever"], run.config["identity"]["index"].get("source_checksum"),
+               run.question_ids)
+        groups[key].append(run)
+    result, by_run = [], {}
+    for number, members in enumerate(groups.values(), start=1):
+        best = max(members, key=lambda r: r.metrics["first_stage_depth"])
+        depth = best.metrics["first_stage_depth"]
+        label = f"first stage: {best.metrics['run']['retriever']} top-{depth} alone"
+        if len(groups) > 1:
+            label += f" (question set {number})"
+        baseline = Baseline(label, best)
+        result.append(baseline)
+        for member in members:
+            by_run[member.path] = baseline
+    return result, by_run
+
+
+def after_reranking_row(metrics: dict[str, Any]) -> str:
+    """The list that shows a method's reranking best: its deepest list after the first retrieval
+    (RankRAG's ``rerank``, MAIN-RAG's ``judge``, RankGPT's and RRR's ``listwise``), else ``final``."""
+    rows = [row for row in metrics["rows"] if row not in ("first_stage", "retrieve", "final")]
+    if not rows:
+        return "final"
+    lengths = metrics["list_length"]
+    return max(reversed(rows), key=lambda row: lengths[row])
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+def answers_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: dict[Path, Baseline]) -> str:
+    header = ["run", "questions", "EM", "F1", "Acc.", "LLM calls/q", "prompt tok/q", "completion tok/q",
+              "s/q", "cache hits"]
+    rows = []
+    for base in bases:
+        m = base.run.metrics
+        rows.append([f"*{base.label}*", str(m["questions"]["answered"]), "–", "–", "–", "0", "0", "0",
+                     num(m["cost"].get("first_stage_seconds_per_question"), 3), "–"])
+    for run in runs:
+        m, c = run.metrics, run.metrics["cost"]
+        mark = f" ¹" if len(bases) > 1 else ""
+        questions = f"{m['questions']['answered']}/{m['questions']['selected']}"
+        rows.append([run.label + (mark if mark and by_run[run.path] is not bases[0] else ""), questions,
+                     pct(m["answer"]["em"]), pct(m["answer"]["f1"]), pct(m["answer"]["accuracy"]),
+                     num(c["llm_calls_per_question"]), num(c["prompt_tokens_per_question"], 0),
+                     num(c["completion_tokens_per_question"], 0), num(c["seconds_per_question"], 2),
+                     str(c["cache_hits"])])
+    return md_table(header, rows)
+
+
+def recall_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
+    ks = sorted({name for run in runs for name in run.metrics["answer_recall"]["first_stage"]},
+                key=lambda name: int(name.split("@")[1]))
+    header = ["run", "list", "mean length", *ks]
+    rows = []
+
+    def row(label: str, name: str, metrics: dict[str, Any]) -> list[str]:
+        recall = metrics["answer_recall"][name]
+        return [label, name, num(metrics["list_length"][name]), *[pct(recall.get(k)) for k in ks]]
+
+    for base in bases:
+        rows.append(row(f"*{base.label}*", "first_stage", base.run.metrics))
+    for run in runs:
+        for number, name in enumerate(r for r in run.metrics["rows"] if r != "first_stage"):
+            rows.append(row(run.label if number == 0 else "", name, run.metrics))
+    return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
+
+
+def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
+    judged = [run for run in runs if run.metrics.get("qrels")]
+    names: list[str] = []
+    for run in judged:
+        for values in run.metrics["qrels"]["rows"].values():
+            names += [n for n in values if "@" in n and n not in names]
+    header = ["run", "list", "judged questions", *names]
+    rows = []
+
+    def row(label: str, name: str, metrics: dict[str, Any]) -> list[str]:
+        values = metrics["qrels"]["rows"][name]
+        return [label, name, str(values["judged_questions"]), *[num(values.get(n), 3) for n in names]]
+
+    for base in bases:
+        if base.run.metrics.get("qrels"):
+            rows.append(row(f"*{base.label}*", "first_stage", base.run.metrics))
+    for run in judged:
+        for number, name in enumerate(r for r in run.metrics["rows"] if r != "first_stage"):
+            rows.append(row(run.label if number == 0 else "", name, run.metrics))
+    return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
+
+
+def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float]]]:
+    """Runs that differ only in N, grouped (RankRAG Fig. 5); groups with one N are left out."""
+    groups: dict[str, dict[int, tuple[int, float, float]]] = defaultdict(dict)
+    for run in runs:
+        r = run.metrics["run"]
+        others = {key: value for key, value in r["settings"].items() if key != "n"}
+        label = " ".join([r["method"], r["model"], *(f"{key}={value}" for key, value in others.items()
+                                                     if key in ("k", "judge_n", "window"))])
+        if r["retriever"] != "bm25":
+            label += f" {r['retriever']}"
+        n = int(r["settings"]["n"])
+        groups[label][n] = (n, run.metrics["answer"]["accuracy"], run.metrics["cost"]["seconds_per_question"])
+    return {label: list(points.values()) for label, points in groups.items() if len(points) > 1}
+
+
+def judge_plot(run: LoadedRun, question_id: str, path: Path) -> Path | None:
+    record = next((r for r in run.records if r["id"] == question_id), None)
+    if record is None:
+        return None
+    stages = {entry["stage"]: entry for entry in record["stages"]}
+    judge, bar = stages.get("judge"), stages.get("adaptive_bar")
+    if judge is None or bar is None or "judge_scores" not in judge or not judge["ids"]:
+        return None
+    ids = list(judge["judge_scores"])
+    holding = {judge["ids"][rank - 1] for rank in judge["answer_ranks"]}
+    kept = set(bar["ids"])
+    details = bar.get("details", {})
+    return plots.plot_judge_scores(
+        path, question=record["question"], ids=ids, scores=[judge["judge_scores"][i] for i in ids],
+        kept=[i in kept for i in ids], holds_answer=[i in holding for i in ids], tau=float(details["tau"]),
+        mean=float(details.get("mean", details["tau"])), judge_n=float(run.metrics["run"]["settings"].get("judge_n", 0)),
+        run_label=run.label)
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: str | None = None,
+                 title: str = "Evaluation report") -> dict[str, Any]:
+    """Write the Markdown report ``out`` and its PNGs beside it; return what was written."""
+    out = Path(out).expanduser()
+    if out.suffix.lower() != ".md":
+        raise WinnowError(f"--out {out} must end in .md", "the plots are written beside it as PNG files")
+    runs = [load_run(path) for path in run_dirs]
+    empty = [str(run.path) for run in runs if not run.records]
+    runs = [run for run in runs if run.records]
+    if not runs:
+        raise WinnowError("none of the runs has an answered question yet", "let `winnow eval` finish a question first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bases, by_run = baselines(runs)
+    images: list[tuple[str, Path]] = []
+
+    # A run without a reranking list (vanilla) would only repeat its first stage's top k.
+    curves = [(f"{run.label} · {after_reranking_row(run.metrics)}",
+               run.metrics["answer_recall"][after_reranking_row(run.metrics)])
+              for run in runs if after_reranking_row(run.metrics) != "final"]
+    recall_png = out.with_name(f"{out.stem}-answer-recall.png")
+    plots.plot_answer_recall(recall_png, [(b.label, b.run.metrics["answer_recall"]["first_stage"]) for b in bases],
+                             curves)
+    images.append(("Answer Recall@k before and after reranking", recall_png))
+
+    groups = n_groups(runs)
+    if groups:
+        n_png = out.with_name(f"{out.stem}-accuracy-time-vs-n.png")
+        plots.plot_n_tradeoff(n_png, groups)
+        images.append(("Accuracy and time per question against N (RankRAG Fig. 5)", n_png))
+
+    mainrag = [run for run in runs if run.metrics["run"]["method"] == "mainrag"]
+    if question is not None and not any(question in run.question_ids for run in mainrag):
+        raise WinnowError(f"--question {question!r} is not an answered question of any MAIN-RAG run given",
+                          "pick an id from a mainrag run's answers.jsonl")
+    for run in mainrag:
+        chosen = question if question is not None else run.records[0]["id"]
+        png = out.with_name(f"{out.stem}-judge-{slug(run.path.name)}-{slug(chosen)}.png")
+        if judge_plot(run, chosen, png):
+            images.append((f"MAIN-RAG judge scores and adaptive bar, question {chosen} ({run.label})", png))
+
+    parts = [f"# {title}", ""]
+    question_sets = {run.question_ids for run in runs}
+    parts.append(f"{len(runs)} run(s) on {len(question_sets)} question set(s). Accuracy: a gold answer appears in "
+                 "the generation (SQuAD-normalised); EM and F1: SQuAD v1.1. Answer Recall@k: share of questions "
+                 "with a passage holding a gold answer (DPR matching) in the top k of that list. "
+                 "Cost columns are per question; cached LLM calls cost no model time.")
+    if len(question_sets) > 1:
+        parts.append("\n¹ These runs answered different questions: compare each with its own first-stage row.")
+    if empty:
+        parts.append(f"\nLeft out (no answered question yet): {', '.join(empty)}")
+    parts += ["", "## Answers and cost", "", answers_table(runs, bases, by_run), "",
+              "## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases)]
+    if any(run.metrics.get("qrels") for run in runs):
+        parts += ["", "## Relevance judgements (qrels, ir-measures)", "", qrels_table(runs, bases)]
+    parts += ["", "## Plots", ""]
+    for caption, png in images:
+        parts += [f"![{caption}]({plots.relative(png, out.parent)})", "", f"*{caption}.*", ""]
+    parts += ["## Runs", ""]
+    for run in runs:
+        command = " ".join(run.config.get("command", [])) or "(not recorded)"
+        models = run.config.get("models", {})
+        sha = ", ".join(f"{m.get('model')} sha256 {str(m.get('sha256', ''))[:12]}…" for m in models.values()) or "–"
+        versions = run.config.get("versions", {})
+        parts += [f"- `{run.path}` — {run.label}; models: {sha}; winnow {versions.get('winnow', '?')}, "
+                  f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  `{command}`"]
+    write_text_atomic(out, ["\n".join(parts).rstrip()])
+    return {"report": str(out), "images": [str(png) for _, png in images], "runs": len(runs), "skipped": empty}
