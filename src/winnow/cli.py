@@ -288,4 +288,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as `python -m winnow.cli`, this file is `__main__`, a second copy of winnow.cli; the command
+    # modules registered themselves on the importable `winnow.cli.app`, so run that one.
+    from winnow.cli import main as _main
+
+    _main()
