@@ -13,12 +13,12 @@ dropped, so "Doll's House" = "doll s house" and "Notre-Dame" = "notre dame"). An
 A name form is refused (the rule prefers precision to recall) when it is
 
 * shorter than :data:`MIN_FORM_CHARS` characters or has no letter ("Ur", "0", "1");
-* a *common word*: a single word (or "the"/"a"/"an" + a single word, so "The Doors" → "doors")
+* a *common word*: a single word (or "the"/"a"/"an" + a single word, so "The Who" → "who")
   that the summaries write in lower case more often than as a capitalised word standing alone
   (not opening a sentence, not next to another capitalised word: "Sea" in "North Sea" is part of
   another name) **and** that occurs in more than :data:`RARE_WORD_SUMMARIES` of
-  them. "Water", "Planet" and "Number" are common words; "Paris", "Mercury" and "Beethoven" are
-  names (capitalised); "Indium" and "Lemur" are rare terms that name their article. NQ questions
+  them. "Water", "Planet" and "Number" are common words; "Paris" and "Beethoven" are names
+  (capitalised); "Indium" and "Lemur" are rare terms that name their article. NQ questions
   are all lower case, so the evidence comes from the summaries, where case is kept.
 
 When name forms overlap in a question, only the longest is kept: "new york city" names New York City,
