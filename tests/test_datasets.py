@@ -38,8 +38,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 EXPECTED_WIKI_VITAL_QA = {"nq-test": {"dev": 22, "test": 73}, "triviaqa-test": {"dev": 159, "test": 394}}
 
 
-def winnow(*args, env_dir, check=True):
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "200"}
+def winnow(*args, env_dir, check=True, env=None):
+    env = {**(env or os.environ), "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "200"}
     result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
                             timeout=300)
     if check and result.returncode != 0:
@@ -199,15 +199,19 @@ def test_unknown_name_suggests_close_ones():
         load_dataset("nq-tst")
 
 
-def test_missing_pyserini_says_how_to_install(tmp_path):
-    # -S leaves site-packages (and so pyserini) off the path: the real state of a machine without it.
+def test_missing_pyserini_and_ir_datasets_say_how_to_install(tmp_path):
+    # -S leaves site-packages (so pyserini and ir_datasets) off the path: a machine without them.
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
             "from winnow.datasets import load_dataset\n"
             "from winnow.errors import WinnowError\n"
-            "try:\n    load_dataset('nq-test')\nexcept WinnowError as error:\n    print(error)\n")
+            "for name in ('nq-test', 'irds:beir/scifact/test'):\n"
+            "    try:\n        load_dataset(name)\n    except WinnowError as error:\n        print(error)\n")
     result = subprocess.run([sys.executable, "-S", "-c", code, str(SRC)], capture_output=True, text=True,
                             timeout=60, cwd=tmp_path)
-    assert "pip install --no-deps pyserini==0.21.0" in result.stdout, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert "pip install --no-deps pyserini==0.21.0" in lines[0]
+    assert "ir_datasets is not installed" in lines[1] and "pip install ir-datasets" in lines[1]
 
 
 # --- BEIR folders and ir_datasets -----------------------------------------------------------------
@@ -247,15 +251,46 @@ def test_beir_folder_qrels_for_unknown_queries_are_an_error(tmp_path):
         load_dataset(str(folder))
 
 
-def test_ir_datasets_missing_is_a_clear_error():
-    try:
-        import ir_datasets  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("ir_datasets is installed here")
-    with pytest.raises(WinnowError, match="ir_datasets is not installed.*pip install ir-datasets"):
-        load_dataset("irds:beir/scifact/test")
+def test_ir_datasets_reads_beir_files(tmp_path):
+    """ir_datasets' own BEIR readers over files the test writes, registered under a local name."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.datasets.beir import BeirQrels, BeirQueries
+    from ir_datasets.datasets.dpr_w100 import DprW100Query
+    from ir_datasets.formats import GenericQuery
+    from ir_datasets.util import LocalDownload
+
+    folder = write_beir_folder(tmp_path / "tiny")
+    (folder / "qa-queries.jsonl").write_text(json.dumps(
+        {"_id": "q1", "text": "who painted the mona lisa", "metadata": {"answers": ["Leonardo da Vinci"]}}) + "\n")
+    name = f"winnow-test/{tmp_path.name}"
+    ir_datasets.registry.register(f"{name}/test", Dataset(
+        BeirQueries("tiny", LocalDownload(folder / "queries.jsonl"), GenericQuery),
+        BeirQrels(LocalDownload(folder / "qrels" / "test.tsv"), {})))
+    ir_datasets.registry.register(f"{name}/qa", Dataset(
+        BeirQueries("tiny", LocalDownload(folder / "qa-queries.jsonl"), DprW100Query)))
+    test = load_dataset(f"irds:{name}/test")
+    assert test.kind == "retrieval" and [item.id for item in test.questions] == ["q1", "q2", "q3"]
+    assert test.qrels == {"q1": {"d1": 1}, "q3": {"d3": 2, "d2": 0}} and test.judged == 2
+    qa = load_dataset(f"irds:{name}/qa")
+    assert qa.kind == "qa" and qa.qrels is None
+    assert qa.questions == [QAItem("q1", "who painted the mona lisa", ["Leonardo da Vinci"],
+                                   {"dataset": f"{name}/qa"})]
+    with pytest.raises(WinnowError, match="ir_datasets has no dataset 'winnow-test/none'"):
+        load_dataset("irds:winnow-test/none")
+
+
+def test_ir_datasets_offline_is_a_clear_error(tmp_path):
+    # A proxy on a closed port makes every download fail for real, as on a machine with no network.
+    env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+           "IR_DATASETS_HOME": str(tmp_path / "irds-home")}
+    env.pop("NO_PROXY", None)
+    env.pop("no_proxy", None)
+    result = winnow("data", "export", "irds:beir/scifact/test", "--out", str(tmp_path / "x.jsonl"), env_dir=tmp_path,
+                    check=False, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "ir_datasets could not fetch 'beir/scifact/test'" in result.stderr
+    assert "check the network connection" in result.stderr
 
 
 # --- naming rule and split --------------------------------------------------------------------------

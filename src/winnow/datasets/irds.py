@@ -41,7 +41,8 @@ def load_ir_dataset(dataset_id: str) -> Dataset:
         questions = [_question(query, dataset_id) for query in dataset.queries_iter()]
         qrels = _qrels(dataset) if dataset.has_qrels() else None
     except OSError as error:  # requests' connection errors are OSErrors too
-        raise WinnowError(f"ir_datasets could not fetch {dataset_id!r}: {error}",
+        reason = str(error).split(" (Caused by")[0][:160]  # requests' messages run to several lines
+        raise WinnowError(f"ir_datasets could not fetch {dataset_id!r}: {type(error).__name__}: {reason}",
                           "check the network connection (ir_datasets downloads on first use), or use the data "
                           "bundled in pyserini 0.21.0 (`winnow data list`)") from error
     return Dataset(dataset_id, QA if any(q.golden_answers for q in questions) else RETRIEVAL, questions, qrels,
