@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import WinnowError
 from .dataset import QA, RETRIEVAL, Dataset
 from .qa import QAItem
-from .trec import Qrels
+from .trec import Qrels, add_judgment
 
 INSTALL_HINT = "pip install ir-datasets, or use the data bundled in pyserini 0.21.0 (`winnow data list`)"
 PREFIX = "irds:"
@@ -60,10 +60,8 @@ def _question(query: Any, dataset_id: str) -> QAItem:
 def _qrels(dataset: Any) -> Qrels:
     qrels: Qrels = {}
     for judgment in dataset.qrels_iter():
-        judged = qrels.setdefault(str(judgment.query_id), {})
         doc_id, grade = str(judgment.doc_id), int(judgment.relevance)
-        if judged.get(doc_id, grade) != grade:
+        if (earlier := add_judgment(qrels, str(judgment.query_id), doc_id, grade)) is not None:
             raise WinnowError(f"ir_datasets qrels judge query {judgment.query_id!r}, document {doc_id!r} twice, "
-                              f"with relevance {judged[doc_id]} and {grade}", "export and fix the qrels by hand")
-        judged[doc_id] = grade
+                              f"with relevance {earlier} and {grade}", "export and fix the qrels by hand")
     return qrels

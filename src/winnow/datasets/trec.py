@@ -38,24 +38,35 @@ def parse_qrels(lines: Iterable[tuple[int, str]], source: str | Path) -> Qrels:
     """Judgments from numbered lines; ``source`` names the file in error messages."""
     qrels: Qrels = {}
     for line, text in lines:
-        fields = text.split()
-        if not fields:
+        if not (fields := _fields(text, 4, source, line, QRELS_HINT)):
             continue
-        if len(fields) != 4:
-            raise InputError(source, f"expected 4 fields, got {len(fields)}", line=line, hint=QRELS_HINT)
         query_id, _iteration, doc_id, grade_text = fields
         try:
             grade = int(grade_text)
         except ValueError as error:
             raise InputError(source, f"relevance must be an integer, got {grade_text!r}", line=line,
                              field="relevance", hint=QRELS_HINT) from error
-        judged = qrels.setdefault(query_id, {})
-        if judged.get(doc_id, grade) != grade:
+        if (earlier := add_judgment(qrels, query_id, doc_id, grade)) is not None:
             raise InputError(source, f"query {query_id!r}, document {doc_id!r} is judged twice, with "
-                                     f"relevance {judged[doc_id]} and {grade}", line=line, field="relevance",
+                                     f"relevance {earlier} and {grade}", line=line, field="relevance",
                              hint="keep one judgment per pair")
-        judged[doc_id] = grade
     return qrels
+
+
+def add_judgment(qrels: Qrels, query_id: str, doc_id: str, grade: int) -> int | None:
+    """Record a judgment; if the pair was already judged with another grade, keep that one and return it
+    (a repeat with the same grade is harmless)."""
+    judged = qrels.setdefault(query_id, {})
+    earlier = judged.setdefault(doc_id, grade)
+    return earlier if earlier != grade else None
+
+
+def _fields(text: str, count: int, source: str | Path, line: int, hint: str) -> list[str]:
+    """The whitespace-separated fields of a line: none for a blank line, else exactly ``count``."""
+    fields = text.split()
+    if fields and len(fields) != count:
+        raise InputError(source, f"expected {count} fields, got {len(fields)}", line=line, hint=hint)
+    return fields
 
 
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> int:
@@ -89,11 +100,8 @@ def parse_run(lines: Iterable[tuple[int, str]], source: str | Path) -> Run:
     seen: dict[tuple[str, str], int] = {}
     tag: tuple[str, int] | None = None
     for line, text in lines:
-        fields = text.split()
-        if not fields:
+        if not (fields := _fields(text, 6, source, line, RUN_HINT)):
             continue
-        if len(fields) != 6:
-            raise InputError(source, f"expected 6 fields, got {len(fields)}", line=line, hint=RUN_HINT)
         query_id, _q0, doc_id, rank_text, score_text, line_tag = fields
         try:
             rank = int(rank_text)
