@@ -92,7 +92,8 @@ def read_entry(entry: str) -> str:
             data = gzip.decompress(data)
         return data.decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
-        raise InputError(entry_label(entry), f"cannot be read ({error})", hint=f"reinstall it: {INSTALL_HINT}") from error
+        raise InputError(entry_label(entry), f"cannot be read ({error})",
+                         hint=f"reinstall it: {INSTALL_HINT}") from error
 
 
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:

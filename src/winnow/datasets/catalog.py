@@ -57,7 +57,8 @@ def _retrieval(name: str, kind: str, topics: str, qrels: str, description: str, 
     source = f"pyserini {VERSION}: {topics}, {qrels}"
 
     def load() -> Dataset:
-        questions = [QAItem(query_id, text, [], {"dataset": name}) for query_id, text in load_topics_entry(topics).items()]
+        topics_text = load_topics_entry(topics)
+        questions = [QAItem(query_id, text, [], {"dataset": name}) for query_id, text in topics_text.items()]
         return Dataset(name, kind, questions, load_qrels_entry(qrels), source, licence)
 
     return DatasetSpec(name, kind, description, source, licence, load, expected)

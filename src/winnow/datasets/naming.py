@@ -158,5 +158,6 @@ class ArticleNames:
                 for article_id in self.forms.get(form, ()):
                     found.append(NamedArticle(article_id, form, start, end))
         spans = {(match.start, match.end) for match in found}
-        return [match for match in found
-                if not any(s <= match.start and match.end <= e and (s, e) != (match.start, match.end) for s, e in spans)]
+        return [match for match in found if not any(
+            start <= match.start and match.end <= end and (start, end) != (match.start, match.end)
+            for start, end in spans)]

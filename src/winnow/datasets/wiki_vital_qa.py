@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -244,6 +242,8 @@ def readme(manifest: dict[str, Any]) -> str:
         f"| {source} | {c['considered']:,} | {c['dropped'][NAMES_NO_ARTICLE]:,} | {c['dropped'][ANSWER_IN_QUESTION]:,} "
         f"| {c['dropped'][ANSWER_NOT_IN_SUMMARY]:,} | {c['kept']['dev']:,} | {c['kept']['test']:,} "
         f"| {c['numeric_answers']:,} |" for source, c in counts.items())
+    header = "| " + " | ".join(["source", "considered", *(f"dropped: {rule}" for rule in DROP_RULES), "dev", "test",
+                                "kept with a numeric answer"]) + " |"
     limit = manifest["limit_per_source"]
     partial = (f"\n**Partial build**: only the first {limit} questions of each source were considered.\n"
                if limit else "")
@@ -275,7 +275,7 @@ relevant ones. The split is a hash of the question id and the seed.
 
 Dev: {manifest['questions']['dev']:,} questions. Test: {manifest['questions']['test']:,} questions.
 
-| source | considered | dropped: {NAMES_NO_ARTICLE} | dropped: {ANSWER_IN_QUESTION} | dropped: {ANSWER_NOT_IN_SUMMARY} | dev | test | kept with a numeric answer |
+{header}
 |---|---:|---:|---:|---:|---:|---:|---:|
 {rows}
 
