@@ -3,11 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
-from winnow.errors import WinnowError
+from winnow.corpus import load_corpus
+from winnow.datasets import QAItem
+from winnow.datasets.trec import read_run
+from winnow.errors import InputError, WinnowError
 from winnow.evaluation.answers import (
     AnswerMatcher,
     accuracy,
@@ -17,7 +26,12 @@ from winnow.evaluation.answers import (
     normalize_answer,
     token_f1,
 )
+from winnow.evaluation.metrics import compute_metrics, stage_labels
 from winnow.evaluation.retrieval import answer_ranks, answer_recall, qrels_metrics, run_from_ranked
+from winnow.evaluation.runfolder import RunFolder
+from winnow.evaluation.runner import select_questions
+from winnow.index import build_bm25_index
+from winnow.models import resolve_model
 
 # --- answer metrics --------------------------------------------------------------------------------
 
@@ -135,3 +149,246 @@ def test_run_scores_follow_the_list_order_not_the_ids():
     assert run_from_ranked({"q": ["z", "a", "z", "m"]}) == {"q": {"z": 4.0, "a": 3.0, "m": 1.0}}
     got = qrels_metrics({"q": {"z": 1}}, {"q": ["z", "a"]}, recall_ks=(1,))
     assert got["MRR@10"] == 1.0 and got["R@1"] == 1.0
+
+
+# --- run folders, question choice and metric rows (no model) --------------------------------------
+
+
+def qa_item(qid, question="q?", answers=("a",), **metadata):
+    return QAItem(qid, question, list(answers), metadata)
+
+
+def test_seeded_choice_is_fixed_and_a_larger_limit_extends_it():
+    items = [qa_item(f"q{i}") for i in range(50)]
+    ten = select_questions(items, limit=10, seed=7)
+    assert [i.id for i in ten] == [i.id for i in select_questions(items, limit=10, seed=7)]
+    assert [i.id for i in select_questions(items, limit=20, seed=7)][:10] == [i.id for i in ten]
+    assert [i.id for i in select_questions(items, limit=10, seed=8)] != [i.id for i in ten]
+    assert [i.id for i in select_questions(items, limit=3, seed=None)] == ["q0", "q1", "q2"]
+
+
+def test_run_folder_cuts_a_torn_last_line_and_refuses_a_damaged_middle_one(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    folder.open({"a": 1}, {})
+    folder.append({"id": "q1", "answer": "x"})
+    folder.append({"id": "q2", "answer": "y"})
+    folder.close()
+    whole = folder.answers_path.read_bytes()
+    with folder.answers_path.open("ab") as stream:
+        stream.write(b'{"id": "q3", "ans')  # killed while writing
+    again = RunFolder(tmp_path / "run")
+    assert list(again.read_answers()) == ["q1", "q2"] and again.torn_line_dropped
+    assert again.answers_path.read_bytes() == whole
+    again.answers_path.write_bytes(b'{"id": "q1"}\n{"id": \n{"id": "q2"}\n')
+    with pytest.raises(InputError, match="line 2"):
+        again.read_answers()
+
+
+def test_run_folder_refuses_another_identity_naming_what_changed(tmp_path):
+    RunFolder(tmp_path / "run").open({"spec": {"method": "rankrag"}, "settings": {"n": 20}}, {})
+    with pytest.raises(WinnowError, match=r"settings\.n: 20 → 10"):
+        RunFolder(tmp_path / "run").open({"spec": {"method": "rankrag"}, "settings": {"n": 10}}, {})
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "answers.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(WinnowError, match="no config.json"):
+        RunFolder(tmp_path / "stray").open({"a": 1}, {})
+
+
+def record(qid, stages, *, first=(), final=(), accuracy=0.0, seconds=1.0, calls=0):
+    def entry(label, ranks, passthrough=False, length=5):
+        return {"stage": label, "ids": [f"{qid}-{label}-{i}" for i in range(length)], "answer_ranks": list(ranks),
+                "passthrough": passthrough, "seconds": 0.5, "usage": {"calls": calls}}
+
+    return {"id": qid, "scores": {"em": 0.0, "f1": 0.0, "accuracy": accuracy},
+            "first_stage": {"ids": [f"{qid}-{i}" for i in range(20)], "answer_ranks": list(first)},
+            "stages": [entry(*s) for s in stages], "final": {"ids": ["x"] * 2, "answer_ranks": list(final)},
+            "usage": {"calls": calls, "cache_hits": 1, "prompt_tokens": 10 * calls, "completion_tokens": calls,
+                      "seconds": seconds}, "seconds": seconds, "method_seconds": seconds}
+
+
+def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
+    records = [
+        # q1: the reranker moved the answer from rank 7 to rank 1.
+        record("q1", [("retrieve", [7]), ("predict", [7], True), ("rerank", [1]), ("retrieve#2", [])],
+               first=[7], final=[1], accuracy=1.0, seconds=2.0, calls=4),
+        # q2: the reranker did not run; its list after "rerank" is the retrieved one (answer at 3).
+        record("q2", [("retrieve", [3]), ("predict", [3], True)], first=[3], final=[], seconds=4.0, calls=2),
+    ]
+    assert stage_labels(records) == ["retrieve", "rerank"]
+    metrics = compute_metrics(records, selected=3, run={}, depth=20)
+    assert metrics["rows"] == ["first_stage", "retrieve", "rerank", "final"]
+    assert metrics["answer_recall"]["first_stage"] == {"R@1": 0.0, "R@5": 0.5, "R@10": 1.0, "R@20": 1.0}
+    assert metrics["answer_recall"]["rerank"] == {"R@1": 0.5, "R@5": 1.0, "R@10": 1.0, "R@20": 1.0}
+    assert metrics["answer_recall"]["final"]["R@5"] == 0.5
+    assert metrics["questions"] == {"selected": 3, "answered": 2, "remaining": 1, "regex_answers": 0}
+    assert metrics["answer"]["accuracy"] == 0.5
+    cost = metrics["cost"]
+    assert (cost["llm_calls"], cost["cache_hits"], cost["prompt_tokens"]) == (6, 2, 60)
+    assert cost["llm_calls_per_question"] == 3 and cost["seconds_per_question"] == 3.0
+    # Rounds are summed into their stage: q1's two retrieves cost 1.0 s, q2's one 0.5 s.
+    assert metrics["stage_cost"]["retrieve"]["seconds"] == pytest.approx(0.75)
+    assert metrics["question_ids"] == ["q1", "q2"]
+
+
+# --- real runs through the command line (SmolLM2-135M, a tiny BM25 index) -------------------------
+
+CORPUS = [
+    ("paris", "Paris", "Paris is the capital and most populous city of France."),
+    ("france", "France", "France is a country in Western Europe whose capital is Paris."),
+    ("lyon", "Lyon", "Lyon is the third-largest city of France, on the Rhone."),
+    ("mona", "Mona Lisa", "The Mona Lisa is a portrait painted by Leonardo da Vinci."),
+    ("louvre", "Louvre", "The Louvre in Paris houses the Mona Lisa."),
+    ("jupiter", "Jupiter", "Jupiter is the largest planet in the Solar System."),
+    ("saturn", "Saturn", "Saturn is the second-largest planet, known for its rings."),
+    ("rome", "Rome", "Rome is the capital city of Italy."),
+    ("italy", "Italy", "Italy is a country in Southern Europe; its capital is Rome."),
+    ("nile", "Nile", "The Nile is a major river in northeastern Africa."),
+]
+QUESTIONS = [
+    {"id": "q1", "question": "What is the capital of France?", "golden_answers": ["Paris"]},
+    {"id": "q2", "question": "Who painted the Mona Lisa?", "golden_answers": ["Leonardo da Vinci", "Leonardo"]},
+    {"id": "q3", "question": "What is the largest planet?", "golden_answers": ["Jupiter"]},
+    {"id": "q4", "question": "What is the capital city of Italy?", "golden_answers": [r"R(o|O)me"],
+     "metadata": {"answer_type": "regex"}},
+]
+QRELS = {"q1": {"paris": 1, "france": 1}, "q2": {"mona": 2, "louvre": 1}, "q3": {"jupiter": 1}, "q4": {"rome": 1}}
+
+
+def winnow(*args, check=True):
+    env = {**os.environ, "COLUMNS": "160"}
+    result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """A real BM25 index of ten passages, four questions (one with a regex answer) and their qrels."""
+    folder = tmp_path_factory.mktemp("eval-bench")
+    source = folder / "corpus.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in CORPUS))
+    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="tiny",
+                     progress=False)
+    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    (folder / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
+    return folder
+
+
+def eval_args(bench, out, *extra):
+    return ("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m",
+            "--out", out, *extra)
+
+
+def read_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.llm
+def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
+    rankrag = tmp_path / "rankrag"
+    result = winnow(*eval_args(bench, rankrag, "--method", "rankrag", "--n", "4", "--k", "2", "--qrels",
+                               bench / "qrels.txt"))
+    assert "4 questions answered" in result.stderr and "rankrag smollm2-135m N=4 k=2" in result.stdout
+
+    config = json.loads((rankrag / "config.json").read_text())
+    assert config["identity"]["settings"]["n"] == 4 and config["identity"]["spec"]["method"] == "rankrag"
+    assert config["models"]["model"]["sha256"] == resolve_model("smollm2-135m", progress=False).sha256
+    assert config["identity"]["queries"]["questions"] == 4 and config["versions"]["winnow"]
+
+    records = read_lines(rankrag / "answers.jsonl")
+    assert [r["id"] for r in records] == ["q1", "q2", "q3", "q4"]
+    texts = {i: x for i, _, x in CORPUS}
+    for r, q in zip(records, QUESTIONS):
+        regex = bool(q.get("metadata"))
+        # Scores and answer ranks agree with the metrics applied afresh to the stored lists.
+        assert r["scores"]["accuracy"] == accuracy(r["answer"], q["golden_answers"], regex=regex)
+        assert r["first_stage"]["answer_ranks"] == [
+            rank for rank, pid in enumerate(r["first_stage"]["ids"], 1) if has_answer(texts[pid], q["golden_answers"],
+                                                                                        regex=regex)]
+        stages = {s["stage"]: s for s in r["stages"]}
+        assert list(stages) == ["retrieve", "rerank", "generate"]
+        # The reranker's whole order is kept; the answer was read from its top 2.
+        assert sorted(stages["rerank"]["ids"]) == sorted(stages["retrieve"]["ids"])
+        assert r["final"]["ids"] == stages["rerank"]["ids"][:2] and stages["generate"]["passthrough"]
+        assert stages["rerank"]["usage"]["calls"] + stages["rerank"]["usage"]["cache_hits"] == len(
+            stages["retrieve"]["ids"])
+
+    metrics = json.loads((rankrag / "metrics.json").read_text())
+    assert metrics["rows"] == ["first_stage", "retrieve", "rerank", "final"]
+    assert metrics["answer"]["accuracy"] == pytest.approx(sum(r["scores"]["accuracy"] for r in records) / 4)
+    assert metrics["answer_recall"]["first_stage"]["R@5"] == pytest.approx(
+        sum(bool(r["first_stage"]["answer_ranks"]) for r in records) / 4)
+    assert metrics["qrels"]["rows"]["first_stage"]["judged_questions"] == 4
+    assert 0 < metrics["qrels"]["rows"]["rerank"]["nDCG@10"] <= 1
+    assert metrics["cost"]["llm_calls"] + metrics["cost"]["cache_hits"] == sum(
+        r["usage"]["calls"] + r["usage"]["cache_hits"] for r in records)
+    run = read_run(rankrag / "runs" / "rerank.trec")
+    assert [doc for doc, _ in run["q2"]] == next(s for s in records[1]["stages"] if s["stage"] == "rerank")["ids"]
+    assert sorted(p.name for p in (rankrag / "runs").iterdir()) == [
+        "final.trec", "first_stage.trec", "rerank.trec", "retrieve.trec"]
+
+    # Another configuration in the same folder is refused before any model loads.
+    refused = winnow(*eval_args(bench, rankrag, "--method", "rankrag", "--n", "3", "--k", "2"), check=False)
+    assert refused.returncode == 2 and "another configuration" in refused.stderr and "settings.n: 4 → 3" in refused.stderr
+    assert len(read_lines(rankrag / "answers.jsonl")) == 4
+
+    mainrag = tmp_path / "mainrag"
+    winnow(*eval_args(bench, mainrag, "--method", "mainrag", "--n", "4", "--limit", "3", "--seed", "1"))
+    chosen = [r["id"] for r in read_lines(mainrag / "answers.jsonl")]
+    assert len(chosen) == 3 and chosen == [i.id for i in select_questions(
+        [qa_item(q["id"]) for q in QUESTIONS], limit=3, seed=1)]
+    report_md = tmp_path / "report" / "report.md"
+    winnow("report", rankrag, mainrag, "--out", report_md, "--question", chosen[0])
+    text = report_md.read_text()
+    # Two question sets (all four, a seeded three), so two first-stage baseline rows.
+    assert "*first stage: bm25 top-20 alone (question set 1)*" in text
+    assert "*first stage: bm25 top-20 alone (question set 2)*" in text
+    assert "| rankrag smollm2-135m N=4 k=2 (question set 1) | 4/4 |" in text
+    assert "| mainrag smollm2-135m N=4 (question set 2) | 3/3 |" in text
+    assert "| adaptive_bar |" in text and "nDCG@10" in text
+    images = sorted(p.name for p in report_md.parent.glob("*.png"))
+    assert images == ["report-answer-recall.png", f"report-judge-mainrag-{chosen[0]}.png"]
+    for name in images:
+        assert f"]({name})" in text
+        assert (report_md.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    missing = winnow("report", mainrag, "--out", tmp_path / "r2.md", "--question", "nope", check=False)
+    assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+@pytest.mark.llm
+def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp_path):
+    out = tmp_path / "run"
+    # No call cache, so every question costs real model time and the kill lands mid-run.
+    args = eval_args(bench, out, "--method", "rankrag", "--n", "6", "--k", "2", "--no-cache")
+    process = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=os.environ.copy())
+    answers = out / "answers.jsonl"
+    deadline = time.monotonic() + 120
+    while not (answers.is_file() and answers.read_bytes().count(b"\n") >= 1):
+        assert process.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = answers.read_bytes()
+    finished_before = before.count(b"\n")
+    assert 1 <= finished_before < 4
+    # The kill may land between lines or inside one: make sure a torn line is there to recover from.
+    with answers.open("ab") as stream:
+        stream.write(b'{"id": "q4", "answer": "half')
+    assert not (out / "metrics.json").exists()
+
+    result = winnow(*args)
+    assert "half-written last line" in result.stderr
+    assert f"{finished_before} already answered, {4 - finished_before} to ask" in result.stderr
+    after = answers.read_bytes()
+    assert after.startswith(before)  # nothing answered before the kill was rewritten
+    ids = [r["id"] for r in read_lines(answers)]
+    assert ids == ["q1", "q2", "q3", "q4"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["questions"] == {"selected": 4, "answered": 4, "remaining": 0, "regex_answers": 1}
+    # A third run has nothing to ask: it loads no model and rewrites the same metrics.
+    again = winnow(*args)
+    assert "0 to ask" in again.stderr and answers.read_bytes() == after

@@ -39,31 +39,34 @@ class RunProgress:
     """The question bar (running accuracy, seconds per question, time to finish) above the LLM
     stage bars; without a terminal (a run in the background), a plain line every minute or 5%."""
 
-    def __init__(self, stages: StageProgress, run: Any, total: int, done: int) -> None:
-        self.stages, self.run, self.total = stages, run, total
+    def __init__(self, stages: StageProgress, method: str, total: int, answered: list[dict[str, Any]]) -> None:
+        self.stages, self.method, self.total = stages, method, total
+        # Running sums, so a question costs O(1) here however long the run.
+        self.done = len(answered)
+        self.correct = sum(r["scores"]["accuracy"] for r in answered)
         self.session_started = time.perf_counter()
         self.session_done = 0
         self.last_line = 0.0
-        self.task = stages.bar.add_task(self._text(done), total=total, completed=done)
+        self.task = stages.bar.add_task(self._text(), total=total, completed=self.done)
 
-    def _text(self, done: int) -> str:
-        records = self.run.answered()
-        accuracy = sum(r["scores"]["accuracy"] for r in records) / len(records) if records else 0.0
-        text = f"{self.run.spec.method}: acc {accuracy:.1%}"
+    def _text(self) -> str:
+        text = f"{self.method}: acc {self.correct / self.done:.1%}" if self.done else f"{self.method}: acc –"
         if self.session_done:
             per_question = (time.perf_counter() - self.session_started) / self.session_done
-            text += f" · {per_question:.1f} s/q · ETA {_duration(per_question * (self.total - done))}"
+            text += f" · {per_question:.1f} s/q · ETA {_duration(per_question * (self.total - self.done))}"
         return text
 
     def __call__(self, record: dict[str, Any]) -> None:
         self.session_done += 1
-        done = len(self.run.answered())
-        text = self._text(done)
-        self.stages.bar.update(self.task, completed=done, description=text)
+        self.done += 1
+        self.correct += record["scores"]["accuracy"]
+        text = self._text()
+        self.stages.bar.update(self.task, completed=self.done, description=text)
         if not err.is_terminal:
             elapsed = time.perf_counter() - self.session_started
-            if done == self.total or elapsed - self.last_line >= 60 or self.session_done % max(1, self.total // 20) == 0:
-                err.print(f"[{done}/{self.total}] {text}", highlight=False)
+            if (self.done == self.total or elapsed - self.last_line >= 60
+                    or self.session_done % max(1, self.total // 20) == 0):
+                err.print(f"[{self.done}/{self.total}] {text}", highlight=False)
                 self.last_line = elapsed
 
 
@@ -132,7 +135,7 @@ def evaluate(
             run.check_models(pipeline)
             run.start_session(len(pending))
             with stages.bar:
-                progress = RunProgress(stages, run, len(run.selected), done)
+                progress = RunProgress(stages, spec.method, len(run.selected), run.answered())
                 try:
                     run.ask_all(pipeline, pending, on_answer=progress)
                 except KeyboardInterrupt:

@@ -85,6 +85,7 @@ def slug(text: str) -> str:
 class Baseline:
     label: str
     run: LoadedRun  # the run whose first-stage lists stand for every run of the group
+    tag: str = ""  # " (question set n)" when the runs answered different questions
 
 
 def baselines(runs: Sequence[LoadedRun]) -> tuple[list[Baseline], dict[Path, Baseline]]:
@@ -98,10 +99,8 @@ def baselines(runs: Sequence[LoadedRun]) -> tuple[list[Baseline], dict[Path, Bas
     for number, members in enumerate(groups.values(), start=1):
         best = max(members, key=lambda r: r.metrics["first_stage_depth"])
         depth = best.metrics["first_stage_depth"]
-        label = f"first stage: {best.metrics['run']['retriever']} top-{depth} alone"
-        if len(groups) > 1:
-            label += f" (question set {number})"
-        baseline = Baseline(label, best)
+        tag = f" (question set {number})" if len(groups) > 1 else ""
+        baseline = Baseline(f"first stage: {best.metrics['run']['retriever']} top-{depth} alone{tag}", best, tag)
         result.append(baseline)
         for member in members:
             by_run[member.path] = baseline
@@ -130,9 +129,8 @@ def answers_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: 
                      num(m["cost"].get("first_stage_seconds_per_question"), 3), "–"])
     for run in runs:
         m, c = run.metrics, run.metrics["cost"]
-        mark = f" ¹" if len(bases) > 1 else ""
         questions = f"{m['questions']['answered']}/{m['questions']['selected']}"
-        rows.append([run.label + (mark if mark and by_run[run.path] is not bases[0] else ""), questions,
+        rows.append([run.label + by_run[run.path].tag, questions,
                      pct(m["answer"]["em"]), pct(m["answer"]["f1"]), pct(m["answer"]["accuracy"]),
                      num(c["llm_calls_per_question"]), num(c["prompt_tokens_per_question"], 0),
                      num(c["completion_tokens_per_question"], 0), num(c["seconds_per_question"], 2),
@@ -140,7 +138,7 @@ def answers_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: 
     return md_table(header, rows)
 
 
-def recall_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
+def recall_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: dict[Path, Baseline]) -> str:
     ks = sorted({name for run in runs for name in run.metrics["answer_recall"]["first_stage"]},
                 key=lambda name: int(name.split("@")[1]))
     header = ["run", "list", "mean length", *ks]
@@ -154,11 +152,11 @@ def recall_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
         rows.append(row(f"*{base.label}*", "first_stage", base.run.metrics))
     for run in runs:
         for number, name in enumerate(r for r in run.metrics["rows"] if r != "first_stage"):
-            rows.append(row(run.label if number == 0 else "", name, run.metrics))
+            rows.append(row(run.label + by_run[run.path].tag if number == 0 else "", name, run.metrics))
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
 
 
-def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
+def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: dict[Path, Baseline]) -> str:
     judged = [run for run in runs if run.metrics.get("qrels")]
     names: list[str] = []
     for run in judged:
@@ -176,7 +174,7 @@ def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline]) -> str:
             rows.append(row(f"*{base.label}*", "first_stage", base.run.metrics))
     for run in judged:
         for number, name in enumerate(r for r in run.metrics["rows"] if r != "first_stage"):
-            rows.append(row(run.label if number == 0 else "", name, run.metrics))
+            rows.append(row(run.label + by_run[run.path].tag if number == 0 else "", name, run.metrics))
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
 
 
@@ -261,13 +259,14 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
                  "with a passage holding a gold answer (DPR matching) in the top k of that list. "
                  "Cost columns are per question; cached LLM calls cost no model time.")
     if len(question_sets) > 1:
-        parts.append("\n¹ These runs answered different questions: compare each with its own first-stage row.")
+        parts.append("\nThe runs answered different questions: compare each run with the first-stage row of its "
+                     "question set.")
     if empty:
         parts.append(f"\nLeft out (no answered question yet): {', '.join(empty)}")
     parts += ["", "## Answers and cost", "", answers_table(runs, bases, by_run), "",
-              "## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases)]
+              "## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases, by_run)]
     if any(run.metrics.get("qrels") for run in runs):
-        parts += ["", "## Relevance judgements (qrels, ir-measures)", "", qrels_table(runs, bases)]
+        parts += ["", "## Relevance judgements (qrels, ir-measures)", "", qrels_table(runs, bases, by_run)]
     parts += ["", "## Plots", ""]
     for caption, png in images:
         parts += [f"![{caption}]({plots.relative(png, out.parent)})", "", f"*{caption}.*", ""]
