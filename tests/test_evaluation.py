@@ -392,3 +392,29 @@ def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp
     # A third run has nothing to ask: it loads no model and rewrites the same metrics.
     again = winnow(*args)
     assert "0 to ask" in again.stderr and answers.read_bytes() == after
+
+
+@pytest.mark.llm
+def test_a_question_the_backend_refuses_is_recorded_skipped_and_retried(tmp_path):
+    # A real refusal: a 7,500-word passage overflows SmolLM2's 4,096-token context.
+    source = tmp_path / "corpus.jsonl"
+    source.write_text(json.dumps({"id": "long", "title": "Aardvark", "text": " ".join(["aardvark burrow termite"] * 2500)})
+                      + "\n" + json.dumps({"id": "paris", "title": "Paris", "text": "Paris is the capital of France."})
+                      + "\n")
+    build_bm25_index(load_corpus(source).passages, tmp_path / "idx", source=str(source), source_checksum="big",
+                     progress=False)
+    queries = tmp_path / "qa.jsonl"
+    queries.write_text(json.dumps({"id": "a1", "question": "where does the aardvark live", "golden_answers": ["burrow"]})
+                       + "\n" + json.dumps({"id": "a2", "question": "capital of France", "golden_answers": ["Paris"]})
+                       + "\n")
+    args = ("eval", "--index", tmp_path / "idx", "--queries", queries, "--model", "smollm2-135m", "--method", "vanilla",
+            "--k", "1", "--out", tmp_path / "run")
+    result = winnow(*args)
+    assert "skipped a1" in result.stderr and "exceeds the available context size" in result.stderr
+    assert [r["id"] for r in read_lines(tmp_path / "run" / "answers.jsonl")] == ["a2"]
+    assert [e["id"] for e in read_lines(tmp_path / "run" / "errors.jsonl")] == ["a1"]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["questions"]["remaining"] == 1 and metrics["questions"]["failed_this_session"] == 1
+    again = winnow(*args)  # resuming retries it (and it fails again, recorded again)
+    assert "1 already answered, 1 to ask" in again.stderr
+    assert len(read_lines(tmp_path / "run" / "errors.jsonl")) == 2

@@ -137,10 +137,15 @@ def evaluate(
             with stages.bar:
                 progress = RunProgress(stages, spec.method, len(run.selected), run.answered())
                 try:
-                    run.ask_all(pipeline, pending, on_answer=progress)
+                    run.ask_all(pipeline, pending, on_answer=progress,
+                                on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}",
+                                                                      highlight=False))
                 except KeyboardInterrupt:
                     interrupted = True
     metrics = run.finish()
+    if run.failures:
+        err.print(f"[yellow]{len(run.failures)} question(s) failed and were skipped[/] (see "
+                  f"{run.folder.errors_path}); run the same command again to retry them", highlight=False)
     if run.run_files_error:
         err.print(f"[yellow]TREC run files not written:[/] {run.run_files_error}", highlight=False)
     if as_json:

@@ -27,6 +27,7 @@ FORMAT = "winnow-eval-run"
 FORMAT_VERSION = 1
 CONFIG = "config.json"
 ANSWERS = "answers.jsonl"
+ERRORS = "errors.jsonl"  # questions the backend refused, one line per attempt (retried on resume)
 METRICS = "metrics.json"
 RUNS = "runs"  # TREC run files, one per stage
 LIBRARIES = ("winnow", "xllamacpp", "bm25s", "numpy", "onnxruntime", "ir-measures", "pytrec-eval-terrier", "httpx")
@@ -75,6 +76,7 @@ class RunFolder:
         self.path = Path(path).expanduser()
         self.config_path = self.path / CONFIG
         self.answers_path = self.path / ANSWERS
+        self.errors_path = self.path / ERRORS
         self.metrics_path = self.path / METRICS
         self.runs_path = self.path / RUNS
         self._stream = None
@@ -162,6 +164,10 @@ class RunFolder:
         self._stream.write(line)
         self._stream.flush()
         os.fsync(self._stream.fileno())
+
+    def append_error(self, entry: dict[str, Any]) -> None:
+        with self.errors_path.open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
         if self._stream is not None:

@@ -20,13 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import WinnowError
+from ..errors import BackendError, WinnowError
 from ..records import Query
 from .metrics import compute_metrics
 from .record import question_record
 from .runfolder import RunFolder, file_sha256, library_versions, now, write_json_atomic
 
 MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
+# A question the backend refuses (a prompt longer than the context, a server error) is recorded in
+# errors.jsonl and skipped, to be retried on the next resume; this many in a row means the backend
+# itself is down, and the run stops rather than burn through the list.
+MAX_CONSECUTIVE_FAILURES = 3
 
 
 def select_questions(items: Sequence[Any], *, limit: int | None, seed: int | None) -> list[Any]:
@@ -86,6 +90,7 @@ class EvalRun:
         self.records: dict[str, dict[str, Any]] = {}
         self.config: dict[str, Any] = {}
         self.new_answers = 0
+        self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
         self.started = time.perf_counter()
 
     # --- preparing --------------------------------------------------------------------------------
@@ -133,15 +138,29 @@ class EvalRun:
     # --- asking ------------------------------------------------------------------------------------
 
     def ask_all(self, pipeline: Any, pending: Sequence[Any],
-                on_answer: Callable[[dict[str, Any]], None] | None = None) -> None:
+                on_answer: Callable[[dict[str, Any]], None] | None = None,
+                on_failure: Callable[[str, str], None] | None = None) -> None:
         """Ask each pending question and append its record the moment it is finished."""
         depth = first_stage_depth(self.spec)
         retriever = getattr(pipeline.index, "name", self.spec.retriever)
+        in_a_row = 0
         for item in pending:
             started = time.perf_counter()
             first_stage = pipeline.index.search(Query(item.question, id=item.id), k=depth)
             searched = time.perf_counter()
-            answer = pipeline.method.ask(Query(item.question, id=item.id))
+            try:
+                answer = pipeline.method.ask(Query(item.question, id=item.id))
+            except BackendError as exc:
+                in_a_row += 1
+                self.failures[item.id] = str(exc)
+                self.folder.append_error({"id": item.id, "error": str(exc), "at": now()})
+                if on_failure:
+                    on_failure(item.id, str(exc))
+                if in_a_row >= MAX_CONSECUTIVE_FAILURES:
+                    raise WinnowError(f"the backend failed {in_a_row} questions in a row; last: {exc}",
+                                      "fix the backend and run the same command again to resume") from exc
+                continue
+            in_a_row = 0
             record = question_record(item, answer, first_stage, retriever=retriever,
                                      seconds=time.perf_counter() - started, first_stage_seconds=searched - started)
             self.folder.append(record)
@@ -171,6 +190,7 @@ class EvalRun:
         records = self.answered()
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped)
+        metrics["questions"]["failed_this_session"] = len(self.failures)
         metrics = {"written": now(), **metrics}
         self.folder.close()
         write_json_atomic(self.folder.metrics_path, metrics)
