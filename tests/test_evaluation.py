@@ -388,7 +388,8 @@ def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp
     ids = [r["id"] for r in read_lines(answers)]
     assert ids == ["q1", "q2", "q3", "q4"]
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["questions"] == {"selected": 4, "answered": 4, "remaining": 0, "regex_answers": 1}
+    assert metrics["questions"] == {"selected": 4, "answered": 4, "remaining": 0, "regex_answers": 1,
+                                    "failed_this_session": 0}
     # A third run has nothing to ask: it loads no model and rewrites the same metrics.
     again = winnow(*args)
     assert "0 to ask" in again.stderr and answers.read_bytes() == after

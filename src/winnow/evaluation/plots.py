@@ -68,18 +68,27 @@ def plot_answer_recall(path: Path, baselines: Sequence[tuple[str, Mapping[str, f
     return path
 
 
-def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, float]]]) -> Path:
-    """``groups``: label → [(N, accuracy, seconds per question), ...] (sorted by N here)."""
+def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, float, bool]]]) -> Path:
+    """``groups``: label → [(N, accuracy, seconds per question, had cache hits), ...].
+
+    A run that took some LLM answers from the call cache is drawn hollow on the time panel: its
+    time is understated.
+    """
     plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 4.0))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 4.2))
     all_n: set[int] = set()
+    any_cached = False
     for i, (label, points) in enumerate(groups.items()):
         points = sorted(points)
         ns = [p[0] for p in points]
         all_n.update(ns)
         colour = COLOURS[i % len(COLOURS)]
         left.plot(ns, [100 * p[1] for p in points], marker="o", color=colour, label=label)
-        right.plot(ns, [p[2] for p in points], marker="o", color=colour, label=label)
+        right.plot(ns, [p[2] for p in points], color=colour, label=label)
+        for n, _, seconds, cached in points:
+            any_cached = any_cached or cached
+            right.plot([n], [seconds], marker="o", color=colour, markerfacecolor="white" if cached else colour,
+                       markeredgewidth=1.5, linestyle="")
     for ax in (left, right):
         ax.set_xticks(sorted(all_n))
         ax.set_xlabel("N (passages reranked)")
@@ -90,11 +99,14 @@ def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, 
     left.set_ylabel("accuracy (%)")
     left.set_title("Accuracy against N", loc="left")
     right.set_ylabel("seconds per question")
-    right.set_ylim(bottom=0)
+    right.set_ylim(0, right.get_ylim()[1] * 1.08)
     right.set_title("Time per question against N", loc="left")
+    if any_cached:
+        right.text(0.0, -0.2, "hollow: the run took some answers from the LLM call cache (time understated)",
+                   transform=right.transAxes, fontsize=8, color="#555555")
     left.legend(loc="best", fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -112,7 +124,9 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     xs = list(range(len(order)))
     colours = [COLOURS[0] if kept[i] else "#c9c9c9" for i in order]
     ax.bar(xs, [scores[i] for i in order], width=0.7, color=colours, edgecolor="#333333", linewidth=0.5, zorder=3)
-    span = (max(scores) - min(min(scores), 0.0)) or 1.0
+    low = min(min(scores), tau, 0.0)
+    high = max(max(scores), tau, 0.0)
+    span = (high - low) or 1.0
     for x, i in zip(xs, order):
         if holds_answer[i]:
             y = scores[i]
@@ -122,10 +136,10 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     if abs(mean - tau) > 1e-9:
         ax.axhline(mean, color="#555555", linewidth=1, linestyle=":", zorder=4)
     ax.axhline(0, color="#333333", linewidth=0.6, zorder=2)
-    ax.set_xlim(-0.8, len(order) - 0.2)
-    low = min(min(scores), tau, 0.0)
-    high = max(max(scores), tau, 0.0)
-    ax.set_ylim(low - 0.08 * span, high + 0.12 * span)
+    pad = max(0.0, (4 - len(order)) / 2)  # a list of one or two keeps bars of a normal width
+    ax.set_xlim(-0.8 - pad, len(order) - 0.2 + pad)
+    # Room for a star above the highest bar and below the lowest one.
+    ax.set_ylim(low - (0.12 if min(scores) < 0 else 0.04) * span, high + 0.12 * span)
     ax.set_xticks(xs, [ids[i] if len(ids[i]) <= 16 else ids[i][:15] + "…" for i in order], rotation=40,
                   ha="right", fontsize=8)
     ax.grid(axis="x", visible=False)

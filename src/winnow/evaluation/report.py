@@ -178,9 +178,9 @@ def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: di
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
 
 
-def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float]]]:
+def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float, bool]]]:
     """Runs that differ only in N, grouped (RankRAG Fig. 5); groups with one N are left out."""
-    groups: dict[str, dict[int, tuple[int, float, float]]] = defaultdict(dict)
+    groups: dict[str, dict[int, tuple[int, float, float, bool]]] = defaultdict(dict)
     for run in runs:
         r = run.metrics["run"]
         others = {key: value for key, value in r["settings"].items() if key != "n"}
@@ -189,7 +189,8 @@ def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, floa
         if r["retriever"] != "bm25":
             label += f" {r['retriever']}"
         n = int(r["settings"]["n"])
-        groups[label][n] = (n, run.metrics["answer"]["accuracy"], run.metrics["cost"]["seconds_per_question"])
+        cost = run.metrics["cost"]
+        groups[label][n] = (n, run.metrics["answer"]["accuracy"], cost["seconds_per_question"], cost["cache_hits"] > 0)
     return {label: list(points.values()) for label, points in groups.items() if len(points) > 1}
 
 
@@ -261,6 +262,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     if len(question_sets) > 1:
         parts.append("\nThe runs answered different questions: compare each run with the first-stage row of its "
                      "question set.")
+    cached = [run.label for run in runs if run.metrics["cost"]["cache_hits"]]
+    if cached:
+        parts.append(f"\nSome LLM answers came from the call cache in: {'; '.join(cached)}. Their seconds per "
+                     "question are understated; time runs with `--no-cache` (docs/evaluation.md).")
     if empty:
         parts.append(f"\nLeft out (no answered question yet): {', '.join(empty)}")
     parts += ["", "## Answers and cost", "", answers_table(runs, bases, by_run), "",
