@@ -114,8 +114,10 @@ class StageProgress:
 ModelOption = Annotated[Optional[str], typer.Option("--model", help="Registry name, .gguf path, or the server's "
                                                                     "model name with --backend openai "
                                                                     "[default: qwen2.5-coder-1.5b].")]
-BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.cpp (in-process, default) or openai "
-                                                                        "(any OpenAI-compatible server).")]
+BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.cpp (in-process, default), openai "
+                                                                        "(any OpenAI-compatible server) or "
+                                                                        "transformers (a fine-tuned model folder; "
+                                                                        "needs the [train] extra).")]
 BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server URL for --backend openai "
                                                                          "(or WINNOW_OPENAI_BASE_URL).")]
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",

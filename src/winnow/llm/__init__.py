@@ -10,7 +10,7 @@ from .base import ChoiceScores, Generation, LLMBackend, Messages
 from .cache import CallCache
 from .client import LLM, ProgressHook
 
-BACKENDS = ("llama.cpp", "openai")
+BACKENDS = ("llama.cpp", "openai", "transformers")
 
 
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str = "",
@@ -20,7 +20,10 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
     process; ``backend="openai"`` sends requests for ``model`` to an OpenAI-compatible server at
-    ``base_url``. ``cache`` is True for the default call cache, a path for another, False for none.
+    ``base_url``; ``backend="transformers"`` runs ``model`` (a `winnow train sft` output folder, a
+    LoRA adapter or Hugging Face model folder, or a GGUF model dequantised) with Hugging Face
+    transformers, which needs the ``[train]`` extra. ``cache`` is True for the default call cache, a
+    path for another, False for none.
     """
     if backend == "llama.cpp":
         from ..models import resolve_model
@@ -33,6 +36,10 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
         from .openai_http import OpenAICompatibleBackend
 
         engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key)
+    elif backend == "transformers":
+        from .transformers_backend import TransformersBackend
+
+        engine = TransformersBackend(model, threads=threads)
     else:
         raise WinnowError(f"unknown backend {backend!r}", f"choose one of: {', '.join(BACKENDS)}")
     call_cache = None

@@ -1,0 +1,189 @@
+"""Models for fine-tuning and for the transformers backend: where they are, what they are, loading them.
+
+A model is named by
+
+* a Winnow registry name, a ``.gguf`` path or a hub GGUF id (``hf:owner/repo/file.gguf``): loaded
+  through transformers' GGUF support, dequantised to float32. The dequantised weights are kept
+  once in ``<cache>/transformers/`` (keyed by the GGUF's sha256), since converting the GGUF again
+  costs far more than reading them back;
+* a Hugging Face model folder (``config.json`` and weights);
+* a fine-tuned model from ``winnow train sft`` (the run folder or its ``model/`` folder) or any PEFT
+  LoRA adapter folder (``adapter_config.json``), loaded on its base model.
+
+Every model has a sha256 identity (the GGUF's, or one over the folder's files, combined with the
+base's for an adapter), which the LLM call cache keys on: two different fine-tunes never share
+cached answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError, WinnowError
+
+TRAINED_MODEL_DIR = "model"
+MODEL_RECORD = "winnow-model.json"
+INSTALL_HINT = "install the training extra: pip install '.[train]' (torch, transformers, trl, peft, accelerate, gguf)"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja")
+
+
+def require_train_extra() -> None:
+    """Fail with one clear message when the ``[train]`` extra is not installed."""
+    missing = []
+    for module in ("torch", "transformers", "peft", "gguf"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise WinnowError(f"this needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed",
+                          INSTALL_HINT)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A located model: ``kind`` is ``gguf`` (``path`` is the file), ``hf`` (a folder) or ``adapter``
+    (a LoRA folder on ``base``)."""
+
+    name: str
+    kind: str
+    path: Path
+    sha256: str
+    base: ModelSource | None = None
+    record: dict[str, Any] | None = None  # winnow-model.json of a fine-tune
+
+
+def locate_model(spec: str) -> ModelSource:
+    """The model ``spec`` names (see the module notes); :class:`ModelError` if it names none."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if (path / TRAINED_MODEL_DIR / MODEL_RECORD).is_file():
+            path = path / TRAINED_MODEL_DIR
+        record = _read_record(path)
+        if (path / "adapter_config.json").is_file():
+            base_spec = (record or {}).get("base", {}).get("spec") or _adapter_base(path)
+            base = locate_model(base_spec)
+            expected = (record or {}).get("base", {}).get("sha256")
+            if expected and expected != base.sha256:
+                raise ModelError(f"{path} was trained on {base_spec} with sha256 {expected}, but that model now has "
+                                 f"sha256 {base.sha256}", "use the base model it was trained on")
+            sha = hashlib.sha256(f"{base.sha256}:{folder_sha256(path)}".encode()).hexdigest()
+            return ModelSource(_display_name(path, record), "adapter", path, sha, base, record)
+        if (path / "config.json").is_file():
+            return ModelSource(_display_name(path, record), "hf", path, folder_sha256(path), None, record)
+        raise ModelError(f"{path} is neither a Hugging Face model folder (config.json) nor a LoRA adapter "
+                         "(adapter_config.json) nor a `winnow train sft` output",
+                         "give a model folder, a training output folder, a registry name or a .gguf file")
+    from ..models import resolve_model
+
+    resolved = resolve_model(spec)
+    return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256)
+
+
+def _read_record(folder: Path) -> dict[str, Any] | None:
+    record = folder / MODEL_RECORD
+    if not record.is_file():
+        return None
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{record} is not valid JSON: {exc}", "the training output is damaged; train again") from exc
+
+
+def _adapter_base(folder: Path) -> str:
+    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    base = config.get("base_model_name_or_path")
+    if not base:
+        raise ModelError(f"{folder}/adapter_config.json names no base model", "set base_model_name_or_path")
+    return base
+
+
+def _display_name(folder: Path, record: dict[str, Any] | None) -> str:
+    # A training output is known by its run folder's name (…/my-run/model -> my-run).
+    return folder.parent.name if record and folder.name == TRAINED_MODEL_DIR else folder.name
+
+
+def folder_sha256(folder: Path) -> str:
+    """One sha256 over the names and bytes of a model folder's files (weights, config, tokenizer)."""
+    from ..models import files
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
+        record = files.checksum_record(path)
+        sha = files.remembered_sha256(path, record)
+        if sha is None:  # weights are large: hash once, remember by (path, size, mtime)
+            sha = files.hash_files([path], label=f"hashing {path.name}", total=path.stat().st_size, progress=False)
+            files.remember(path, record, sha)
+        digest.update(f"{path.name}\0{sha}\n".encode())
+    return digest.hexdigest()
+
+
+# --- loading (torch from here on) ---------------------------------------------------------------
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise WinnowError(f"unknown dtype {name!r}", f"choose one of: {', '.join(dtypes)}")
+    return dtypes[name]
+
+
+def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bool = True) -> tuple[Any, Any]:
+    """(model, tokenizer) for ``source``. An adapter is loaded on its base and, with
+    ``merge_adapter``, merged into it (same outputs, no adapter overhead per token)."""
+    require_train_extra()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        if source.kind == "adapter":
+            from peft import PeftModel
+
+            base_model, tokenizer = load_model(source.base, dtype=dtype)
+            if (source.path / "tokenizer_config.json").is_file():
+                tokenizer = AutoTokenizer.from_pretrained(source.path)
+            model = PeftModel.from_pretrained(base_model, source.path)
+            model = model.merge_and_unload() if merge_adapter else model
+        else:
+            folder = dequantised_folder(source) if source.kind == "gguf" else source.path
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(dtype))
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"transformers could not load {source.name} ({source.path}): {exc}",
+                         "is it a complete model folder, or a GGUF architecture transformers supports?") from exc
+    if tokenizer.pad_token is None:  # batching needs one; it is always masked out
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def dequantised_folder(source: ModelSource) -> Path:
+    """A Hugging Face folder holding the GGUF's weights dequantised to float32, made once per sha256."""
+    from ..index.atomic import staged_folder
+    from ..models import files
+    from ..paths import cache_root
+
+    target = cache_root() / "transformers" / f"{source.name}-{source.sha256[:16]}"
+    if (target / "config.json").is_file():
+        return target
+    with files.exclusive(target):
+        if (target / "config.json").is_file():  # another process made it while we waited
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder, name = source.path.parent, source.path.name
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch_dtype("float32"))
+        # The weights are plain float32 tensors now; the GGUF marker only stops save_pretrained.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        with staged_folder(target) as temp:
+            model.save_pretrained(temp)
+            tokenizer.save_pretrained(temp)
+            (temp / "source.json").write_text(json.dumps({"gguf": str(source.path), "sha256": source.sha256}) + "\n",
+                                              encoding="utf-8")
+    return target
