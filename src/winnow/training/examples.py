@@ -1,0 +1,99 @@
+"""RankRAG's unified (question x, context c, answer y) format as chat examples (§4.2, Table 1, App. C.2).
+
+Every Stage-II task becomes one conversation: the system turn, a user turn holding the context and
+the task's instruction with the question, and the assistant turn holding the target. Conversational
+data keep their earlier turns (the context goes into the first user turn, as the appendix prints
+it). The loss falls only on the last assistant turn (§4.1), so an example is stored as its messages
+with the target last.
+
+Context ranking and retrieval-augmented QA use the inference prompts (``rankrag.context_ranking``,
+Appendix D.1; ``rankrag.rag``, Appendix D.2): the tuned model is then used exactly as it was trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..prompts import PromptTemplate, prompt
+from ..records import Passage
+
+Messages = list[dict[str, str]]
+
+# The paper's targets for context ranking (Table 1: "True/False").
+TRUE, FALSE = "True", "False"
+ANSWER_STYLES = ("short", "long", "number", "mixed")  # Appendix C.2 1): the instruction per answer type
+
+
+@dataclass(frozen=True, slots=True)
+class ChatExample:
+    """One training conversation; the last message is the assistant's target."""
+
+    component: str
+    messages: Messages
+    question: str  # the bare question, for the contamination check
+
+    def to_dict(self, example_id: str) -> dict[str, Any]:
+        return {"id": example_id, "component": self.component, "messages": self.messages}
+
+
+def conversation(template: PromptTemplate, question: str, passages: Sequence[Passage], answer: str,
+                 history: Sequence[dict[str, str]] = ()) -> Messages:
+    """The chat for ``template`` with ``answer`` as the final assistant turn.
+
+    Without ``history`` this is exactly ``template.messages(question, passages)`` plus the answer,
+    which is what a method sends at inference. With it, the context opens the first user turn and
+    the earlier turns follow (Appendix C.2 1 and the conversational form of D.1).
+    """
+    messages = template.messages(question, passages)
+    if history:
+        system, instruction = template.messages(question, [])  # no passages: the instruction alone
+        context = template.context(passages)
+        turns = [dict(turn) for turn in history]
+        turns[0]["content"] = f"{context}\n\n{turns[0]['content']}" if context else turns[0]["content"]
+        messages = [system, *turns, instruction]
+    return [*messages, {"role": "assistant", "content": answer}]
+
+
+def context_qa(component: str, question: str, passage: Passage, answer: str, *, style: str = "short",
+               history: Sequence[dict[str, str]] = ()) -> ChatExample:
+    """Context-rich QA (§4.2 part 2): a gold passage, the question, a short answer."""
+    template = prompt(f"rankrag_train.context_qa_{style}")
+    return ChatExample(component, conversation(template, question, [passage], answer, history), question)
+
+
+def rag_qa(component: str, question: str, passages: Sequence[Passage], answer: str) -> ChatExample:
+    """Retrieval-augmented QA (§4.2 part 3): gold passage and BM25 hard negatives, already shuffled."""
+    return ChatExample(component, conversation(prompt("rankrag.rag"), question, passages, answer), question)
+
+
+def context_ranking(component: str, question: str, passage: Passage, relevant: bool,
+                    history: Sequence[dict[str, str]] = ()) -> ChatExample:
+    """Context ranking (§4.2 part 4): one query-passage pair labelled "True" or "False"."""
+    target = TRUE if relevant else FALSE
+    messages = conversation(prompt("rankrag.context_ranking"), question, [passage], target, history)
+    return ChatExample(component, messages, question)
+
+
+def rag_ranking(component: str, question: str, passages: Sequence[Passage], relevant: Sequence[bool]) -> ChatExample:
+    """Retrieval-augmented ranking (§4.2 part 5): the ids of every relevant passage among five.
+
+    The paper names the target "Passage Indexes" without printing its form; the ids are written as
+    the prompt numbers the passages, comma-separated ("1, 4"), and "None" when no passage holds the
+    answer.
+    """
+    ids = [str(number) for number, keep in enumerate(relevant, start=1) if keep]
+    target = ", ".join(ids) if ids else "None"
+    messages = conversation(prompt("rankrag_train.rag_ranking"), question, passages, target)
+    return ChatExample(component, messages, question)
+
+
+def chat_sft(component: str, messages: Messages) -> ChatExample:
+    """Stage-I SFT data kept in the blend (§4.2 part 1): a conversation ending with the assistant."""
+    question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    return ChatExample(component, [dict(m) for m in messages], question)
+
+
+def render_plain(messages: Messages) -> str:
+    """The paper's "System: … User: … Assistant: …" layout of a conversation, for stats samples."""
+    return "\n\n".join(f"{m['role'].capitalize()}: {m['content']}" for m in messages)
