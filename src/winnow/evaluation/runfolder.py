@@ -11,7 +11,6 @@ answers from two configurations in one folder would average into a number that m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -31,14 +30,6 @@ ERRORS = "errors.jsonl"  # questions the backend refused, one line per attempt (
 METRICS = "metrics.json"
 RUNS = "runs"  # TREC run files, one per stage
 LIBRARIES = ("winnow", "xllamacpp", "bm25s", "numpy", "onnxruntime", "ir-measures", "pytrec-eval-terrier", "httpx")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def library_versions() -> dict[str, str]:

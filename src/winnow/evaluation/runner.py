@@ -24,7 +24,8 @@ from ..errors import BackendError, WinnowError
 from ..records import Query
 from .metrics import compute_metrics
 from .record import question_record
-from .runfolder import RunFolder, file_sha256, library_versions, now, write_json_atomic
+from ..index.manifest import file_sha256
+from .runfolder import RunFolder, library_versions, now, write_json_atomic
 
 MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
 # A question the backend refuses (a prompt longer than the context, a server error) is recorded in
