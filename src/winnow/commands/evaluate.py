@@ -77,7 +77,7 @@ def evaluate(
                                                                   "\"golden_answers\", \"metadata\"} per line.")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
     method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
-                                                                          "rankgpt [default: rankrag].")] = None,
+                                                                          "rankgpt (default rankrag).")] = None,
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
