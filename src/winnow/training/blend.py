@@ -151,8 +151,7 @@ def _mined(spec: ComponentSpec, cache: dict, progress: Advance | None) -> tuple[
             done += n
             _report(progress, f"mining {spec.qa} against {spec.index.name}", done, len(questions))
 
-        mined = mine_lists(questions, index, depth=spec.depth, source=spec.qa, needed=PASSAGES_PER_LIST,
-                           advance=advance)
+        mined = mine_lists(questions, index, depth=spec.depth, source=spec.qa, advance=advance)
         cache[key] = (mined.lists, mined.questions, Counter(mined.skipped))
     lists, questions, skipped = cache[key]
     return lists, questions, Counter(skipped)

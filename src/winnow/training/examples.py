@@ -89,9 +89,13 @@ def rag_ranking(component: str, question: str, passages: Sequence[Passage], rele
 
 
 def chat_sft(component: str, messages: Messages) -> ChatExample:
-    """Stage-I SFT data kept in the blend (§4.2 part 1): a conversation ending with the assistant."""
+    """Stage-I SFT data kept in the blend (§4.2 part 1): a conversation ending with the assistant.
+    A conversation without a system turn gets the paper's (Appendix C.1, the same text as C.2)."""
     question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-    return ChatExample(component, [dict(m) for m in messages], question)
+    turns = [dict(m) for m in messages]
+    if turns[0]["role"] != "system":
+        turns.insert(0, {"role": "system", "content": prompt("rankrag.context_ranking").system})
+    return ChatExample(component, turns, question)
 
 
 def render_plain(messages: Messages) -> str:

@@ -23,7 +23,6 @@ from ..records import Passage
 from .sources import RetrievedList, Where
 
 NO_ANSWER_PASSAGE = "no passage holding an answer in the BM25 top {depth}"
-TOO_FEW_PASSAGES = "fewer than {needed} passages retrieved"
 
 
 def is_test_source(source: str) -> bool:
@@ -62,7 +61,7 @@ def answer_in(text: str, answers: Sequence[str], *, regex: bool = False) -> str:
     return next((answer for answer in answers if has_answer(text, answer)), answers[0])
 
 
-def mine_lists(questions: Sequence[QAItem], index, *, depth: int, source: str, needed: int = 5,
+def mine_lists(questions: Sequence[QAItem], index, *, depth: int, source: str,
                advance: Callable[[int], None] | None = None, batch: int = 256) -> MinedLists:
     """One :class:`RetrievedList` per question whose BM25 top ``depth`` holds an answer."""
     mined = MinedLists([], len(questions))
@@ -73,12 +72,8 @@ def mine_lists(questions: Sequence[QAItem], index, *, depth: int, source: str, n
             holds = AnswerMatcher(item.golden_answers, regex=item.is_regex)
             # Passage text only, as answer Recall@k in winnow.evaluation tests it.
             gold = next((p for p in passages if holds(p.text)), None)
-            reason = None
-            if not item.golden_answers or gold is None:
+            if gold is None:
                 reason = NO_ANSWER_PASSAGE.format(depth=depth)
-            elif len(passages) < needed:
-                reason = TOO_FEW_PASSAGES.format(needed=needed)
-            if reason:
                 mined.skipped[reason] = mined.skipped.get(reason, 0) + 1
                 continue
             where = Where(source, start + offset + 1)  # the question's position in its set

@@ -124,6 +124,24 @@ def folder_sha256(folder: Path) -> str:
 
 # --- loading (torch from here on) ---------------------------------------------------------------
 
+def quiet_libraries() -> None:
+    """Silence transformers' and datasets' progress bars and advice, which would interleave with
+    Winnow's own progress; errors still surface as exceptions."""
+    import warnings
+
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        import datasets  # comes with trl; inference does not need it
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass
+    warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6.*", category=FutureWarning)
+
+
 def torch_dtype(name: str) -> Any:
     import torch
 
@@ -137,6 +155,7 @@ def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bo
     """(model, tokenizer) for ``source``. An adapter is loaded on its base and, with
     ``merge_adapter``, merged into it (same outputs, no adapter overhead per token)."""
     require_train_extra()
+    quiet_libraries()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

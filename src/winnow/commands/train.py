@@ -1,0 +1,123 @@
+"""``winnow train blend`` and ``winnow train sft``: RankRAG instruction tuning (§4.1-4.2, App. B-C).
+
+The blend needs nothing beyond the core install; fine-tuning needs the ``[train]`` extra, imported
+only inside the command body.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..cli import app, err, out
+
+train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
+                                                    "fine-tune a model on it.")
+app.add_typer(train_app, name="train")
+
+
+def _bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True)
+
+
+@train_app.command("blend")
+def blend(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Blend file (TOML or YAML): components, ratios, "
+                                                                "seed (see docs/training.md).")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (train.jsonl, stats.json).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier blend.")] = False,
+) -> None:
+    """Build the Stage-II blend in the unified chat format, mixed by Appendix B's ratios."""
+    from ..training.blend import build_blend
+
+    bar = _bar()
+    tasks: dict[str, int] = {}
+
+    def progress(what: str, done: int, total: int | None) -> None:
+        if total is None:  # a finished step: say so and move on
+            bar.console.print(f"  {what}", highlight=False)
+            return
+        key = what.split(" against ")[0]
+        if key not in tasks:
+            tasks[key] = bar.add_task(what, total=total)
+        bar.update(tasks[key], completed=done)
+
+    with bar:
+        report = build_blend(config, out_dir, overwrite=overwrite, progress=progress)
+    stats = report.stats
+    table = Table(title=f"Blend {report.out}: {stats['size']:,} examples (seed {stats['seed']})", title_justify="left")
+    for column in ("component", "kind", "share", "pool", "taken", "repeats", "skipped", "contaminated"):
+        table.add_column(column, justify="left" if column in ("component", "kind", "skipped") else "right")
+    for name, c in stats["components"].items():
+        skipped = "\n".join(f"{reason}: {count:,}" for reason, count in c["skipped"].items()) or "-"
+        table.add_row(name, c["kind"], f"{c['share']:.3f}", f"{c['pool']:,}", f"{c['taken']:,}", f"{c['repeats']:,}",
+                      skipped, f"{sum(c['contaminated'].values()):,}")
+    out.print(table)
+    contamination = stats["contamination"]
+    err.print(f"contamination check against {len(contamination['eval_sets'])} evaluation sets "
+              f"({sum(contamination['eval_sets'].values()):,} questions): {contamination['dropped_total']:,} "
+              f"examples dropped; wrote {report.out / 'train.jsonl'} and stats.json in {report.seconds:.1f} s "
+              "(no LLM calls)")
+
+
+@train_app.command("sft")
+def sft(
+    base: Annotated[str, typer.Option("--base", help="Model to tune: a registry name or .gguf file (dequantised), "
+                                                     "or a Hugging Face model folder.")],
+    data: Annotated[Path, typer.Option("--data", help="Blend folder from `winnow train blend` (or its train.jsonl).")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder: checkpoints, curve, model/.")],
+    lora: Annotated[bool, typer.Option("--lora/--full", help="Train a LoRA adapter (default) or all weights.")] = True,
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Optimizer steps "
+                                                                                "[default: one epoch].")] = None,
+    epochs: Annotated[float, typer.Option("--epochs", min=0.0, help="Passes over the blend when --max-steps "
+                                                                    "is not given.")] = 1.0,
+    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate [default: 2e-4 LoRA, "
+                                                             "1e-5 full].")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Examples per device and step.")] = 4,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Gradient accumulation steps.")] = 1,
+    max_length: Annotated[int, typer.Option("--max-length", min=16, help="Longer examples are left out "
+                                                                         "(and counted).")] = 2048,
+    save_steps: Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every N steps.")] = 50,
+    warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0)] = 0,
+    lora_r: Annotated[int, typer.Option("--lora-r", min=1)] = 16,
+    lora_alpha: Annotated[int, typer.Option("--lora-alpha", min=1)] = 32,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Use only the first N examples.")] = None,
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue from the last checkpoint in "
+                                                                      "--out.")] = True,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete an earlier run in --out first.")] = False,
+) -> None:
+    """Fine-tune a model on a blend: loss on the last assistant turn only (RankRAG §4.1)."""
+    from ..training.sft import SFTSettings, train_sft
+
+    settings = SFTSettings(base=base, data=str(data), out=str(out_dir), lora=lora, max_steps=max_steps, epochs=epochs,
+                           lr=lr, batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, seed=seed,
+                           save_steps=save_steps, warmup_steps=warmup_steps, lora_r=lora_r, lora_alpha=lora_alpha,
+                           threads=threads, limit=limit, resume=resume)
+    bar = _bar()
+    task = bar.add_task("training", total=None)
+
+    def on_step(step: int, total: int, logs: dict) -> None:
+        loss = f" loss {logs['loss']:.4f}" if "loss" in logs else ""
+        bar.update(task, completed=step, total=total, description=f"training{loss}")
+
+    started = time.perf_counter()
+    with bar:
+        report = train_sft(settings, overwrite=overwrite, on_step=on_step,
+                           on_status=lambda message: bar.update(task, description=message))
+    skipped = "; ".join(f"{reason}: {count}" for reason, count in report.skipped.items())
+    resumed = f" (resumed at step {report.resumed_from})" if report.resumed_from else ""
+    loss = (f"loss {report.first_loss:.4f} -> {report.last_loss:.4f}" if report.first_loss is not None
+            else "no step logged")
+    err.print(f"trained {report.steps} steps{resumed} on {report.examples:,} examples "
+              f"({report.trained_tokens:,} target tokens of {report.tokens:,}); {loss}; "
+              f"{time.perf_counter() - started:.0f} s" + (f"; left out {skipped}" if skipped else ""))
+    err.print(f"model in {report.out / 'model'} (use it: --backend transformers --model {report.out}); "
+              f"curve in {report.out / 'curve.png'}")

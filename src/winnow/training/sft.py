@@ -1,0 +1,337 @@
+"""Supervised fine-tuning on a blend: RankRAG's instruction tuning (Yu et al., 2024, §4.1-4.2).
+
+"For each sample … we use the previous turns of conversation between the user and the assistant as
+the context, and compute the loss only at the last response from the assistant" (§4.1): every
+example is tokenised with the model's own chat template as prompt (all turns but the last, plus the
+generation prompt — exactly the tokens the transformers backend sends at inference) and completion
+(the last assistant turn), and only the completion's tokens carry labels.
+
+Training runs on transformers' Trainer through TRL's ``SFTTrainer``, with a LoRA adapter (PEFT) by
+default or all weights. The run folder holds ``checkpoints/`` (resumed automatically: the same
+command continues an interrupted run), ``curve.csv`` and ``curve.png``, ``run.json`` (settings, base
+and data checksums) and, at the end, ``model/`` (the adapter or the weights, the tokenizer and
+``winnow-model.json``), which ``--backend transformers --model RUN_DIR`` loads. The same command
+runs on several GPUs under ``accelerate launch`` or ``torchrun`` (see docs/training.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..corpus.jsonl import read_json_lines
+from ..errors import InputError, WinnowError
+from .blend import TRAIN_FILE
+from .curves import write_curve
+from .model_files import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model,
+                          require_train_extra)
+
+RUN_RECORD = "run.json"
+CHECKPOINTS = "checkpoints"
+TOO_LONG = "longer than --max-length tokens"
+# Settings that may change when a run is continued; any other change means a different run.
+RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "threads", "resume"}
+DEFAULT_LR = {"lora": 2e-4, "full": 1e-5}
+
+
+@dataclass
+class SFTSettings:
+    base: str
+    data: str
+    out: str
+    lora: bool = True
+    max_steps: int | None = None  # None: `epochs` passes over the blend
+    epochs: float = 1.0
+    lr: float | None = None  # None: DEFAULT_LR for LoRA or full fine-tuning
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_length: int = 2048
+    seed: int = 0
+    save_steps: int = 50
+    warmup_steps: int = 0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    threads: int | None = None
+    limit: int | None = None  # train on the first N examples of the blend only
+    resume: bool = True
+
+    @property
+    def learning_rate(self) -> float:
+        return self.lr if self.lr is not None else DEFAULT_LR["lora" if self.lora else "full"]
+
+
+@dataclass
+class TokenisedBlend:
+    input_ids: list[list[int]]
+    completion_mask: list[list[int]]
+    components: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    prompt_mismatch: int = 0  # examples whose prompt tokens were not a prefix of prompt + completion
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids in self.input_ids)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(sum(mask) for mask in self.completion_mask)
+
+
+@dataclass
+class SFTReport:
+    out: Path
+    steps: int
+    resumed_from: int
+    examples: int
+    first_loss: float | None
+    last_loss: float | None
+    seconds: float
+    tokens: int
+    trained_tokens: int
+    skipped: dict[str, int]
+
+
+StepHook = Callable[[int, int, dict[str, Any]], None]  # (step, max steps, latest log) after each step
+
+
+def read_blend(data: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The rows of a blend folder's ``train.jsonl``, checked (a bad line names the file and line)."""
+    path = data / TRAIN_FILE if data.is_dir() else data
+    if not path.is_file():
+        raise WinnowError(f"no blend at {data}: {path} is missing", "make one with `winnow train blend`")
+    rows = []
+    hint = 'each line must be {"id", "component", "messages": [..., {"role": "assistant", ...}]}'
+    for line, row in read_json_lines(path, hint=hint):
+        messages = row.get("messages") if isinstance(row, dict) else None
+        if (not isinstance(messages, list) or len(messages) < 2 or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages)):
+            raise InputError(path, "messages must be a list of {\"role\", \"content\"} turns", line=line,
+                             field="messages", hint=hint)
+        if messages[-1]["role"] != "assistant":
+            raise InputError(path, "the last turn must be the assistant's (the target)", line=line,
+                             field="messages", hint=hint)
+        rows.append(row)
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise InputError(path, "the blend holds no examples")
+    return rows
+
+
+def tokenise(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> TokenisedBlend:
+    """Prompt and completion tokens for each row; the completion mask marks the last assistant turn."""
+    out = TokenisedBlend([], [])
+    for row in rows:
+        prompt, target = row["messages"][:-1], row["messages"][-1]
+        prompt_ids = _chat_ids(tokenizer, prompt, generation_prompt=True)
+        full_ids = _chat_ids(tokenizer, [*prompt, target], generation_prompt=False)
+        shared = 0
+        while shared < min(len(prompt_ids), len(full_ids)) and prompt_ids[shared] == full_ids[shared]:
+            shared += 1
+        if shared < len(prompt_ids):
+            out.prompt_mismatch += 1  # the template renders the prompt differently when an answer follows
+        if len(full_ids) > max_length:
+            out.skipped[TOO_LONG] += 1
+            continue
+        out.input_ids.append(full_ids)
+        out.completion_mask.append([0] * shared + [1] * (len(full_ids) - shared))
+        out.components[row.get("component", "?")] += 1
+    return out
+
+
+def _chat_ids(tokenizer: Any, messages: list[dict[str, str]], *, generation_prompt: bool) -> list[int]:
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True,
+                                            return_dict=True)
+    return list(encoded["input_ids"])
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _run_record(settings: SFTSettings, base: Any, data_file: Path) -> dict[str, Any]:
+    return {"format": 1, "settings": asdict(settings), "learning_rate": settings.learning_rate,
+            "base": {"spec": settings.base, "name": base.name, "sha256": base.sha256},
+            "data": {"path": str(data_file), "sha256": file_sha256(data_file)}, "built_by": f"winnow {__version__}"}
+
+
+def _prepare_out(out: Path, record: dict[str, Any], *, overwrite: bool) -> bool:
+    """Create the run folder or check it belongs to this run; True when there is progress to resume."""
+    existing = out / RUN_RECORD
+    if out.exists() and not existing.is_file() and any(out.iterdir()):
+        raise WinnowError(f"{out} exists and is not a training run folder", "choose another --out")
+    if existing.is_file():
+        if overwrite:
+            shutil.rmtree(out)
+        else:
+            old = json.loads(existing.read_text(encoding="utf-8"))
+            differences = _differences(old, record)
+            if differences:
+                raise WinnowError(f"{out} holds a run with other settings ({', '.join(differences)})",
+                                  "pass --overwrite to start afresh, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return (out / CHECKPOINTS).is_dir() and any((out / CHECKPOINTS).glob("checkpoint-*"))
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    found = []
+    for key in set(old.get("settings", {})) | set(new["settings"]):
+        if key not in RESUMABLE_CHANGES and old.get("settings", {}).get(key) != new["settings"].get(key):
+            found.append(key)
+    for part in ("base", "data"):
+        if old.get(part, {}).get("sha256") != new[part]["sha256"]:
+            found.append(f"{part} checksum")
+    return sorted(found)
+
+
+def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHook | None = None,
+              on_status: Callable[[str], None] | None = None) -> SFTReport:
+    """Fine-tune ``settings.base`` on the blend ``settings.data`` into ``settings.out``."""
+    require_train_extra()
+    try:
+        import trl  # noqa: F401  (only training needs TRL)
+    except ImportError as exc:
+        raise WinnowError("training needs trl, which is not installed", INSTALL_HINT) from exc
+    started = time.perf_counter()
+    status = on_status or (lambda message: None)
+    out, data = Path(settings.out).expanduser(), Path(settings.data).expanduser()
+    rows = read_blend(data, settings.limit)
+    base = locate_model(settings.base)
+    data_file = data / TRAIN_FILE if data.is_dir() else data
+    record = _run_record(settings, base, data_file)
+    resume = _prepare_out(out, record, overwrite=overwrite) and settings.resume
+    import torch
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    status(f"loading {base.name}")
+    model, tokenizer = load_model(base)
+    status(f"tokenising {len(rows)} examples")
+    blend = tokenise(rows, tokenizer, settings.max_length)
+    if not blend.input_ids:
+        raise WinnowError(f"every example is longer than --max-length {settings.max_length} tokens",
+                          "raise --max-length")
+    trainer = _trainer(settings, model, tokenizer, blend, out, on_step)
+    checkpoint = None
+    if resume:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        checkpoint = get_last_checkpoint(str(out / CHECKPOINTS))
+        status(f"resuming from {Path(checkpoint).name}")
+    resumed_from = int(checkpoint.rsplit("-", 1)[-1]) if checkpoint else 0
+    status("training")
+    trainer.train(resume_from_checkpoint=checkpoint)
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    if trainer.is_world_process_zero():
+        _save_model(trainer, tokenizer, out, record, settings, blend)
+        write_curve(trainer.state.log_history, out, title=f"{base.name}: {'LoRA' if settings.lora else 'full'} "
+                                                          f"fine-tuning on {data.name}")
+    report = SFTReport(out, trainer.state.global_step, resumed_from, len(blend.input_ids),
+                       losses[0] if losses else None, losses[-1] if losses else None,
+                       time.perf_counter() - started, blend.tokens, blend.trained_tokens, dict(blend.skipped))
+    if trainer.is_world_process_zero():
+        summary = {**asdict(report), "out": str(out), "components": dict(blend.components),
+                   "prompt_not_prefix": blend.prompt_mismatch}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _trainer(settings: SFTSettings, model: Any, tokenizer: Any, blend: TokenisedBlend, out: Path,
+             on_step: StepHook | None) -> Any:
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    # TRL asks for bf16 by default; CPUs train in float32, GPUs in bf16 where they support it.
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    args = SFTConfig(
+        bf16=bf16,
+        output_dir=str(out / CHECKPOINTS),
+        max_steps=settings.max_steps if settings.max_steps is not None else -1,
+        num_train_epochs=settings.epochs,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.grad_accum,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_steps,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,
+        report_to=[],
+        disable_tqdm=True,
+        completion_only_loss=True,  # loss on the last assistant turn only (§4.1)
+        max_length=None,  # over-long examples were left out and counted, never cut
+        packing=False,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    peft_config = None
+    if settings.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    dataset = Dataset.from_dict({"input_ids": blend.input_ids, "completion_mask": blend.completion_mask})
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # progress and loss reach the user through on_step
+    trainer.add_callback(_curve_callback(out, on_step))
+    return trainer
+
+
+def _curve_callback(out: Path, on_step: StepHook | None) -> Any:
+    from transformers import TrainerCallback
+
+    class CurveCallback(TrainerCallback):
+        """Times every logged step (cumulated across resumes) and rewrites the curve files."""
+
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+            self.offset: float | None = None
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.offset is None:  # a resumed run continues the clock of the run it resumes
+                earlier = [e["seconds"] for e in state.log_history[:-1] if "seconds" in e]
+                self.offset = earlier[-1] if earlier else 0.0
+            if state.log_history and "loss" in state.log_history[-1]:
+                state.log_history[-1]["seconds"] = round(self.offset + time.perf_counter() - self.started, 2)
+            if state.is_world_process_zero:
+                write_curve(state.log_history, out, title="training loss")
+            if on_step is not None and logs is not None:
+                on_step(state.global_step, state.max_steps, dict(logs))
+
+    return CurveCallback()
+
+
+def _save_model(trainer: Any, tokenizer: Any, out: Path, record: dict[str, Any], settings: SFTSettings,
+                blend: TokenisedBlend) -> None:
+    """Write ``model/`` whole or not at all: the adapter (or weights), tokenizer and winnow-model.json."""
+    from ..index.atomic import staged_folder
+
+    with staged_folder(out / TRAINED_MODEL_DIR) as temp:
+        trainer.model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        model_record = {"format": 1, "finetune": "lora" if settings.lora else "full", "base": record["base"],
+                        "data": record["data"], "steps": trainer.state.global_step,
+                        "learning_rate": settings.learning_rate, "examples": len(blend.input_ids),
+                        "built_by": f"winnow {__version__}"}
+        (temp / MODEL_RECORD).write_text(json.dumps(model_record, indent=2) + "\n", encoding="utf-8")
