@@ -78,12 +78,13 @@ class Pipeline:
     """An index, the models and a method, opened once from a :class:`RunSpec`.
 
     ``loading`` is told the name of each model as it loads (for a spinner); ``progress`` is the
-    LLM clients' per-stage progress hook. Close it (or use ``with``) to free the models.
+    LLM clients' per-stage progress hook; ``threads`` caps llama.cpp's CPU threads. Close it (or use
+    ``with``) to free the models.
     """
 
     def __init__(self, spec: RunSpec, index_dir: str | Path, *, api_key: str = "", cache: bool | str | Path = True,
                  progress: Callable[[str, int, int], None] | None = None,
-                 loading: Callable[[str], Any] | None = None) -> None:
+                 loading: Callable[[str], Any] | None = None, threads: int | None = None) -> None:
         from .index import open_retriever
         from .llm import load_llm
         from .methods import build_method
@@ -97,7 +98,7 @@ class Pipeline:
             if loading:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
-                           progress=progress)
+                           progress=progress, threads=threads)
             self.llms.append(llm)
             return llm
 
@@ -105,6 +106,7 @@ class Pipeline:
             self.llm = llm_for(spec.model)
             agents = {role.replace("_model", "_llm"): llm_for(getattr(spec, role))
                       for role in AGENT_ROLES if getattr(spec, role) and getattr(spec, role) != spec.model}
+            self.agents = agents  # role -> LLM, for methods built per request (winnow serve)
             self.method = build_method(spec.method, index=self.index, llm=self.llm, agents=agents, **spec.settings)
         except BaseException:
             self.close()
