@@ -1,24 +1,27 @@
 """RankRAG instruction tuning on this CPU: does a tuned SmolLM2-135M rank better than the base model?
 
-Steps (each reused when already done; the training resumes from its last checkpoint):
+Steps (each reused when already done; a training run resumes from its last checkpoint):
 
 1. BM25 index of the 10,033 Wikipedia vital-article summaries (``winnow.build_index("wiki-vital")``).
 2. The real Stage-II blend (RankRAG §4.2, Appendix B ratios): NQ-open and TriviaQA **dev**
    questions mined against that index (gold = best-ranked summary holding an answer, BM25 hard
    negatives), as context ranking, retrieval-augmented QA, retrieval-augmented ranking and
    context-rich QA; contamination checked against every QA test set and wiki-vital QA.
-3. LoRA fine-tuning of SmolLM2-135M-Instruct (the GGUF, dequantised) on it: ``--steps`` optimizer
-   steps of ``--batch-size`` x ``--grad-accum`` examples, one CPU thread by default.
+   ``--variant ranking`` keeps only its context-ranking pairs (an ablation, not the paper's blend).
+3. LoRA fine-tuning of SmolLM2-135M-Instruct (the GGUF, dequantised) on it, one CPU thread, for
+   the number of steps that fits in about 20 minutes (``--steps`` overrides).
 4. Held-out evaluation on wiki-vital QA **dev** questions (built from NQ-open and TriviaQA *test*
    questions, never trained on): every question's BM25 top ``--depth`` plus its judged-relevant
    articles are scored by P("True") with the context-ranking prompt (Appendix D.1, as the rankrag
-   method does), by the base and by the tuned model through the same transformers backend.
+   method does), by the base and the tuned model through the same transformers backend.
    Reported: AUC of P("True") (judged-relevant articles vs retrieved passages without an answer, and
    answer-holding vs answer-free retrieved passages), answer Recall@1/@5 of the BM25 top ``--depth``
    reranked by P("True") against BM25's own order, with paired bootstrap 95% intervals.
 
-Usage: .venv/bin/python bench/bench_train.py [--steps 16] [--eval-questions 60] [--record]
-``--record`` rewrites the "RankRAG instruction tuning" section of docs/results.md with the figures.
+Usage: .venv/bin/python bench/bench_train.py [--variant real|ranking|all] [--eval-questions 60] [--record]
+About 35 minutes for one variant (20 training, 7 scoring per model; the base model's scores are
+cached). ``--record`` rewrites the "RankRAG instruction tuning" section of docs/results.md with every
+variant measured on the same evaluation.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,65 +52,41 @@ SECTION = "## RankRAG instruction tuning"
 # Appendix B: SQuAD and WebQuestions (retrieval-augmented QA 0.09 each, retrieval-augmented ranking
 # 0.02 each), MS MARCO (context ranking 0.15, split over the two sources) and one reading-comprehension
 # set (context-rich QA 0.09, split likewise). No conversational or Stage-I SFT data installs here.
-BLEND = """# RankRAG Stage-II blend from data that installs here (written by bench/bench_train.py).
-seed = 0
+COMPONENTS = [  # name, kind, questions, ratio (a number or an Appendix B dataset)
+    ("nq-ranking", "ranking", "nq-dev", 0.075),
+    ("triviaqa-ranking", "ranking", "triviaqa-dev", 0.075),
+    ("nq-rag-qa", "rag_qa", "nq-dev", "squad_rag_qa"),
+    ("triviaqa-rag-qa", "rag_qa", "triviaqa-dev", "webquestions_rag_qa"),
+    ("nq-rag-ranking", "rag_ranking", "nq-dev", "squad_rag_ranking"),
+    ("triviaqa-rag-ranking", "rag_ranking", "triviaqa-dev", "webquestions_rag_ranking"),
+    ("nq-context-qa", "context_qa", "nq-dev", 0.045),
+    ("triviaqa-context-qa", "context_qa", "triviaqa-dev", 0.045),
+]
 
-[[component]]
-name = "nq-ranking"
-kind = "ranking"
-qa = "nq-dev"
-index = "{index}"
-ratio = 0.075
 
-[[component]]
-name = "triviaqa-ranking"
-kind = "ranking"
-qa = "triviaqa-dev"
-index = "{index}"
-ratio = 0.075
+@dataclass(frozen=True)
+class Variant:
+    kinds: frozenset[str] | None  # the components' kinds kept; None: all
+    steps: int  # optimizer steps that fit in about 20 minutes on one thread
+    label: str
 
-[[component]]
-name = "nq-rag-qa"
-kind = "rag_qa"
-qa = "nq-dev"
-index = "{index}"
-ratio = "squad_rag_qa"
 
-[[component]]
-name = "triviaqa-rag-qa"
-kind = "rag_qa"
-qa = "triviaqa-dev"
-index = "{index}"
-ratio = "webquestions_rag_qa"
+VARIANTS = {
+    "real": Variant(None, 16, "real blend"),
+    # The same ranking pairs alone: short examples (one passage), so the same 20 minutes see about
+    # 2.5x as many examples, all of them ranking. Not the paper's blend: an ablation that asks whether
+    # this model learns to rank at all on this budget.
+    "ranking": Variant(frozenset({"ranking"}), 40, "ranking pairs only"),
+}
 
-[[component]]
-name = "nq-rag-ranking"
-kind = "rag_ranking"
-qa = "nq-dev"
-index = "{index}"
-ratio = "squad_rag_ranking"
 
-[[component]]
-name = "triviaqa-rag-ranking"
-kind = "rag_ranking"
-qa = "triviaqa-dev"
-index = "{index}"
-ratio = "webquestions_rag_ranking"
-
-[[component]]
-name = "nq-context-qa"
-kind = "context_qa"
-qa = "nq-dev"
-index = "{index}"
-ratio = 0.045
-
-[[component]]
-name = "triviaqa-context-qa"
-kind = "context_qa"
-qa = "triviaqa-dev"
-index = "{index}"
-ratio = 0.045
-"""
+def blend_toml(index: Path, variant: Variant) -> str:
+    lines = ["# RankRAG Stage-II blend from data that installs here (written by bench/bench_train.py).", "seed = 0"]
+    for name, kind, questions, ratio in COMPONENTS:
+        if variant.kinds is None or kind in variant.kinds:
+            lines += ["", "[[component]]", f'name = "{name}"', f'kind = "{kind}"', f'qa = "{questions}"',
+                      f'index = "{index}"', f"ratio = {json.dumps(ratio)}"]
+    return "\n".join(lines) + "\n"
 
 
 def step(message: str) -> None:
@@ -123,17 +103,17 @@ def ensure_index(workdir: Path):
     return winnow.build_index("wiki-vital", folder, progress=False)
 
 
-def ensure_blend(workdir: Path) -> dict[str, Any]:
+def ensure_blend(workdir: Path, name: str) -> dict[str, Any]:
     from winnow.training.blend import build_blend
 
-    config = workdir / "blend.toml"
-    text = BLEND.format(index=workdir / "wiki-index")
-    stats_file = workdir / "blend" / "stats.json"
+    config = workdir / f"blend-{name}.toml"
+    text = blend_toml(workdir / "wiki-index", VARIANTS[name])
+    stats_file = workdir / f"blend-{name}" / "stats.json"
     if stats_file.is_file() and config.is_file() and config.read_text() == text:
         return json.loads(stats_file.read_text())
     config.write_text(text)
-    step("building the blend (mining NQ and TriviaQA dev questions against the index)")
-    return build_blend(config, workdir / "blend", overwrite=True).stats
+    step(f"building the {VARIANTS[name].label} (mining NQ and TriviaQA dev questions against the index)")
+    return build_blend(config, workdir / f"blend-{name}", overwrite=True).stats
 
 
 def ensure_benchmark() -> Path:
@@ -146,14 +126,15 @@ def ensure_benchmark() -> Path:
     return folder
 
 
-def train(workdir: Path, args: argparse.Namespace):
+def train(workdir: Path, name: str, steps: int, args: argparse.Namespace):
     from winnow.training.sft import SFTSettings, train_sft
 
-    settings = SFTSettings(base="smollm2-135m", data=str(workdir / "blend"), out=str(workdir / "run"), lora=True,
-                           max_steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
-                           warmup_steps=args.warmup, save_steps=args.save_steps, threads=args.threads, seed=0)
-    step(f"fine-tuning smollm2-135m: {args.steps} steps x {args.batch_size * args.grad_accum} examples, "
-         f"LoRA r=16, lr {args.lr}, {args.threads} thread(s)")
+    settings = SFTSettings(base="smollm2-135m", data=str(workdir / f"blend-{name}"), out=str(workdir / f"run-{name}"),
+                           lora=True, max_steps=steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
+                           lr=args.lr, warmup_steps=args.warmup, save_steps=args.save_steps, threads=args.threads,
+                           seed=0)
+    step(f"fine-tuning smollm2-135m on the {VARIANTS[name].label}: {steps} steps x "
+         f"{args.batch_size * args.grad_accum} examples, LoRA r=16, lr {args.lr}, {args.threads} thread(s)")
 
     def on_step(done: int, total: int, logs: dict) -> None:
         if "loss" in logs:
@@ -261,64 +242,82 @@ def bootstrap(base_rows, tuned_rows, keys: Sequence[str], rounds: int = 1000, se
     return {key: [sorted(v)[int(0.025 * rounds)], sorted(v)[int(0.975 * rounds) - 1]] for key, v in diffs.items()}
 
 
-def render(results: dict[str, Any]) -> str:
-    """The docs/results.md section."""
-    base, tuned, ci = results["base"], results["tuned"], results["interval_95"]
-    blend, training = results["blend"], results["training"]
+METRIC_NAMES = {
+    "auc_judged_vs_answer_free": "AUC of P(True): judged-relevant vs answer-free",
+    "auc_answer_vs_answer_free": "AUC of P(True): answer-holding vs answer-free (retrieved)",
+    "mean_p_true_judged": "mean P(True), judged-relevant",
+    "mean_p_true_answer_free": "mean P(True), answer-free",
+    "recall@1": "answer Recall@1 after reranking",
+    "recall@5": "answer Recall@5 after reranking",
+}
+
+
+def render(evaluation: dict[str, Any], variants: dict[str, dict[str, Any]]) -> str:
+    """The docs/results.md section: the held-out figures of the base model and of every tuned variant."""
+    base = evaluation["base"]
     lines = [
         SECTION, "",
-        f"`bench/bench_train.py` ({results['date']}, {results['threads']} CPU thread(s)). SmolLM2-135M-Instruct "
-        "(the Q4_1 GGUF, dequantised to float32) fine-tuned with a LoRA adapter (r=16, all linear layers) on the "
-        "real Stage-II blend, then compared with the untuned model through the same transformers backend and the "
-        "rankrag method's own P(\"True\") reranker (Appendix D.1 prompt).", "",
-        f"- **Blend**: {blend['size']:,} examples from NQ-open and TriviaQA **dev** questions mined against the "
-        f"wiki-vital BM25 index ({blend['questions_with_gold']}); shares "
-        + ", ".join(f"{kind} {share:.0%}" for kind, share in blend["shares_by_kind"].items())
-        + f"; {blend['contaminated']} examples dropped by the contamination check against "
-        f"{blend['eval_questions']:,} evaluation questions (every QA test set and wiki-vital QA).",
-        f"- **Training**: {training['steps']} optimizer steps x {training['examples_per_step']} examples = "
-        f"{training['examples_seen']} examples seen ({training['share_of_blend']:.1%} of the blend), lr "
-        f"{training['lr']}, loss {training['first_loss']:.3f} → {training['last_loss']:.3f} (mean of the first / "
-        f"last five steps: {training['first5']:.3f} → {training['last5']:.3f}), {training['minutes']:.1f} min.",
-        f"- **Held-out evaluation**: {results['questions']} wiki-vital QA **dev** questions (from NQ-open and "
-        f"TriviaQA *test*), BM25 top {results['depth']} each plus their judged articles: {results['pairs']:,} "
-        f"pairs, {results['judged']} judged-relevant, {results['answer_free']:,} retrieved without an answer.",
-        "",
-        "| | base | tuned | tuned − base (95% CI) |",
-        "|---|---:|---:|---:|",
+        f"`bench/bench_train.py` ({evaluation['date']}, {evaluation['threads']} CPU thread). SmolLM2-135M-Instruct "
+        "(the Q4_1 GGUF, dequantised to float32) fine-tuned with a LoRA adapter (r=16, alpha 32, every linear "
+        "layer), then compared with the untuned model through the same transformers backend and the rankrag "
+        "method's own P(\"True\") reranker (the Appendix D.1 prompt, the very prompt the ranking examples "
+        "were trained with).", "",
     ]
-    names = {"auc_judged_vs_answer_free": "AUC of P(True): judged-relevant vs answer-free",
-             "auc_answer_vs_answer_free": "AUC of P(True): answer-holding vs answer-free (retrieved)",
-             "mean_p_true_judged": "mean P(True), judged-relevant",
-             "mean_p_true_answer_free": "mean P(True), answer-free",
-             "recall@1": f"answer Recall@1, BM25 top {results['depth']} reranked",
-             "recall@5": f"answer Recall@5, BM25 top {results['depth']} reranked"}
-    for key, name in names.items():
-        interval = f" ({ci[key][0]:+.3f}, {ci[key][1]:+.3f})" if key in ci else ""
-        lines.append(f"| {name} | {base[key]:.3f} | {tuned[key]:.3f} | {tuned[key] - base[key]:+.3f}{interval} |")
-    lines += [f"| answer Recall@1 / @5, BM25 alone | {base['bm25_recall@1']:.3f} / {base['bm25_recall@5']:.3f} | | |",
-              "", results["verdict"], "",
-              f"Scoring took {results['seconds']['base']:.0f} s (base) and {results['seconds']['tuned']:.0f} s (tuned) "
-              f"for {results['pairs']:,} pairs each. Reproduce: `.venv/bin/python bench/bench_train.py --record` "
-              "(the blend, the training run and the scores are reused when present; the run resumes from its "
-              "checkpoint).", ""]
+    for name, result in variants.items():
+        blend, training = result["blend"], result["training"]
+        lines.append(
+            f"- **{VARIANTS[name].label.capitalize()}** ({blend['size']:,} examples; "
+            + ", ".join(f"{kind} {share:.0%}" for kind, share in blend["shares_by_kind"].items())
+            + f"): {training['steps']} steps x {training['examples_per_step']} examples = "
+            f"{training['examples_seen']} seen ({training['share_of_blend']:.1%} of the blend) in "
+            f"{training['minutes']:.1f} min, lr {training['lr']}; loss {training['first_loss']:.2f} → "
+            f"{training['last_loss']:.2f} (mean of the first / last five steps {training['first5']:.2f} → "
+            f"{training['last5']:.2f}).")
+    blend = variants["real"]["blend"] if "real" in variants else next(iter(variants.values()))["blend"]
+    lines += [
+        f"- **Data**: NQ-open and TriviaQA **dev** questions mined against the wiki-vital BM25 index "
+        f"({blend['questions_with_gold']}); {blend['contaminated']} examples dropped by the contamination "
+        f"check against {blend['eval_questions']:,} evaluation questions (every QA test set and wiki-vital QA).",
+        f"- **Held-out evaluation**: {evaluation['questions']} wiki-vital QA **dev** questions (from NQ-open and "
+        f"TriviaQA *test*; never trained on), BM25 top {evaluation['depth']} each plus their judged articles: "
+        f"{evaluation['pairs']:,} pairs, {evaluation['judged']} judged-relevant, {evaluation['answer_free']:,} "
+        f"retrieved without an answer. Recall is over the BM25 top {evaluation['depth']} reranked by P(True); "
+        "intervals are paired bootstrap 95% intervals of tuned − base over questions.", "",
+        "| | base | " + " | ".join(f"tuned: {VARIANTS[n].label} (Δ, 95% CI)" for n in variants) + " |",
+        "|---|---:|" + "---:|" * len(variants),
+    ]
+    for key, label in METRIC_NAMES.items():
+        cells = []
+        for result in variants.values():
+            tuned, ci = result["tuned"], result["interval_95"]
+            interval = f", {ci[key][0]:+.3f} to {ci[key][1]:+.3f}" if key in ci else ""
+            cells.append(f"{tuned[key]:.3f} ({tuned[key] - base[key]:+.3f}{interval})")
+        lines.append(f"| {label} | {base[key]:.3f} | " + " | ".join(cells) + " |")
+    lines.append(f"| answer Recall@1 / @5, BM25 order (no reranking) | {base['bm25_recall@1']:.3f} / "
+                 f"{base['bm25_recall@5']:.3f} |" + " |" * len(variants))
+    lines += ["", *(f"{VARIANTS[n].label.capitalize()}: {r['verdict']}" for n, r in variants.items()), "",
+              f"Scoring {evaluation['pairs']:,} pairs takes about {evaluation['seconds']['base'] / 60:.0f} min per "
+              "model on one thread. Reproduce: `.venv/bin/python bench/bench_train.py --variant real --record` "
+              "(about 35 min), then `--variant ranking --record`; blends, runs (resumed from their checkpoints) and "
+              "scores (the LLM call cache) are reused when present.", ""]
     return "\n".join(lines)
 
 
 def verdict(base: dict[str, float], tuned: dict[str, float], ci: dict[str, list[float]]) -> str:
     parts = []
-    for key, what in (("auc_judged_vs_answer_free", "separates relevant from irrelevant passages"),
+    for key, what in (("auc_judged_vs_answer_free", "the AUC of P(True)"),
                       ("recall@5", "answer Recall@5 after reranking")):
         low, high = ci[key]
+        change = f"{tuned[key] - base[key]:+.3f}"
         if low > 0:
-            parts.append(f"the tuned model {what} better than the base model (the interval excludes zero)")
+            parts.append(f"{what} rises ({change}; the interval excludes zero)")
         elif high < 0:
-            parts.append(f"the tuned model is worse on {what} (the interval excludes zero)")
+            parts.append(f"{what} falls ({change}; the interval excludes zero)")
         else:
-            parts.append(f"the difference in {what} is within noise at this sample size")
-    beats = tuned["recall@5"] - tuned["bm25_recall@5"]
-    parts.append(f"against BM25 alone the tuned reranker's Recall@5 differs by {beats:+.3f}")
-    return "Reading: " + "; ".join(parts) + "."
+            parts.append(f"{what} does not change beyond noise ({change})")
+    gap = tuned["recall@5"] - tuned["bm25_recall@5"]
+    parts.append(f"the tuned reranker's Recall@5 is {gap:+.3f} against BM25's own order")
+    return "; ".join(parts) + "."
 
 
 def record(section: str) -> None:
@@ -350,10 +349,55 @@ def blend_summary(stats: dict[str, Any]) -> dict[str, Any]:
             "eval_questions": sum(stats["contamination"]["eval_sets"].values())}
 
 
+def train_and_score(name: str, args: argparse.Namespace, workdir: Path, lists, questions, qrels,
+                    base_rows) -> dict[str, Any]:
+    stats = ensure_blend(workdir, name)
+    steps = args.steps or VARIANTS[name].steps
+    report = train(workdir, name, steps, args)
+    run = workdir / f"run-{name}"
+    scores, seconds = score(str(run), lists, workdir, args.threads, f"tuned ({VARIANTS[name].label})")
+    rows = per_question(questions, qrels, lists, scores)
+    base, tuned = metrics(base_rows), metrics(rows)
+    ci = bootstrap(base_rows, rows, ["auc_judged_vs_answer_free", "auc_answer_vs_answer_free", "recall@1", "recall@5"])
+    curve = (run / "curve.csv").read_text().splitlines()[1:]
+    losses = [float(line.split(",")[2]) for line in curve]
+    seen = report.steps * args.batch_size * args.grad_accum
+    training = {"steps": report.steps, "examples_per_step": args.batch_size * args.grad_accum, "examples_seen": seen,
+                "share_of_blend": seen / stats["size"], "lr": args.lr, "first_loss": losses[0],
+                "last_loss": losses[-1], "first5": sum(losses[:5]) / len(losses[:5]),
+                "last5": sum(losses[-5:]) / len(losses[-5:]), "minutes": float(curve[-1].split(",")[5]) / 60}
+    return {"evaluation": evaluation_key(args), "blend": blend_summary(stats), "training": training, "tuned": tuned,
+            "interval_95": ci, "seconds": seconds, "verdict": verdict(base, tuned, ci)}
+
+
+def evaluation_key(args: argparse.Namespace) -> dict[str, int]:
+    """What makes two variants' figures comparable: the same questions, depth and sample seed."""
+    return {"questions": args.eval_questions, "depth": args.depth, "seed": args.seed}
+
+
+def print_table(evaluation: dict[str, Any], variants: dict[str, dict[str, Any]]) -> None:
+    table = Table(title=f"Base vs tuned SmolLM2-135M on {evaluation['questions']} wiki-vital QA dev questions",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("base", justify="right")
+    for name in variants:
+        table.add_column(f"tuned: {VARIANTS[name].label} (Δ, 95% CI)", justify="right")
+    for key, base in evaluation["base"].items():
+        cells = []
+        for result in variants.values():
+            tuned, ci = result["tuned"][key], result["interval_95"]
+            interval = f", {ci[key][0]:+.3f} to {ci[key][1]:+.3f}" if key in ci else ""
+            cells.append(f"{tuned:.3f} ({tuned - base:+.3f}{interval})")
+        table.add_row(key, f"{base:.3f}", *cells)
+    Console().print(table)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=cache_root() / "train-bench")
-    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--variant", choices=[*VARIANTS, "all"], default="real",
+                        help="real: the Stage-II blend; ranking: its ranking pairs only (an ablation)")
+    parser.add_argument("--steps", type=int, default=None, help="default: per variant, about 20 min on 1 thread")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--grad-accum", type=int, default=8)
     parser.add_argument("--lr", type=float, default=5e-4)
@@ -370,46 +414,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
 
     index = ensure_index(workdir)
-    stats = ensure_blend(workdir)
-    report = train(workdir, args)
     benchmark = ensure_benchmark()
     questions, qrels = eval_questions(benchmark, args.eval_questions, args.seed)
     lists = candidate_lists(index, questions, qrels, args.depth)
-    step(f"scoring {sum(len(c) for c, _ in lists):,} (question, passage) pairs with the base and the tuned model")
+    step(f"scoring {sum(len(c) for c, _ in lists):,} (question, passage) pairs with the base model")
     base_scores, base_seconds = score("smollm2-135m", lists, workdir, args.threads, "base")
-    tuned_scores, tuned_seconds = score(str(workdir / "run"), lists, workdir, args.threads, "tuned")
     base_rows = per_question(questions, qrels, lists, base_scores)
-    tuned_rows = per_question(questions, qrels, lists, tuned_scores)
-    base, tuned = metrics(base_rows), metrics(tuned_rows)
-    ci = bootstrap(base_rows, tuned_rows, ["auc_judged_vs_answer_free", "auc_answer_vs_answer_free",
-                                           "recall@1", "recall@5"])
-    curve = [float(line.split(",")[2]) for line in (workdir / "run" / "curve.csv").read_text().splitlines()[1:]]
-    training = {"steps": report.steps, "examples_per_step": args.batch_size * args.grad_accum,
-                "examples_seen": report.steps * args.batch_size * args.grad_accum,
-                "share_of_blend": report.steps * args.batch_size * args.grad_accum / stats["size"], "lr": args.lr,
-                "first_loss": curve[0], "last_loss": curve[-1], "first5": sum(curve[:5]) / len(curve[:5]),
-                "last5": sum(curve[-5:]) / len(curve[-5:]),
-                "minutes": float((workdir / "run" / "curve.csv").read_text().splitlines()[-1].split(",")[5]) / 60}
-    results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "blend": blend_summary(stats),
-               "training": training, "questions": len(questions), "depth": args.depth,
-               "pairs": sum(len(c) for c, _ in lists), "judged": sum(len(r["judged"]) for r in base_rows),
-               "answer_free": sum(len(r["answer_free"]) for r in base_rows),
-               "base": base, "tuned": tuned, "interval_95": ci, "seconds": {"base": base_seconds, "tuned": tuned_seconds},
-               "verdict": verdict(base, tuned, ci)}
-    (workdir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-
-    table = Table(title=f"Base vs tuned SmolLM2-135M on {len(questions)} wiki-vital QA dev questions", title_justify="left")
-    for column in ("metric", "base", "tuned", "tuned − base (95% CI)"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for key in base:
-        interval = f" ({ci[key][0]:+.3f}, {ci[key][1]:+.3f})" if key in ci else ""
-        table.add_row(key, f"{base[key]:.3f}", f"{tuned[key]:.3f}", f"{tuned[key] - base[key]:+.3f}{interval}")
-    Console().print(table)
-    console.print(results["verdict"], highlight=False)
+    evaluation = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "questions": len(questions),
+                  "depth": args.depth, "pairs": sum(len(c) for c, _ in lists),
+                  "judged": sum(len(r["judged"]) for r in base_rows),
+                  "answer_free": sum(len(r["answer_free"]) for r in base_rows),
+                  "base": metrics(base_rows), "seconds": {"base": base_seconds}}
+    (workdir / "evaluation.json").write_text(json.dumps(evaluation, indent=2) + "\n")
+    chosen = list(VARIANTS) if args.variant == "all" else [args.variant]
+    for name in chosen:
+        result = train_and_score(name, args, workdir, lists, questions, qrels, base_rows)
+        (workdir / f"results-{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    # Every variant measured so far on this evaluation (an earlier run of another variant included).
+    variants = {name: json.loads((workdir / f"results-{name}.json").read_text())
+                for name in VARIANTS if (workdir / f"results-{name}.json").is_file()}
+    variants = {name: r for name, r in variants.items() if r.get("evaluation") == evaluation_key(args)}
+    print_table(evaluation, variants)
+    for name, result in variants.items():
+        console.print(f"{VARIANTS[name].label}: {result['verdict']}", highlight=False)
     if args.record:
-        record(render(results))
+        record(render(evaluation, variants))
         console.print(f"recorded in {RESULTS}")
-    console.print(f"done in {(time.perf_counter() - started) / 60:.1f} min; results in {workdir / 'results.json'}")
+    console.print(f"done in {(time.perf_counter() - started) / 60:.1f} min; results in {workdir}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,24 @@ def test_blend_names_the_file_line_and_field_at_fault(tmp_path, capitals):
         build_blend(blend_config(tmp_path, capitals), tmp_path / "blend")
     assert caught.value.path.endswith("context.jsonl") and caught.value.line == 2 and caught.value.field == "passage"
     assert not (tmp_path / "blend").exists()
+
+
+def test_blend_command_prints_counts_and_names_bad_input(tmp_path, capitals):
+    data_files(tmp_path)
+    config = blend_config(tmp_path, capitals)
+
+    def winnow(*args):
+        return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "200"}, timeout=120)
+
+    done = winnow("train", "blend", "--config", str(config), "--out", str(tmp_path / "blend"))
+    assert done.returncode == 0, done.stderr
+    assert "mined-ranking" in done.stdout and "4 examples dropped" in done.stderr
+    again = winnow("train", "blend", "--config", str(config), "--out", str(tmp_path / "blend"))
+    assert again.returncode == 2 and "already exists" in again.stderr
+    config.write_text(config.read_text().replace('kind = "sft"', 'kind = "chitchat"'))
+    bad = winnow("train", "blend", "--config", str(config), "--out", str(tmp_path / "other"))
+    assert bad.returncode == 2 and "blend-3.toml" in bad.stderr and "kind must be one of" in bad.stderr
 
 
 def test_blend_refuses_test_questions(tmp_path, capitals):

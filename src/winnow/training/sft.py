@@ -31,14 +31,15 @@ from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
 from .blend import TRAIN_FILE
 from .curves import write_curve
-from .model_files import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model,
+from .model_files import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries,
                           require_train_extra)
 
 RUN_RECORD = "run.json"
 CHECKPOINTS = "checkpoints"
 TOO_LONG = "longer than --max-length tokens"
-# Settings that may change when a run is continued; any other change means a different run.
-RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "threads", "resume"}
+# Settings that may change when a run is continued (the base model and the blend are compared by
+# checksum, not by path); any other change means a different run.
+RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "threads", "resume", "out", "data", "base"}
 DEFAULT_LR = {"lora": 2e-4, "full": 1e-5}
 
 
@@ -214,11 +215,16 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     base = locate_model(settings.base)
     data_file = data / TRAIN_FILE if data.is_dir() else data
     record = _run_record(settings, base, data_file)
-    resume = _prepare_out(out, record, overwrite=overwrite) and settings.resume
     import torch
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
+    quiet_libraries()
+    args = _arguments(settings, out)  # under torchrun/accelerate this joins the process group
+    # One process prepares the folder (and only it may delete an old run); the others then find
+    # the same record and the same checkpoints, so every process makes the same resume decision.
+    with args.main_process_first(desc="preparing the run folder"):
+        resume = _prepare_out(out, record, overwrite=overwrite and args.process_index == 0) and settings.resume
     status(f"loading {base.name}")
     model, tokenizer = load_model(base)
     status(f"tokenising {len(rows)} examples")
@@ -226,7 +232,7 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     if not blend.input_ids:
         raise WinnowError(f"every example is longer than --max-length {settings.max_length} tokens",
                           "raise --max-length")
-    trainer = _trainer(settings, model, tokenizer, blend, out, on_step)
+    trainer = _trainer(settings, args, model, tokenizer, blend, out, on_step)
     checkpoint = None
     if resume:
         from transformers.trainer_utils import get_last_checkpoint
@@ -251,11 +257,9 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     return report
 
 
-def _trainer(settings: SFTSettings, model: Any, tokenizer: Any, blend: TokenisedBlend, out: Path,
-             on_step: StepHook | None) -> Any:
+def _arguments(settings: SFTSettings, out: Path) -> Any:
     import torch
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     # TRL asks for bf16 by default; CPUs train in float32, GPUs in bf16 where they support it.
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -282,6 +286,14 @@ def _trainer(settings: SFTSettings, model: Any, tokenizer: Any, blend: Tokenised
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
+    return args
+
+
+def _trainer(settings: SFTSettings, args: Any, model: Any, tokenizer: Any, blend: TokenisedBlend, out: Path,
+             on_step: StepHook | None) -> Any:
+    from datasets import Dataset
+    from trl import SFTTrainer
+
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
