@@ -1,0 +1,114 @@
+"""`winnow serve`: the HTTP API and the web inspector over one index and one set of loaded models."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import BackendOption, BaseUrlOption, IndexOption, ModelOption, NoCacheOption, app, err, spinner_while_loading
+from ..config import parse_assignment
+from ..errors import WinnowError
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind before serving, so `--port 0` can report the port it got and a taken port fails clearly."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise WinnowError(f"cannot listen on {host}:{port}: {exc.strerror}", "choose another --port or --host") from exc
+    sock.listen(2048)
+    return sock
+
+
+@app.command()
+def serve(
+    index_dir: IndexOption,
+    method: Annotated[Optional[str], typer.Option("--method", "-m", help="Default method for /v1/ask "
+                                                                          "(default rankrag).")] = None,
+    model: ModelOption = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    backend_api_key: Annotated[str, typer.Option("--backend-api-key", help="Key for --backend openai (or "
+                                                                            "WINNOW_OPENAI_API_KEY).",
+                                                 show_default=False)] = "",
+    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid.")] = None,
+    n: Annotated[Optional[int], typer.Option("--n", help="Default passages to retrieve.")] = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="Default passages to answer from.")] = None,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge's model.")] = None,
+    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
+                                                                             "model.")] = None,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="A default method setting, KEY=VALUE "
+                                                                           "(repeatable).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
+        = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0: any free port, printed).")] = 8080,
+    api_key: Annotated[str, typer.Option("--api-key", envvar="WINNOW_API_KEY", show_default=False,
+                                         help="Require 'Authorization: Bearer KEY' on every /v1 route "
+                                              "(or WINNOW_API_KEY).")] = "",
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
+                                                                            "(default: all cores).")] = None,
+    max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
+                                                                          "the model at once; more get 503.")] = 64,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds a request may wait for and "
+                                                                        "use the model (504 after).")] = 600.0,
+    max_question_chars: Annotated[int, typer.Option("--max-question-chars", min=1)] = 2000,
+    max_documents: Annotated[int, typer.Option("--max-documents", min=1, help="Per /v1/rerank request.")] = 200,
+    max_document_chars: Annotated[int, typer.Option("--max-document-chars", min=1)] = 20_000,
+    max_n: Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")] = 100,
+    max_k: Annotated[int, typer.Option("--max-k", min=1)] = 50,
+    traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
+    import uvicorn
+
+    from ..pipeline import Pipeline, RunSpec
+    from ..service import Limits, Service, create_app
+
+    overrides = dict(parse_assignment(a) for a in assignments or [])
+    overrides.update(n=n, k=k)
+    spec = RunSpec.resolve(config=config, settings=overrides,
+                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
+                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
+    limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
+                    max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
+                    timeout=timeout)
+    sock = _bind(host, port)
+    with spinner_while_loading(spec.backend) as loading:
+        pipeline = Pipeline(spec, index_dir, api_key=backend_api_key or os.environ.get("WINNOW_OPENAI_API_KEY", ""),
+                            cache=not no_cache, loading=loading, threads=threads)
+    service = Service(pipeline, limits=limits, cache=not no_cache, trace_capacity=traces)
+    if not api_key and not _is_loopback(host):
+        err.print(f"[bold yellow]warning:[/] listening on {host} without an API key: anyone who can reach it "
+                  f"can use the model (set WINNOW_API_KEY or --api-key)")
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    err.print(f"winnow serve: {spec.method} with {spec.model} over {index_dir}; "
+              f"API key {'required' if api_key else 'not required'}", highlight=False, soft_wrap=True)
+    err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, schema at /openapi.json",
+              highlight=False, soft_wrap=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key), log_level="warning",
+                                           timeout_graceful_shutdown=5))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        service.close()
+        sock.close()
+        err.print(f"stopped; {service.worker.counts['completed']} LLM jobs served", highlight=False)

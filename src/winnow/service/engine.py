@@ -1,0 +1,309 @@
+"""The service without HTTP: checked requests become plans, plans run from a cache or on the worker.
+
+One :class:`Service` holds the open :class:`~winnow.pipeline.Pipeline` (index and models, loaded
+once), the worker that alone calls the models, cache-only twins of the models for the fast path,
+and bounded in-memory maps of recent traces and answers. A request may pick another method, N, k
+or setting: methods are cheap objects built per request over the already-loaded models.
+
+A plan is computed at most once, the cheapest way that gives the same result:
+1. the answer cache (the same request, answered before);
+2. the call cache alone (every LLM call the request makes was made before), on a request thread;
+3. the worker queue (the real model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..llm.client import LLM
+from ..pipeline import Pipeline
+from .cache_only import CacheMiss, cache_only
+from .limits import ApiError, Limits, check_range, check_settings, check_text, invalid
+from .schemas import AskRequest, RerankRequest
+from .store import LRU
+from .worker import LLMWorker
+
+RERANK_METHODS = {
+    "pointwise": "RankRAG P(\"True\") per document (one forward pass each)",
+    "graded": "RRR relevance grade 1-5, expected over the next-token probabilities",
+    "listwise": "RankGPT sliding-window permutation (window, step)",
+    "embedding": "all-MiniLM-L6-v2 cosine; no LLM, never queued",
+}
+
+
+@dataclass
+class Models:
+    """The LLMs a plan runs on: the real ones (on the worker) or their cache-only twins."""
+
+    llm: LLM
+    agents: dict[str, LLM] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """A checked request, ready to compute. ``compute(models)`` returns the JSON payload;
+    ``models`` is None for plans that need no LLM."""
+
+    kind: str
+    key: str | None  # answer-cache key; None when caching is off
+    compute: Callable[[Models | None], dict[str, Any]]
+    needs_llm: bool
+    request: dict[str, Any]  # what was asked, kept with the trace
+    timeout: float
+    shape: Callable[[dict[str, Any]], dict[str, Any]] = lambda payload: payload  # payload -> response body
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _key(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def documents_seen(trace: Any) -> dict[str, dict[str, str]]:
+    """Title and text of every passage any stage saw (the trace itself keeps only ids and scores)."""
+    seen: dict[str, dict[str, str]] = {}
+    for stage in trace.stages:
+        for item in [*stage.input, *stage.output]:
+            if "text" in item and item["id"] not in seen:
+                seen[item["id"]] = {"title": item.get("title", ""), "text": item["text"]}
+    return seen
+
+
+class Service:
+    def __init__(self, pipeline: Pipeline, *, limits: Limits | None = None, cache: bool = True,
+                 trace_capacity: int = 256, answer_capacity: int = 1024) -> None:
+        self.pipeline = pipeline
+        self.limits = limits or Limits()
+        self.models = Models(pipeline.llm, dict(pipeline.agents))
+        twins = {id(llm): cache_only(llm) for llm in pipeline.llms} if cache else {}
+        self.cached_models = None
+        if twins and all(twins.values()):
+            self.cached_models = Models(twins[id(pipeline.llm)],
+                                        {role: twins[id(llm)] for role, llm in pipeline.agents.items()})
+        self.worker = LLMWorker(pipeline.llms, max_pending=self.limits.max_pending)
+        self.traces: LRU[str, dict[str, Any]] = LRU(trace_capacity)
+        self.answers: LRU[str, dict[str, Any]] = LRU(answer_capacity if cache else 0)
+        self._embedder: Any = None
+        self._embedder_lock = threading.Lock()
+        self.started = time.time()
+        self._identity = {"models": [llm.identity for llm in pipeline.llms], **pipeline.describe()}
+
+    # ---- requests -> plans ---------------------------------------------------------------------
+
+    def _timeout(self, requested: float | None) -> float:
+        if requested is None:
+            return self.limits.timeout
+        if not 0 < requested <= self.limits.timeout:
+            raise invalid("timeout", f"timeout must be above 0 and at most {self.limits.timeout:g} seconds "
+                                     f"(got {requested})")
+        return float(requested)
+
+    def plan_ask(self, request: AskRequest) -> Plan:
+        from ..methods import METHODS
+
+        limits = self.limits
+        question = check_text("question", request.question, limits.max_question_chars)
+        method = request.method or self.pipeline.spec.method
+        if method not in METHODS:
+            raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+        base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
+        overrides = {**request.options, **{k: v for k, v in (("n", request.n), ("k", request.k)) if v is not None}}
+        settings = check_settings(method, base, overrides, limits)
+        key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
+
+        def compute(models: Models | None) -> dict[str, Any]:
+            assert models is not None
+            answer = self._build(method, settings, models).ask(question)
+            payload = answer.to_dict()
+            payload["settings"].update(self.pipeline.describe())
+            payload["model"] = models.llm.identity
+            payload["trace"]["documents"] = documents_seen(answer.trace)
+            return payload
+
+        def shape(payload: dict[str, Any]) -> dict[str, Any]:
+            body = {k: v for k, v in payload.items() if k != "trace"}
+            if request.include_trace:
+                body["trace"] = payload["trace"]
+            return body
+
+        return Plan("ask", key, compute, True, {"question": question, "method": method, "settings": settings},
+                    self._timeout(request.timeout), shape)
+
+    def _build(self, method: str, settings: dict[str, Any], models: Models):
+        from ..methods import build_method, method_class
+
+        accepted = set(inspect.signature(method_class(method).__init__).parameters)
+        agents = {role: llm for role, llm in models.agents.items() if role in accepted}
+        return build_method(method, index=self.pipeline.index, llm=models.llm, agents=agents, **settings)
+
+    def plan_rerank(self, request: RerankRequest) -> Plan:
+        from ..records import Candidate, CandidateList, Passage, Query, StageScore, Trace
+
+        limits = self.limits
+        query = check_text("query", request.query, limits.max_question_chars)
+        method = request.method or "pointwise"
+        if method not in RERANK_METHODS:
+            raise invalid("method", f"unknown rerank method {method!r}; choose one of: {', '.join(RERANK_METHODS)}")
+        count = len(request.documents)
+        check_range("documents", count, 1, limits.max_documents)
+        passages = []
+        for i, doc in enumerate(request.documents):
+            if isinstance(doc, str):
+                passages.append(Passage(str(i), check_text(f"documents[{i}]", doc, limits.max_document_chars)))
+            else:
+                text = check_text(f"documents[{i}].text", doc.text, limits.max_document_chars)
+                meta = {"id": str(doc.id)} if doc.id is not None else {}
+                passages.append(Passage(str(i), text, doc.title, meta))
+        top_n = count if request.top_n is None else check_range("top_n", request.top_n, 1, limits.max_documents)
+        window, step = self._listwise_options(method, request.options)
+        ignored = sorted(request.model_extra or {})
+        notes = []
+        if request.model and request.model not in {m["model"] for m in self._identity["models"]}:
+            notes.append(f"model {request.model!r} ignored: this server reranks with {self.pipeline.spec.model}")
+        model_name = "all-MiniLM-L6-v2" if method == "embedding" else self.pipeline.spec.model
+        key = (_key("rerank", self._identity if method != "embedding" else "embedding", method, window, step, query,
+                    [p.to_dict() for p in passages]) if self.answers.capacity else None)
+
+        def compute(models: Models | None) -> dict[str, Any]:
+            from ..stages import (EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker,
+                                  PointwiseTrueReranker)
+
+            candidates = CandidateList(Query(query), [Candidate(p, [StageScore("input", float(count - i), i + 1)])
+                                                      for i, p in enumerate(passages)])
+            trace = Trace()
+            started = time.perf_counter()
+            if method == "embedding":
+                stage: Any = EmbeddingReranker(self.embedder())
+            else:
+                assert models is not None
+                stage = {"pointwise": lambda: PointwiseTrueReranker(models.llm),
+                         "graded": lambda: GradedRelevanceReranker(models.llm),
+                         "listwise": lambda: ListwiseReranker(models.llm, window=window, step=step)}[method]()
+            ranked = stage.run(candidates, trace)
+            trace.seconds = time.perf_counter() - started
+            results = [{"index": int(c.passage.id), "relevance_score": _relevance(method, c.score, rank, count),
+                        "score": c.score} for rank, c in enumerate(ranked, start=1)]
+            trace_dict = trace.to_dict()
+            trace_dict["documents"] = {p.id: {"title": p.title, "text": p.text} for p in passages}
+            return {"query": query, "method": method, "model": model_name, "results": results,
+                    "usage": trace.usage.to_dict(), "trace": trace_dict}
+
+        def shape(payload: dict[str, Any]) -> dict[str, Any]:
+            results = []
+            for item in payload["results"][:top_n]:
+                result = {"index": item["index"], "relevance_score": item["relevance_score"]}
+                if request.return_documents:
+                    p = passages[item["index"]]
+                    result["document"] = {"text": p.text, **({"title": p.title} if p.title else {}), **p.metadata}
+                results.append(result)
+            usage = dict(payload["usage"], total_tokens=payload["usage"]["prompt_tokens"]
+                         + payload["usage"]["completion_tokens"])
+            body = {"id": payload.get("trace_id", ""), "model": payload["model"], "method": method,
+                    "results": results, "usage": usage,
+                    "meta": {"documents": count, "ignored_fields": ignored, "notes": notes}}
+            body.update({k: payload[k] for k in ("trace_id", "served_from", "seconds", "queue_seconds")
+                         if k in payload})
+            if request.include_trace:
+                body["trace"] = payload["trace"]
+            return body
+
+        return Plan("rerank", key, compute, method != "embedding",
+                    {"query": query, "method": method, "documents": count, "top_n": top_n},
+                    self._timeout(request.timeout), shape)
+
+    def _listwise_options(self, method: str, options: dict[str, Any]) -> tuple[int, int]:
+        allowed = {"window", "step"} if method == "listwise" else set()
+        for key, value in options.items():
+            if key not in allowed:
+                raise invalid(f"options.{key}", f"rerank method {method!r} has no option {key!r}"
+                                                + ("; it takes window and step" if allowed else ""))
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise invalid(f"options.{key}", f"{key} must be an integer (got {value!r})")
+        window = check_range("options.window", options.get("window", 10), 2, self.limits.setting_caps["window"])
+        step = check_range("options.step", options.get("step", 5), 1, window)
+        return window, step
+
+    def embedder(self):
+        """The MiniLM embedder for `embedding` reranking, loaded on first use."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from ..index import load_embedder
+
+                self._embedder = load_embedder()
+            return self._embedder
+
+    # ---- running plans -------------------------------------------------------------------------
+
+    def from_call_cache(self, plan: Plan) -> dict[str, Any] | None:
+        """The payload if every LLM call the plan makes is cached, else None. Runs on a request
+        thread, never touching the real model."""
+        if self.cached_models is None:
+            return None
+        try:
+            return plan.compute(self.cached_models)
+        except CacheMiss:
+            return None
+
+    def search(self, query: str, k: int) -> dict[str, Any]:
+        check_text("q", query, self.limits.max_question_chars)
+        check_range("k", k, 1, self.limits.max_n)
+        started = time.perf_counter()
+        hits = self.pipeline.index.search(query, k=k)
+        return {"query": query, "retriever": getattr(self.pipeline.index, "name", self.pipeline.spec.retriever),
+                "passages": hits.to_dicts(), "seconds": round(time.perf_counter() - started, 4)}
+
+    # ---- descriptions --------------------------------------------------------------------------
+
+    def model_list(self) -> dict[str, Any]:
+        roles = {id(self.pipeline.llm): "default"}
+        roles.update({id(llm): role.replace("_llm", "") for role, llm in self.pipeline.agents.items()})
+        data = [{"id": llm.identity.get("model", ""), "object": "model", "owned_by": "winnow",
+                 "role": roles.get(id(llm), "agent"), "identity": llm.identity} for llm in self.pipeline.llms]
+        data.append({"id": "all-MiniLM-L6-v2", "object": "model", "owned_by": "winnow",
+                     "role": "rerank method 'embedding' (loaded on first use)"})
+        return {"object": "list", "data": data}
+
+    def method_list(self) -> dict[str, Any]:
+        from ..methods import METHODS
+
+        spec = self.pipeline.spec
+        methods = [{"name": name, "summary": cls.summary, "stages": list(cls.stages),
+                    "defaults": cls.Settings().to_dict()} for name, cls in METHODS.items()]
+        return {"default": spec.method, "default_settings": dict(spec.settings), "methods": methods,
+                "rerank_methods": [{"name": k, "summary": v} for k, v in RERANK_METHODS.items()],
+                "limits": self.limits.to_dict()}
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "uptime_seconds": round(time.time() - self.started, 1),
+                "index": str(self.pipeline.index_dir), "method": self.pipeline.spec.method,
+                "model": self.pipeline.spec.model, "queue": self.worker.stats(), "traces": len(self.traces),
+                "answers_cached": len(self.answers), "call_cache": self.cached_models is not None}
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.cached_models is not None:
+            for llm in {id(m): m for m in [self.cached_models.llm, *self.cached_models.agents.values()]}.values():
+                llm.close()
+        self.pipeline.close()
+
+
+def _relevance(method: str, score: float, rank: int, count: int) -> float:
+    """The stage's score on a 0-1 scale where the method has one (hosted rerank APIs' convention)."""
+    if method == "graded":
+        return (score - 1.0) / 4.0
+    if method == "listwise":
+        return 1.0 - (rank - 1) / count
+    return score
+
+
+__all__ = ["ApiError", "Models", "Plan", "RERANK_METHODS", "Service", "new_trace_id"]

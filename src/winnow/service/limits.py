@@ -1,0 +1,109 @@
+"""What one request to `winnow serve` may ask for, and the 4xx error that names the field at fault.
+
+A service shares one CPU-bound model between everyone, so every knob that multiplies LLM work
+(question and document length, number of documents, N, k, token budgets, rewrite rounds) has a
+ceiling; a request over it is refused before any work starts, with the field and the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ..errors import WinnowError
+
+#: Method settings that multiply LLM work, and their ceilings (a request's ``options`` may not exceed them).
+SETTING_CAPS: dict[str, int] = {
+    "max_answer_tokens": 512,
+    "max_document_answer_tokens": 512,
+    "max_rewrite_tokens": 256,
+    "rewrites": 10,
+    "feedback_docs": 20,
+    "window": 100,
+    "max_passage_words": 1000,
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_question_chars: int = 2000
+    max_documents: int = 200
+    max_document_chars: int = 20_000
+    max_n: int = 100
+    max_k: int = 50
+    max_body_bytes: int = 8_000_000
+    max_pending: int = 64  # requests queued for or holding the LLM; more are refused with 503
+    timeout: float = 600.0  # seconds a request may wait for and use the LLM
+    setting_caps: dict[str, int] = field(default_factory=lambda: dict(SETTING_CAPS))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ApiError(Exception):
+    """An HTTP error with a JSON body ``{"error": {"type", "message", "field"}}``."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"type": self.kind, "message": self.message, "field": self.field}}
+
+
+def invalid(field_name: str, message: str) -> ApiError:
+    return ApiError(422, "invalid_request", message, field_name)
+
+
+def check_text(field_name: str, text: str, limit: int) -> str:
+    if not text.strip():
+        raise invalid(field_name, f"{field_name} must not be empty")
+    if len(text) > limit:
+        raise invalid(field_name, f"{field_name} has {len(text):,} characters; the limit is {limit:,}")
+    return text
+
+
+def check_range(field_name: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise invalid(field_name, f"{field_name} must be between {low} and {high} (got {value})")
+    return value
+
+
+def _has_type(value: Any, expected: type) -> bool:
+    """JSON's types against a setting's default: an int is a float, a bool is not a number."""
+    if expected is bool or isinstance(value, bool):
+        return isinstance(value, bool) and expected is bool
+    if expected is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, expected)
+
+
+def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """The method's settings for one request: ``base`` (the server's), then ``overrides`` (the
+    request's n, k and options), each option type-checked against the method's defaults, the
+    costly ones capped, N and k kept in range. Returns the full resolved settings."""
+    from ..methods import method_class, method_settings
+
+    settings_type = method_class(method).Settings
+    defaults = {f.name: f.default for f in fields(settings_type)}
+    for key, value in overrides.items():
+        name = key if key in ("n", "k") else f"options.{key}"
+        if key not in defaults:
+            raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
+        expected = type(defaults[key])
+        if not _has_type(value, expected):
+            raise invalid(name, f"{key} must be a {expected.__name__} (got {value!r})")
+        if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
+            raise invalid(name, f"{key} must be between 0 and {limits.setting_caps[key]} (got {value})")
+    merged = {**{k: v for k, v in base.items() if k in defaults}, **overrides}
+    n = check_range("n", merged.get("n", defaults["n"]), 1, limits.max_n)
+    check_range("k", merged.get("k", defaults["k"]), 1, min(limits.max_k, n) if method != "vanilla" else limits.max_k)
+    try:
+        return method_settings(method, **merged).to_dict()
+    except WinnowError as exc:
+        raise invalid("options", str(exc)) from exc

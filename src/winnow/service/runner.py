@@ -1,0 +1,153 @@
+"""Running a plan for one HTTP request: caches first, then the worker, with a deadline and a record.
+
+Every request gets a trace record (status, progress, the full payload when done) that
+``GET /v1/traces/{id}`` shows, and events (queued, started, progress) for a streaming client. A
+request that times out, or whose client goes away, cancels its job, which frees its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import BackendError, WinnowError
+from .engine import Plan, Service, new_trace_id
+from .limits import ApiError
+from .worker import Cancelled, QueueFull
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class ClientGone(Exception):
+    """The client closed the connection; nobody is waiting for an answer."""
+
+
+def open_record(service: Service, plan: Plan) -> dict[str, Any]:
+    record = {"trace_id": new_trace_id(), "kind": plan.kind, "status": "accepted", "created": time.time(),
+              "request": plan.request}
+    service.traces.put(record["trace_id"], record)
+    return record
+
+
+def _recording(record: dict[str, Any], emit: Emit | None) -> Emit:
+    """An event listener (called from the worker thread) that keeps the record current and forwards."""
+    def on_event(event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "queued":
+            record.update(status="queued", queue_position=event["position"])
+        elif kind == "started":
+            record.update(status="running", queue_position=0)
+        elif kind == "progress":
+            record["progress"] = {k: event[k] for k in ("stage", "done", "total")}
+        if emit is not None:
+            emit(event)
+    return on_event
+
+
+async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Emit | None = None,
+                  disconnected: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
+    """The response body for ``plan``; records the outcome under ``record``."""
+    started = time.perf_counter()
+    queue_seconds = 0.0
+    try:
+        cached = service.answers.get(plan.key) if plan.key else None
+        if cached is not None:
+            payload, served_from = dict(cached, original_trace_id=cached["trace_id"]), "answer-cache"
+        elif not plan.needs_llm:
+            payload, served_from = await run_in_threadpool(plan.compute, None), "computed"
+        else:
+            payload, served_from = await run_in_threadpool(service.from_call_cache, plan), "call-cache"
+            if payload is None:
+                payload, queue_seconds = await _on_worker(service, plan, _recording(record, emit), disconnected)
+                served_from = "llm"
+    except ApiError as exc:
+        record.update(status="timeout" if exc.status == 504 else "failed", error=exc.body()["error"])
+        raise
+    except (ClientGone, asyncio.CancelledError):
+        record.update(status="cancelled")
+        raise
+    except BackendError as exc:
+        record.update(status="failed", error={"type": "backend_error", "message": str(exc)})
+        raise ApiError(502, "backend_error", str(exc)) from exc
+    except WinnowError as exc:
+        record.update(status="failed", error={"type": "error", "message": str(exc)})
+        raise ApiError(500, "error", str(exc)) from exc
+    payload = dict(payload, trace_id=record["trace_id"], served_from=served_from,
+                   seconds=round(time.perf_counter() - started, 4), queue_seconds=round(queue_seconds, 4))
+    if plan.key and served_from != "answer-cache":
+        service.answers.put(plan.key, payload)
+    record.update(status="done", result=payload)
+    return plan.shape(payload)
+
+
+async def _on_worker(service: Service, plan: Plan, on_event: Emit,
+                     disconnected: Callable[[], Awaitable[bool]] | None) -> tuple[dict[str, Any], float]:
+    try:
+        job = service.worker.submit(lambda job: plan.compute(service.models), listener=on_event)
+    except QueueFull as exc:
+        raise ApiError(503, "busy", f"the model is busy: {exc}; retry shortly", headers={"Retry-After": "5"}) from exc
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + plan.timeout
+    future = asyncio.wrap_future(job.future)
+    try:
+        while not future.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                service.worker.cancel(job, "timed out")
+                raise ApiError(504, "timeout", f"no answer within {plan.timeout:g} s; the request was cancelled "
+                                               f"and its slot freed", "timeout")
+            await asyncio.wait({future}, timeout=min(0.5, remaining))
+            if not future.done() and disconnected is not None and await disconnected():
+                service.worker.cancel(job, "client disconnected")
+                raise ClientGone()
+    except asyncio.CancelledError:  # the client went away (a stream is cancelled by Starlette)
+        service.worker.cancel(job, "client disconnected")
+        raise
+    try:
+        return future.result(), job.queue_seconds
+    except Cancelled as exc:
+        raise ApiError(504, "timeout", f"cancelled: {exc}", "timeout") from exc
+
+
+def _sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def stream(service: Service, plan: Plan) -> AsyncIterator[str]:
+    """Server-sent events: accepted, then queued / started / progress as they happen, then result
+    (the response body) or error. Closing the connection cancels the request."""
+    record = open_record(service, plan)
+    events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+
+    def emit(event: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    task = asyncio.create_task(execute(service, plan, record, emit))
+    yield _sse("accepted", {"trace_id": record["trace_id"]})
+    try:
+        while True:
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                event = getter.result()
+                yield _sse(event["event"], event)
+                continue
+            getter.cancel()
+            while not events.empty():
+                event = events.get_nowait()
+                yield _sse(event["event"], event)
+            break
+        try:
+            yield _sse("result", task.result())
+        except ApiError as exc:
+            yield _sse("error", exc.body())
+        except Exception as exc:  # an unexpected failure still ends the stream with an error event
+            yield _sse("error", {"error": {"type": "internal_error", "message": str(exc), "field": None}})
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,121 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI schema at /openapi.json).
+
+Requests are checked for types here and for limits in :mod:`winnow.service.limits`. ``/v1/ask``
+refuses unknown fields (a misspelt option must not be silently ignored); ``/v1/rerank`` accepts
+the extra fields hosted rerank APIs take (``model``, ``max_chunks_per_doc``, ...) so their clients
+work unchanged, and lists the ones it ignored in ``meta.ignored_fields``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: StrictStr = Field(description="The question.")
+    method: Optional[StrictStr] = Field(None, description="vanilla, rankrag, mainrag, rrr or rankgpt "
+                                                          "(default: the server's --method).")
+    n: Optional[StrictInt] = Field(None, description="Passages to retrieve.")
+    k: Optional[StrictInt] = Field(None, description="Passages to answer from.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Other method settings, e.g. "
+                                                                       "{\"judge_n\": 0.5}; GET /v1/methods lists them.")
+    stream: StrictBool = Field(False, description="Answer as server-sent events: queued, started, progress "
+                                                  "(stage, done, total), then result or error.")
+    include_trace: StrictBool = Field(False, description="Include the full trace (also at GET /v1/traces/{id}).")
+    timeout: Optional[Union[StrictInt, StrictFloat]] = Field(None, description="Seconds to wait for and use the "
+                                                                               "model (at most the server's).")
+
+
+class RerankDocumentObject(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    text: StrictStr
+    id: Optional[Union[StrictStr, StrictInt]] = None
+    title: StrictStr = ""
+
+
+class RerankRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    query: StrictStr
+    documents: list[Union[StrictStr, RerankDocumentObject]] = Field(description="Texts, or {id, title, text}, in "
+                                                                                "your first stage's order.")
+    method: Optional[StrictStr] = Field(None, description="pointwise (RankRAG P(True), default), graded (RRR 1-5), "
+                                                          "listwise (RankGPT) or embedding (MiniLM cosine, no LLM).")
+    top_n: Optional[StrictInt] = Field(None, description="Return only the best top_n.")
+    return_documents: StrictBool = Field(False, description="Include each document in its result.")
+    model: Optional[StrictStr] = Field(None, description="Accepted for compatibility; the server's model is used.")
+    options: dict[str, Any] = Field(default_factory=dict, description="listwise: window, step.")
+    include_trace: StrictBool = False
+    timeout: Optional[Union[StrictInt, StrictFloat]] = None
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    field: Optional[str] = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class StageScoreOut(BaseModel):
+    stage: str
+    score: float
+    rank: int
+
+
+class PassageOut(BaseModel):
+    id: str
+    title: str
+    text: str
+    score: float
+    rank: int
+    scores: list[StageScoreOut] = Field(description="The score and rank every stage gave, first stage first.")
+    note: Optional[str] = None
+
+
+class AskResponse(BaseModel):
+    trace_id: str
+    question: str
+    answer: str
+    method: str
+    settings: dict[str, Any]
+    passages: list[PassageOut]
+    usage: dict[str, Any]
+    served_from: str = Field(description="llm (the model ran), call-cache (every LLM call was cached) or "
+                                         "answer-cache (the same request was answered before).")
+    seconds: float
+    queue_seconds: float
+    trace: Optional[dict[str, Any]] = None
+
+
+class RerankResult(BaseModel):
+    index: int = Field(description="Position of the document in the request.")
+    relevance_score: float = Field(description="pointwise: P(True); graded: (E[grade] - 1) / 4; listwise: "
+                                               "1 - (rank - 1) / n; embedding: cosine similarity.")
+    document: Optional[dict[str, Any]] = None
+
+
+class RerankResponse(BaseModel):
+    id: str
+    trace_id: str
+    model: str
+    method: str
+    results: list[RerankResult]
+    usage: dict[str, Any]
+    meta: dict[str, Any]
+    served_from: str
+    seconds: float
+
+
+class SearchResponse(BaseModel):
+    query: str
+    retriever: str
+    passages: list[PassageOut]
+    seconds: float
