@@ -5,4 +5,4 @@ libraries inside the command bodies, so ``winnow --help`` stays fast.
 """
 
 # Modules under winnow/commands/ imported by winnow.cli; add one name per new module.
-COMMAND_MODULES: list[str] = ["evaluate", "data", "report", "train"]
+COMMAND_MODULES: list[str] = ["evaluate", "data", "report", "train", "serve"]
