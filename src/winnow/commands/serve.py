@@ -73,6 +73,7 @@ def serve(
     max_document_chars: Annotated[int, typer.Option("--max-document-chars", min=1)] = 20_000,
     max_n: Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")] = 100,
     max_k: Annotated[int, typer.Option("--max-k", min=1)] = 50,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
     no_cache: NoCacheOption = False,
 ) -> None:
@@ -89,7 +90,7 @@ def serve(
                                 "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
-                    timeout=timeout)
+                    timeout=timeout, max_body_bytes=max_body_bytes)
     sock = _bind(host, port)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=backend_api_key or os.environ.get("WINNOW_OPENAI_API_KEY", ""),

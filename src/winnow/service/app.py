@@ -127,7 +127,7 @@ def create_app(service: Service, *, api_key: str = "") -> FastAPI:
         if broken is not None:
             return _error(400, "malformed_json", f"the body is not valid JSON: {broken.get('ctx', {}).get('error', '')}"
                                                  f" at character {broken['loc'][-1]}", "body")
-        first = errors[0]
+        first = max(errors, key=lambda e: len(e.get("loc", ())))  # the deepest: in a union, the member meant
         field = _field(tuple(first.get("loc", ())))
         message = f"{field}: {first.get('msg', 'invalid')}"
         if len(errors) > 1:

@@ -279,16 +279,12 @@ function collectRows(result, trace) {
     stage.input.forEach(touch);
     stage.output.forEach(touch);
     const details = stage.details || {};
-    // A reranker that passed on only its top k keeps the whole order in ranked_ids; the scores of
-    // the rest are the answers of its LLM calls, one per input passage in input order.
+    // A reranker that passed on only its top k keeps the whole order in ranked_ids.
     if (details.ranked_ids && !columns.includes(stage.name)) columns.push(stage.name);
     (details.ranked_ids || []).forEach((id, i) => {
       const row = rows.get(id);
       if (!row || row.scores[stage.name]) return;
-      const at = stage.input.findIndex((c) => c.id === id);
-      const call = stage.llm_calls.length === stage.input.length ? stage.llm_calls[at] : null;
-      const score = call && call.output && typeof call.output === "object" ? call.output.True : null;
-      row.scores[stage.name] = { stage: stage.name, score, rank: i + 1 };
+      row.scores[stage.name] = { stage: stage.name, score: cutScore(stage, id), rank: i + 1 };
       row.cut = `ranked ${ordinal(i + 1)} by ${stage.name}; only the top ${stage.output.length} go on`;
     });
     for (const dropped of details.dropped || []) {
@@ -353,77 +349,143 @@ function renderJourney(result, trace) {
   $("journey-note").textContent = `${rows.length} seen · ${result.passages.length} read · ${dropped} left out (greyed)`;
 }
 
+// Consecutive stages of one RRR round form a group; every other stage stands alone.
+function stageGroups(trace) {
+  const groups = [];
+  trace.stages.forEach((stage, i) => {
+    const round = stage.settings ? stage.settings.round : undefined;
+    const last = groups[groups.length - 1];
+    if (round != null && last && last.round === round) last.items.push([stage, i]);
+    else groups.push({ round: round == null ? null : round, items: [[stage, i]] });
+  });
+  return groups;
+}
+
 function renderCost(result, trace) {
   const u = result.usage;
   const stat = (label, value) => h("div", { class: "stat" }, h("div", { class: "value mono" }, value),
     h("div", { class: "label muted small" }, label));
-  const slowest = Math.max(0.001, ...trace.stages.map((s) => s.seconds));
-  $("cost").replaceChildren(
+  const byName = new Map();  // RRR repeats its round's stages: time is summed per stage name
+  for (const s of trace.stages) {
+    const total = byName.get(s.name) || { seconds: 0, count: 0 };
+    total.seconds += s.seconds;
+    total.count += 1;
+    byName.set(s.name, total);
+  }
+  const slowest = Math.max(0.001, ...[...byName.values()].map((t) => t.seconds));
+  const reused = result.served_from === "answer-cache"
+    ? h("div", { class: "muted small note" }, `Answered before (trace ${result.original_trace_id}): the figures are `
+      + "those of the first computation; this request used no model time.") : null;
+  $("cost").replaceChildren(reused,
     h("div", { class: "stats" }, stat("LLM calls", num(u.calls)), stat("cache hits", num(u.cache_hits)),
       stat("prompt tokens", num(u.prompt_tokens)), stat("completion tokens", num(u.completion_tokens)),
       stat("model time", seconds(u.seconds)), stat("wall time", seconds(result.seconds))),
-    h("div", { class: "time-bars" }, trace.stages.map((s) => h("div", { class: "time-row" },
-      h("span", { class: "name" }, s.name), h("div", { class: "track" },
-        h("div", { class: "fill", style: `width:${((100 * s.seconds) / slowest).toFixed(1)}%` })),
-      h("span", { class: "mono small" }, seconds(s.seconds))))));
+    h("div", { class: "time-bars" }, [...byName.entries()].map(([name, t]) => h("div", { class: "time-row" },
+      h("span", { class: "name" }, name, t.count > 1 ? h("span", { class: "muted small" }, ` ×${t.count}`) : null),
+      h("div", { class: "track" }, h("div", { class: "fill", style: `width:${((100 * t.seconds) / slowest).toFixed(1)}%` })),
+      h("span", { class: "mono small" }, seconds(t.seconds))))));
 }
 
 function renderStages(trace) {
-  $("stages").replaceChildren(...trace.stages.map((s, i) => h("li", {},
-    h("a", { href: `#stage-${i}`, onclick: (ev) => { ev.preventDefault(); $(`stage-${i}`).scrollIntoView({ behavior: "smooth" }); } },
-      h("span", { class: "stage-name" }, s.name), h("span", { class: "muted small" }, ` ${s.kind}`)),
-    h("span", { class: "muted small mono" },
-      `${s.input.length}→${s.output.length} · ${s.llm_calls.length} call${s.llm_calls.length === 1 ? "" : "s"}`))));
+  const jump = (i) => (ev) => { ev.preventDefault(); $(`stage-${i}`).scrollIntoView({ behavior: "smooth" }); };
+  const calls = (stages) => stages.reduce((n, s) => n + s.llm_calls.length, 0);
+  $("stages").replaceChildren(...stageGroups(trace).map((group) => {
+    const stages = group.items.map(([s]) => s);
+    const [first, at] = group.items[0];
+    const label = group.round == null
+      ? [h("span", { class: "stage-name" }, first.name), h("span", { class: "muted small" }, ` ${first.kind}`)]
+      : [h("span", { class: "stage-name" }, `round ${group.round}`),
+         h("span", { class: "muted small" }, ` ${stages.map((s) => s.name).join(" → ")}`)];
+    const n = calls(stages);
+    const shape = group.round == null ? `${first.input.length}→${first.output.length} · ` : "";
+    return h("li", {}, h("a", { href: `#stage-${at}`, onclick: jump(at) }, label),
+      h("span", { class: "muted small mono" }, `${shape}${n} call${n === 1 ? "" : "s"}`));
+  }));
 }
 
 // ---- stage details: one renderer per kind of detail -------------------------------------------
 
+// The P("True") a pointwise reranker gave a passage it did not pass on: its LLM calls follow the
+// input order, one per passage.
+function cutScore(stage, id) {
+  if (stage.llm_calls.length !== stage.input.length) return null;
+  const call = stage.llm_calls[stage.input.findIndex((c) => c.id === id)];
+  return call && call.output && typeof call.output === "object" ? call.output.True : null;
+}
+
+// A stage's whole order: what it passed on, then (a reranker keeping its top k) the rest, cut.
+function stageRanking(stage) {
+  const ranked = stage.output.map((c) => ({ id: c.id, score: c.score, cut: false }));
+  for (const id of ((stage.details || {}).ranked_ids || []).slice(ranked.length)) {
+    ranked.push({ id, score: cutScore(stage, id), cut: true });
+  }
+  return ranked;
+}
+
 function renderDetails(result, trace) {
   const docs = trace.documents || {};
-  const titleOf = (id) => (docs[id] || {}).title || id;
-  const judge = trace.stages.find((s) => s.details && s.details.scores);
-  const bar = trace.stages.find((s) => s.details && s.details.tau != null);
-  const sections = trace.stages.map((stage, i) => {
-    const d = stage.details || {};
-    const parts = [];
-    const settings = Object.entries(stage.settings || {}).filter(([, v]) => v != null && v !== "");
-    if (settings.length) parts.push(h("div", { class: "kv small" }, settings.map(([k, v]) =>
-      h("span", {}, h("span", { class: "muted" }, `${k} `), typeof v === "object" ? JSON.stringify(v) : String(v)))));
-    if (stage.name === "retrieve" || stage.kind === "bm25" || stage.kind === "dense" || stage.kind === "hybrid") {
-      parts.push(rankedList(stage.output, titleOf));
+  const context = {
+    titleOf: (id) => (docs[id] || {}).title || id,
+    judge: trace.stages.find((s) => s.details && s.details.scores),
+    bar: trace.stages.find((s) => s.details && s.details.tau != null),
+    rounds: (trace.stages.find((s) => s.details && s.details.rounds) || { details: {} }).details.rounds || [],
+  };
+  const heading = (stage, i, tag) => h(tag, {}, h("span", { class: "step" }, String(i + 1)), stage.name,
+    h("span", { class: "muted small" },
+      ` ${stage.kind} · ${stage.input.length} in → ${stage.output.length} out · ${seconds(stage.seconds)}`));
+  const sections = stageGroups(trace).map((group) => {
+    if (group.round == null) {
+      const [stage, i] = group.items[0];
+      return h("section", { class: "detail", id: `stage-${i}` }, heading(stage, i, "h3"), stageBody(stage, context, true));
     }
-    if (d.answers) parts.push(perDocumentAnswers(d.answers, titleOf, judge, bar));
-    if (d.scores && !d.answers && !bar) parts.push(rankedList(stage.output, titleOf));
-    if (d.tau != null) parts.push(histogram(judge ? judge.details.scores : {}, d, titleOf));
-    if (d.grades) parts.push(gradeTable(d.grades, titleOf));
-    if (d.rounds) parts.push(roundsTable(d.rounds, trace, titleOf));
-    if (d.windows) parts.push(windowsList(d.windows, titleOf));
-    if (d.dropped && d.dropped.length && d.tau == null) parts.push(h("div", { class: "dropped small" },
-      d.dropped.map((x) => h("div", {}, h("strong", {}, titleOf(x.id)), ` ${x.note || ""}`))));
-    if (d.fallback) parts.push(h("div", { class: "warn small" }, d.fallback));
-    if (d.answer != null) parts.push(h("div", { class: "quote" }, d.answer));
-    if (stage.kind === "pointwise-true" || stage.kind === "graded" || stage.kind === "embedding-cosine") {
-      if (!d.grades) parts.push(rankedList(stage.output, titleOf));
-    }
-    if (stage.kind === "rewriter") parts.push(h("div", { class: "quote" },
-      stage.llm_calls.map((c) => c.output).join(" ") || "(no rewrite)"));
-    return h("section", { class: "detail", id: `stage-${i}` },
-      h("h3", {}, h("span", { class: "step" }, String(i + 1)), stage.name, h("span", { class: "muted small" },
-        ` ${stage.kind} · ${stage.input.length} in → ${stage.output.length} out · ${seconds(stage.seconds)}`)),
-      parts);
+    const query = (group.items.find(([s]) => s.settings.query != null) || [{ settings: {} }])[0].settings.query;
+    return h("section", { class: "detail round" },
+      h("h3", {}, `Round ${group.round}`, h("span", { class: "muted small" }, " query "),
+        group.round === 1 ? h("span", {}, query) : h("em", {}, query)),
+      h("div", { class: "round-stages" }, group.items.map(([stage, i]) =>
+        h("div", { class: "sub", id: `stage-${i}` }, heading(stage, i, "h4"), stageBody(stage, context, false)))));
   });
   $("details").replaceChildren(...sections);
 }
 
+function stageBody(stage, ctx, showSettings) {
+  const d = stage.details || {};
+  const parts = [];
+  const settings = Object.entries(stage.settings || {}).filter(([k, v]) => v != null && v !== "" &&
+    (showSettings || (k !== "round" && k !== "query")));
+  if (settings.length) parts.push(h("div", { class: "kv small" }, settings.map(([k, v]) =>
+    h("span", {}, h("span", { class: "muted" }, `${k} `), typeof v === "object" ? JSON.stringify(v) : String(v)))));
+  const ranker = ["bm25", "dense", "hybrid", "pointwise-true", "embedding-cosine", "fusion"].includes(stage.kind);
+  if (ranker || (stage.name === "retrieve" && !d.grades)) parts.push(rankedList(stageRanking(stage), ctx.titleOf));
+  if (d.answers) parts.push(perDocumentAnswers(d.answers, ctx));
+  if (d.tau != null) parts.push(histogram(ctx.judge ? ctx.judge.details.scores : {}, d, ctx.titleOf));
+  if (d.grades) parts.push(gradeTable(d.grades, ctx.titleOf));
+  if (d.rounds) parts.push(roundsTable(d.rounds, ctx.titleOf));
+  if (d.windows) parts.push(windowsList(d.windows, ctx.titleOf));
+  if (d.dropped && d.tau == null) parts.push(d.dropped.length ? h("div", { class: "dropped small" },
+    d.dropped.map((x) => h("div", {}, h("strong", {}, ctx.titleOf(x.id)), ` ${x.note || ""}`)))
+    : h("div", { class: "muted small" }, "nothing dropped"));
+  if (d.fallback) parts.push(h("div", { class: "warn small" }, d.fallback));
+  if (d.answer != null) parts.push(h("div", { class: "quote" }, d.answer));
+  if (stage.kind === "rewriter") {
+    const next = ctx.rounds.find((r) => r.round === stage.settings.round + 1);
+    parts.push(h("div", { class: "quote" }, h("span", { class: "muted small" }, "next query: "),
+      next ? next.query : "(not used: the loop stopped)"),
+    h("details", { class: "small muted" }, h("summary", {}, "the model's raw rewrite"),
+      h("pre", { class: "raw" }, stage.llm_calls.map((c) => c.output).join("\n"))));
+  }
+  return parts;
+}
+
 function rankedList(items, titleOf) {
   const scale = scaleFor(items.map((c) => c.score));
-  return h("ol", { class: "ranked" }, items.slice(0, 20).map((c) => h("li", {},
-    h("span", { class: "t" }, titleOf(c.id)),
+  return h("ol", { class: "ranked" }, items.slice(0, 20).map((c, i) => h("li", { class: c.cut ? "cut" : "" },
+    h("span", { class: "mono small muted" }, `${i + 1}.`), h("span", { class: "t" }, titleOf(c.id)),
     h("div", { class: "bar" }, h("div", { style: `width:${(100 * Math.max(0, Math.min(1, scale(c.score)))).toFixed(1)}%` })),
     h("span", { class: "mono small" }, num(c.score)))));
 }
 
-function perDocumentAnswers(answers, titleOf, judge, bar) {
+function perDocumentAnswers(answers, { titleOf, judge, bar }) {
   const scores = judge ? judge.details.scores : {};
   const tau = bar ? bar.details.tau : null;
   const rows = Object.entries(answers).map(([id, text]) => {
@@ -446,10 +508,12 @@ function histogram(scores, d, titleOf) {
   const pad = (hi - lo) * 0.08 || 0.5;
   const x0 = lo - pad, x1 = hi + pad;
   const x = (v) => left + ((v - x0) / (x1 - x0)) * (W - left - right);
-  const bins = Math.max(4, Math.min(12, Math.ceil(Math.sqrt(values.length) * 2)));
-  const width = (x1 - x0) / bins;
+  // Bin edges are laid out from τ, so no bin holds both kept and dropped documents.
+  const width = (x1 - x0) / Math.max(4, Math.min(12, Math.ceil(Math.sqrt(values.length) * 2)));
+  const origin = d.tau - Math.ceil((d.tau - x0) / width) * width;
+  const bins = Math.ceil((x1 - origin) / width);
   const counts = new Array(bins).fill(0);
-  values.forEach((v) => { counts[Math.min(bins - 1, Math.floor((v - x0) / width))] += 1; });
+  values.forEach((v) => { counts[Math.min(bins - 1, Math.floor((v - origin) / width + 1e-9))] += 1; });
   const peak = Math.max(1, ...counts);
   const svg = (tag, attrs, ...kids) => {
     const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
@@ -462,9 +526,10 @@ function histogram(scores, d, titleOf) {
                              "aria-label": `judge score histogram with adaptive bar tau = ${num(d.tau)}` });
   counts.forEach((c, i) => {
     if (!c) return;
-    const from = x0 + i * width, barH = (plotH * c) / peak;
-    chart.append(svg("rect", { x: x(from) + 1, y: top + plotH - barH, width: Math.max(1, x(from + width) - x(from) - 2),
-                               height: barH, class: from + width / 2 >= d.tau ? "bin kept" : "bin dropped" }));
+    const from = Math.max(x0, origin + i * width), to = Math.min(x1, origin + (i + 1) * width);
+    const barH = (plotH * c) / peak;
+    chart.append(svg("rect", { x: x(from) + 1, y: top + plotH - barH, width: Math.max(1, x(to) - x(from) - 2),
+                               height: barH, class: from >= d.tau - 1e-9 ? "bin kept" : "bin dropped" }));
   });
   chart.append(svg("line", { x1: left, x2: W - right, y1: top + plotH, y2: top + plotH, class: "axis" }));
   for (const v of [x0 + pad, (x0 + x1) / 2, x1 - pad]) chart.append(text(x(v), top + plotH + 14, num(v, 2), "tick"));
@@ -494,7 +559,7 @@ function gradeTable(grades, titleOf) {
         Object.values(g.distribution || {}).map((p, i) => h("div", { style: `width:${(100 * p).toFixed(1)}%;background:${colours[i]}` }))))))));
 }
 
-function roundsTable(rounds, trace, titleOf) {
+function roundsTable(rounds, titleOf) {
   return h("table", { class: "plain rounds" }, h("thead", {}, h("tr", {}, h("th", {}, "round"), h("th", {}, "query"),
     h("th", {}, "retrieved"), h("th", {}, "kept (σ > τ)"), h("th", {}, "new"), h("th", {}, "found so far"))),
   h("tbody", {}, rounds.map((r) => h("tr", {}, h("td", { class: "mono" }, r.round),
