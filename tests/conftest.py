@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from small_corpus import PASSAGES
+from winnow.corpus import load_corpus
+from winnow.index import BM25Index, build_bm25_index
 
 from winnow.llm import LLM, CallCache
 from winnow.llm.llamacpp import LlamaCppBackend
@@ -31,3 +37,14 @@ def llama_backend(smollm2):
 def llm(llama_backend, tmp_path):
     """The real model behind a fresh call cache."""
     return LLM(llama_backend, CallCache(tmp_path / "calls.sqlite"))
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """A real BM25 index of the eight-passage corpus in tests/small_corpus.py."""
+    folder = tmp_path_factory.mktemp("small-corpus")
+    source = folder / "corpus.jsonl"
+    source.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
+    build_bm25_index(load_corpus(source).passages, folder / "index", source=str(source), source_checksum="x",
+                     progress=False)
+    return BM25Index.open(folder / "index")

@@ -14,9 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from winnow.corpus import load_corpus
 from winnow.errors import WinnowError
-from winnow.index import BM25Index, build_bm25_index
 from winnow.llm import LLM, CallCache
 from winnow.llm.base import ChoiceScores, Generation
 from winnow.llm.choices import scores_over_choices
@@ -26,7 +24,6 @@ from winnow.records import Candidate, CandidateList, Passage, Query, StageScore,
 from winnow.stages.adaptive_bar import adaptive_bar_filter, adaptive_judge_bar
 from winnow.stages.judge import judge_score
 
-from test_methods import PASSAGES
 
 # MAIN-RAG Appendix C, as restated in DESIGN.md.
 PREDICTOR_SYSTEM = (
@@ -246,16 +243,6 @@ def test_bad_settings_name_the_option(overrides, message):
 
 
 # --- the method --------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mainrag")
-    source = folder / "corpus.jsonl"
-    source.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
-    build_bm25_index(load_corpus(source).passages, folder / "index", source=str(source), source_checksum="x",
-                     progress=False)
-    return BM25Index.open(folder / "index")
-
 
 class ScriptedJudge:
     """Says "Yes" with the log-odds given per document title; also records what it was shown."""

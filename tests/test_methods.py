@@ -11,27 +11,7 @@ from winnow.methods import METHODS, build_method
 
 pytestmark = pytest.mark.llm
 
-PASSAGES = [
-    {"id": "paris", "title": "Paris", "text": "Paris is the capital and most populous city of France."},
-    {"id": "berlin", "title": "Berlin", "text": "Berlin is the capital and largest city of Germany."},
-    {"id": "mona", "title": "Mona Lisa", "text": "The Mona Lisa is a portrait painted by Leonardo da Vinci."},
-    {"id": "banana", "title": "Banana", "text": "A banana is an elongated, edible fruit produced by plants."},
-    {"id": "jupiter", "title": "Jupiter", "text": "Jupiter is the largest planet in the Solar System."},
-    {"id": "france", "title": "France", "text": "France is a country in Western Europe; its capital is Paris."},
-    {"id": "rome", "title": "Rome", "text": "Rome is the capital city of Italy."},
-    {"id": "nile", "title": "Nile", "text": "The Nile is a major river in northeastern Africa."},
-]
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("corpus")
-    source = folder / "corpus.jsonl"
-    source.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
-    corpus = load_corpus(source)
-    out = folder / "index"
-    build_bm25_index(corpus.passages, out, source=str(source), source_checksum="x", progress=False)
-    return BM25Index.open(out)
+from small_corpus import PASSAGES  # noqa: F401  (other test modules import it from here)
 
 
 def test_rankrag_reranks_the_retrieved_passages_and_answers(index, llm):

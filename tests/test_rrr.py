@@ -6,32 +6,18 @@ methods also run end to end with the real SmolLM2-135M.
 """
 
 import json
-import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from winnow.corpus import load_corpus
 from winnow.errors import WinnowError
-from winnow.index import BM25Index, build_bm25_index
 from winnow.llm import LLM
 from winnow.llm.base import ChoiceScores, Generation
 from winnow.methods import build_method
 from winnow.stages.fusion import fuse, min_max
 from winnow.stages.rewrite import parse_rewrite
 
-from test_methods import PASSAGES
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("rrr")
-    source = folder / "corpus.jsonl"
-    source.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
-    build_bm25_index(load_corpus(source).passages, folder / "index", source=str(source), source_checksum="x",
-                     progress=False)
-    return BM25Index.open(folder / "index")
 
 
 class ScriptedModel:

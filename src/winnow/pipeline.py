@@ -37,14 +37,16 @@ class RunSpec:
 
     @classmethod
     def resolve(cls, *, config: str | Path | None = None, run: dict[str, Any] | None = None,
-                settings: dict[str, Any] | None = None) -> RunSpec:
+                settings: dict[str, Any] | None = None, agents_for_method: bool = True) -> RunSpec:
         """Merge a config file (TOML/YAML) with explicit values; explicit values that are not None win.
 
         ``run`` holds run options (method, model, backend, base_url, retriever, judge_model,
         final_model); ``settings`` holds method settings (n, k, window, ...). Unknown keys in the
-        file, and settings the method does not have, are errors naming the file and key.
+        file, and settings the method does not have, are errors naming the file and key. With
+        ``agents_for_method``, a judge or final model for a method without such agents is refused
+        (a server, whose requests choose their method, keeps them for the methods that have them).
         """
-        from .methods import method_class, method_settings
+        from .methods import check_agent_roles, method_class, method_settings
 
         file_settings = read_config(config) if config else {}
         if config:
@@ -55,6 +57,8 @@ class RunSpec:
         spec.settings = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
                                 config or "config")
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
+        if agents_for_method:
+            check_agent_roles(spec.method, [role.replace("_model", "_llm") for role in AGENT_ROLES if getattr(spec, role)])
         return spec
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class Pipeline:
                  loading: Callable[[str], Any] | None = None, threads: int | None = None) -> None:
         from .index import open_retriever
         from .llm import load_llm
-        from .methods import build_method
+        from .methods import agent_roles, build_method
 
         self.spec = spec
         self.index_dir = Path(index_dir)
@@ -107,7 +111,10 @@ class Pipeline:
             agents = {role.replace("_model", "_llm"): llm_for(getattr(spec, role))
                       for role in AGENT_ROLES if getattr(spec, role) and getattr(spec, role) != spec.model}
             self.agents = agents  # role -> LLM, for methods built per request (winnow serve)
-            self.method = build_method(spec.method, index=self.index, llm=self.llm, agents=agents, **spec.settings)
+            own = agent_roles(spec.method)
+            self.method = build_method(spec.method, index=self.index, llm=self.llm,
+                                       agents={role: llm for role, llm in agents.items() if role in own},
+                                       **spec.settings)
         except BaseException:
             self.close()
             raise

@@ -87,7 +87,8 @@ def serve(
     overrides.update(n=n, k=k)
     spec = RunSpec.resolve(config=config, settings=overrides,
                            run={"method": method, "model": model, "backend": backend, "base_url": base_url,
-                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
+                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model},
+                           agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
                     timeout=timeout, max_body_bytes=max_body_bytes)

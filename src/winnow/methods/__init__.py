@@ -44,15 +44,23 @@ def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: dict[str, L
     ``agents`` gives some roles their own model where the method has such roles, e.g.
     ``{"judge_llm": other}`` for MAIN-RAG's judge.
     """
-    cls = method_class(name)
     agents = agents or {}
-    accepted = set(inspect.signature(cls.__init__).parameters)
-    misplaced = sorted(set(agents) - accepted)
+    check_agent_roles(name, agents)
+    return method_class(name)(index, llm, method_settings(name, **overrides), **agents)
+
+
+def agent_roles(name: str) -> set[str]:
+    """The agent roles (``judge_llm``, ``final_llm``) the method can give a model of their own."""
+    return {p for p in inspect.signature(method_class(name).__init__).parameters if p.endswith("_llm")}
+
+
+def check_agent_roles(name: str, roles: Any) -> None:
+    """Refuse agent roles the method does not have, naming the command-line option."""
+    misplaced = sorted(set(roles) - agent_roles(name))
     if misplaced:
         options = ", ".join("--" + role.replace("_llm", "-model") for role in misplaced)
         raise WinnowError(f"method {name!r} has no separate {', '.join(misplaced)}",
                           f"{options} applies to methods with such agents (mainrag)")
-    return cls(index, llm, method_settings(name, **overrides), **agents)
 
 
-__all__ = ["METHODS", "Method", "MethodSettings", "build_method", "method_class", "method_settings"]
+__all__ = ["METHODS", "Method", "MethodSettings", "agent_roles", "build_method", "check_agent_roles", "method_class", "method_settings"]

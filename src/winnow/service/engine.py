@@ -14,7 +14,6 @@ A plan is computed at most once, the cheapest way that gives the same result:
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import secrets
 import threading
@@ -140,9 +139,9 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: dict[str, Any], models: Models):
-        from ..methods import build_method, method_class
+        from ..methods import agent_roles, build_method
 
-        accepted = set(inspect.signature(method_class(method).__init__).parameters)
+        accepted = agent_roles(method)
         agents = {role: llm for role, llm in models.agents.items() if role in accepted}
         return build_method(method, index=self.pipeline.index, llm=models.llm, agents=agents, **settings)
 
