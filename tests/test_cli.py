@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from test_methods import PASSAGES
+from small_corpus import PASSAGES
 
 
 def winnow(*args, env_dir, check=True):

@@ -4,14 +4,10 @@ import json
 
 import pytest
 
-from winnow.corpus import load_corpus
 from winnow.errors import WinnowError
-from winnow.index import BM25Index, build_bm25_index
 from winnow.methods import METHODS, build_method
 
 pytestmark = pytest.mark.llm
-
-from small_corpus import PASSAGES  # noqa: F401  (other test modules import it from here)
 
 
 def test_rankrag_reranks_the_retrieved_passages_and_answers(index, llm):

@@ -6,7 +6,6 @@ Results go to stdout (``--json`` prints one JSON object); progress, usage and no
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from contextlib import contextmanager
