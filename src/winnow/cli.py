@@ -112,11 +112,11 @@ class StageProgress:
 
 ModelOption = Annotated[Optional[str], typer.Option("--model", help="Registry name, .gguf path, or the server's "
                                                                     "model name with --backend openai "
-                                                                    "[default: qwen2.5-coder-1.5b].")]
+                                                                    "\\[default: qwen2.5-coder-1.5b].")]
 BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.cpp (in-process, default), openai "
                                                                         "(any OpenAI-compatible server) or "
                                                                         "transformers (a fine-tuned model folder; "
-                                                                        "needs the [train] extra).")]
+                                                                        "needs the \\[train] extra).")]
 BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server URL for --backend openai "
                                                                          "(or WINNOW_OPENAI_BASE_URL).")]
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
@@ -137,7 +137,7 @@ def ask(
     index_dir: IndexOption,
     method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
                                                                           "rankgpt (see `winnow methods`) "
-                                                                          "[default: rankrag].")] = None,
+                                                                          "\\[default: rankrag].")] = None,
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,

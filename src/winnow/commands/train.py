@@ -74,10 +74,10 @@ def sft(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder: checkpoints, curve, model/.")],
     lora: Annotated[bool, typer.Option("--lora/--full", help="Train a LoRA adapter (default) or all weights.")] = True,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Optimizer steps "
-                                                                                "[default: one epoch].")] = None,
+                                                                                "\\[default: one epoch].")] = None,
     epochs: Annotated[float, typer.Option("--epochs", min=0.0, help="Passes over the blend when --max-steps "
                                                                     "is not given.")] = 1.0,
-    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate [default: 2e-4 LoRA, "
+    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate \\[default: 2e-4 LoRA, "
                                                              "1e-5 full].")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Examples per device and step.")] = 4,
     grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Gradient accumulation steps.")] = 1,
