@@ -10,7 +10,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -122,6 +122,33 @@ BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
                                            show_default=False)]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]
+MethodOption = Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
+                                                                          "rankgpt (see `winnow methods`) "
+                                                                          "\\[default: rankrag].")]
+RetrieverOption = Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid "
+                                                                          "(dense needs `winnow index --dense`).")]
+NOption = Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")]
+KOption = Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")]
+JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model.")]
+FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model.")]
+SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
+                                                                      "e.g. --set window=20.")]
+ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
+
+
+RUN_FLAGS = ("method", "model", "backend", "base_url", "retriever", "judge_model", "final_model")
+
+
+def resolve_run(config: Path | None, assignments: list[str] | None, *, agents_for_method: bool = True,
+                **flags: Any):
+    """The RunSpec of a command's options: the config file, then ``--set`` values, then named flags
+    (run options such as ``model=`` and method settings such as ``n=`` alike; ``None`` = not given)."""
+    from .pipeline import RunSpec
+
+    settings = dict(parse_assignment(a) for a in assignments or [])
+    settings.update({key: value for key, value in flags.items() if key not in RUN_FLAGS})
+    run = {key: value for key, value in flags.items() if key in RUN_FLAGS}
+    return RunSpec.resolve(config=config, settings=settings, run=run, agents_for_method=agents_for_method)
 
 
 @contextmanager
@@ -135,38 +162,31 @@ def spinner_while_loading(backend: str):
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     index_dir: IndexOption,
-    method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
-                                                                          "rankgpt (see `winnow methods`) "
-                                                                          "\\[default: rankrag].")] = None,
+    method: MethodOption = None,
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = "",
-    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid "
-                                                                         "(dense needs `winnow index --dense`).")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")] = None,
-    k: Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")] = None,
+    retriever: RetrieverOption = None,
+    n: NOption = None,
+    k: KOption = None,
     fusion_alpha: Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
                                                                                  "scores (0 = the paper).")] = None,
     max_answer_tokens: Annotated[Optional[int], typer.Option("--max-answer-tokens")] = None,
-    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model.")] = None,
-    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
-                                                                             "model.")] = None,
-    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE "
-                                                                           "(repeatable), e.g. --set window=20.")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    judge_model: JudgeModelOption = None,
+    final_model: FinalModelOption = None,
+    assignments: SetOption = None,
+    config: ConfigOption = None,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
-    from .pipeline import Pipeline, RunSpec
+    from .pipeline import Pipeline
     from .report import print_answer, summary_line
 
-    overrides = dict(parse_assignment(a) for a in assignments or [])
-    overrides.update(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
-    spec = RunSpec.resolve(config=config, settings=overrides,
-                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
-                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
+    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+                       retriever=retriever, judge_model=judge_model, final_model=final_model,
+                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)

@@ -16,6 +16,15 @@ from ..cli import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    ConfigOption,
+    FinalModelOption,
+    JudgeModelOption,
+    KOption,
+    MethodOption,
+    NOption,
+    RetrieverOption,
+    SetOption,
+    resolve_run,
     IndexOption,
     JsonOption,
     ModelOption,
@@ -76,21 +85,18 @@ def evaluate(
     queries: Annotated[Path, typer.Option("--queries", "-q", help="QA JSONL file: {\"id\", \"question\", "
                                                                   "\"golden_answers\", \"metadata\"} per line.")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
-    method: Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
-                                                                          "rankgpt (default rankrag).")] = None,
+    method: MethodOption = None,
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = "",
-    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid.")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")] = None,
-    k: Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")] = None,
-    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge's model.")] = None,
-    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
-                                                                             "model.")] = None,
-    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE "
-                                                                           "(repeatable).")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    retriever: RetrieverOption = None,
+    n: NOption = None,
+    k: KOption = None,
+    judge_model: JudgeModelOption = None,
+    final_model: FinalModelOption = None,
+    assignments: SetOption = None,
+    config: ConfigOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
                                                                  "sample with --seed; raise it later to extend "
                                                                  "the run).")] = None,
@@ -106,15 +112,11 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
-    from ..config import parse_assignment
     from ..evaluation.runner import EvalRun
-    from ..pipeline import Pipeline, RunSpec
+    from ..pipeline import Pipeline
 
-    overrides = dict(parse_assignment(a) for a in assignments or [])
-    overrides.update(n=n, k=k)
-    spec = RunSpec.resolve(config=config, settings=overrides,
-                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
-                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model})
+    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
     started = time.perf_counter()

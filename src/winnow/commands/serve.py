@@ -5,13 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ..cli import BackendOption, BaseUrlOption, IndexOption, ModelOption, NoCacheOption, app, err, spinner_while_loading
-from ..config import parse_assignment
+from ..cli import (BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
+                   ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
+                   spinner_while_loading)
 from ..errors import WinnowError
 
 
@@ -47,15 +47,13 @@ def serve(
     backend_api_key: Annotated[str, typer.Option("--backend-api-key", help="Key for --backend openai (or "
                                                                             "WINNOW_OPENAI_API_KEY).",
                                                  show_default=False)] = "",
-    retriever: Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid.")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", help="Default passages to retrieve.")] = None,
-    k: Annotated[Optional[int], typer.Option("--k", help="Default passages to answer from.")] = None,
-    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge's model.")] = None,
-    final_model: Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's "
-                                                                             "model.")] = None,
-    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="A default method setting, KEY=VALUE "
-                                                                           "(repeatable).")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")] = None,
+    retriever: RetrieverOption = None,
+    n: NOption = None,
+    k: KOption = None,
+    judge_model: JudgeModelOption = None,
+    final_model: FinalModelOption = None,
+    assignments: SetOption = None,
+    config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
         = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (0: any free port, printed).")] = 8080,
@@ -80,15 +78,12 @@ def serve(
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
     import uvicorn
 
-    from ..pipeline import Pipeline, RunSpec
+    from ..pipeline import Pipeline
     from ..service import Limits, Service, create_app
 
-    overrides = dict(parse_assignment(a) for a in assignments or [])
-    overrides.update(n=n, k=k)
-    spec = RunSpec.resolve(config=config, settings=overrides,
-                           run={"method": method, "model": model, "backend": backend, "base_url": base_url,
-                                "retriever": retriever, "judge_model": judge_model, "final_model": final_model},
-                           agents_for_method=False)  # requests choose their method; mainrag's use the agents
+    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+                       agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
                     timeout=timeout, max_body_bytes=max_body_bytes)
