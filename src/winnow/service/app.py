@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -174,7 +174,8 @@ def create_app(service: Service, *, api_key: str = "") -> FastAPI:
 
     @v1.get("/search", response_model=SearchResponse, tags=["rag"], summary="First-stage retrieval only")
     async def search(q: str = Query(..., description="The query."),
-                     k: int = Query(10, description="How many passages.")) -> Any:
+                     k: Optional[int] = Query(None, description="How many passages (default 10, at most "
+                                                                "the server's max N).")) -> Any:
         return JSONResponse(await run_in_threadpool(service.search, q, k))
 
     @v1.get("/traces/{trace_id}", tags=["service"],

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ..llm.client import LLM
 from ..pipeline import Pipeline
 from .cache_only import CacheMiss, cache_only
-from .limits import ApiError, Limits, check_range, check_settings, check_text, invalid
+from .limits import ApiError, Limits, check_range, check_settings, check_text, invalid, within_ceilings
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
@@ -253,9 +253,9 @@ class Service:
         except CacheMiss:
             return None
 
-    def search(self, query: str, k: int) -> dict[str, Any]:
+    def search(self, query: str, k: int | None = None) -> dict[str, Any]:
         check_text("q", query, self.limits.max_question_chars)
-        check_range("k", k, 1, self.limits.max_n)
+        k = min(10, self.limits.max_n) if k is None else check_range("k", k, 1, self.limits.max_n)
         started = time.perf_counter()
         hits = self.pipeline.index.search(query, k=k)
         return {"query": query, "retriever": getattr(self.pipeline.index, "name", self.pipeline.spec.retriever),
@@ -277,8 +277,10 @@ class Service:
 
         spec = self.pipeline.spec
         methods = [{"name": name, "summary": cls.summary, "stages": list(cls.stages),
-                    "defaults": cls.Settings().to_dict()} for name, cls in METHODS.items()]
-        return {"default": spec.method, "default_settings": dict(spec.settings), "methods": methods,
+                    "defaults": within_ceilings(name, cls.Settings().to_dict(), self.limits)}
+                   for name, cls in METHODS.items()]
+        return {"default": spec.method, "default_settings": within_ceilings(spec.method, spec.settings, self.limits),
+                "methods": methods,
                 "rerank_methods": [{"name": k, "summary": v} for k, v in RERANK_METHODS.items()],
                 "limits": self.limits.to_dict()}
 

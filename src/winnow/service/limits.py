@@ -7,6 +7,7 @@ ceiling; a request over it is refused before any work starts, with the field and
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -83,10 +84,28 @@ def _has_type(value: Any, expected: type) -> bool:
     return isinstance(value, expected)
 
 
+def _k_ceiling(method: str, n: int, limits: Limits) -> int:
+    return limits.max_k if method == "vanilla" else min(limits.max_k, n)  # k picks from the N, but vanilla's
+
+
+def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
+                    asked: Container[str] = ()) -> dict[str, Any]:
+    """``settings`` with N and k lowered to the ceilings, except those in ``asked``: a default
+    (the method's N=20, or the server's --n) above --max-n must not refuse requests that never
+    mentioned N. Only what a request asks for itself is refused."""
+    out = dict(settings)
+    if "n" in out and "n" not in asked:
+        out["n"] = min(out["n"], limits.max_n)
+    if "k" in out and "k" not in asked:
+        out["k"] = min(out["k"], _k_ceiling(method, out.get("n", limits.max_n), limits))
+    return out
+
+
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits) -> dict[str, Any]:
     """The method's settings for one request: ``base`` (the server's), then ``overrides`` (the
     request's n, k and options), each option type-checked against the method's defaults, the
-    costly ones capped, N and k kept in range. Returns the full resolved settings."""
+    costly ones capped, N and k kept in range (defaults lowered to the ceilings, requested values
+    refused above them). Returns the full resolved settings."""
     from ..methods import method_class, method_settings
 
     settings_type = method_class(method).Settings
@@ -100,9 +119,11 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
             raise invalid(name, f"{key} must be a {expected.__name__} (got {value!r})")
         if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
             raise invalid(name, f"{key} must be between 0 and {limits.setting_caps[key]} (got {value})")
-    merged = {**{k: v for k, v in base.items() if k in defaults}, **overrides}
-    n = check_range("n", merged.get("n", defaults["n"]), 1, limits.max_n)
-    check_range("k", merged.get("k", defaults["k"]), 1, min(limits.max_k, n) if method != "vanilla" else limits.max_k)
+    merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
+                                      **{k: v for k, v in base.items() if k in defaults}, **overrides},
+                             limits, asked=overrides)
+    n = check_range("n", merged["n"], 1, limits.max_n)
+    check_range("k", merged["k"], 1, _k_ceiling(method, n, limits))
     try:
         return method_settings(method, **merged).to_dict()
     except WinnowError as exc:

@@ -375,7 +375,7 @@ function renderCost(result, trace) {
   const slowest = Math.max(0.001, ...[...byName.values()].map((t) => t.seconds));
   const reused = result.served_from === "answer-cache"
     ? h("div", { class: "muted small note" }, `Answered before (trace ${result.original_trace_id}): the figures are `
-      + "those of the first computation; this request used no model time.") : null;
+      + "those of the first computation; this request used no model time.") : "";  // not null: DOM prints "null"
   $("cost").replaceChildren(reused,
     h("div", { class: "stats" }, stat("LLM calls", num(u.calls)), stat("cache hits", num(u.cache_hits)),
       stat("prompt tokens", num(u.prompt_tokens)), stat("completion tokens", num(u.completion_tokens)),
