@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -80,3 +80,21 @@ def running_server(index_dir: Path, cache_dir: Path, *args: str, api_key: str = 
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05,
+             what: str = "the condition") -> Any:
+    """Poll ``condition()`` until it returns something truthy; return that, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def queue_stats(client: httpx.Client) -> dict[str, Any]:
+    """The worker queue's counters from /healthz (pending, running, completed, cancelled, refused...)."""
+    return client.get("/healthz").json()["queue"]

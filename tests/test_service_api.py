@@ -1,0 +1,293 @@
+"""The HTTP API of `winnow serve`, against a real server on 127.0.0.1 with the real smollm2-135m.
+
+One server (started once for the module: loading the model is the slow part) answers every test
+here, in file order: later tests rely on what earlier ones cached, as a real client's repeats would.
+Requests stay small (N=4, k=2, 8 answer tokens) so the module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from service_server import build_small_index, queue_stats, running_server, wait_for
+from small_corpus import PASSAGES
+
+pytestmark = pytest.mark.llm
+
+CORPUS = {p["id"]: p for p in PASSAGES}
+TINY = {"max_answer_tokens": 8}  # short answers: the tests check plumbing, not prose
+ASK = {"question": "What is the capital of France?", "n": 4, "k": 2, "options": TINY}
+RERANK_DOCS = ["Rome is the capital city of Italy.",
+               {"id": "fruit-1", "title": "Banana", "text": "A banana is an elongated, edible fruit."},
+               "The Nile is a major river in northeastern Africa."]
+RERANK = {"query": "What is the capital of Italy?", "documents": RERANK_DOCS, "return_documents": True,
+          "model": "rerank-english-v3.0", "max_chunks_per_doc": 10}  # the last two: a hosted API's client
+
+
+def text_of(doc: str | dict[str, Any]) -> str:
+    return doc if isinstance(doc, str) else doc["text"]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("service-api")
+    with running_server(build_small_index(folder), folder / "cache") as base:
+        with httpx.Client(base_url=base, timeout=120) as http:
+            yield http
+
+
+@pytest.fixture(scope="module")
+def first_answer(client) -> dict[str, Any]:
+    """ASK, computed by the model (the first request this server sees)."""
+    response = client.post("/v1/ask", json=ASK)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.fixture(scope="module")
+def first_rerank(client) -> dict[str, Any]:
+    response = client.post("/v1/rerank", json=RERANK)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def scores_by_text(body: dict[str, Any], documents: list[Any]) -> dict[str, float]:
+    return {text_of(documents[r["index"]]): r["relevance_score"] for r in body["results"]}
+
+
+# ---- describing the service ---------------------------------------------------------------------
+
+def test_health_models_methods_and_schema(client):
+    health = client.get("/healthz").json()
+    assert health["status"] == "ok" and health["model"] == "smollm2-135m" and health["method"] == "rankrag"
+    assert health["auth"] is False and health["call_cache"] is True
+    models = client.get("/v1/models").json()
+    assert models["object"] == "list"
+    assert {m["id"]: m["role"] for m in models["data"]}["smollm2-135m"] == "default"
+    assert "all-MiniLM-L6-v2" in [m["id"] for m in models["data"]]
+    methods = client.get("/v1/methods").json()
+    assert {"vanilla", "rankrag", "mainrag", "rrr", "rankgpt"} <= {m["name"] for m in methods["methods"]}
+    assert [m["name"] for m in methods["rerank_methods"]] == ["pointwise", "graded", "listwise", "embedding"]
+    assert methods["default"] == "rankrag" and methods["limits"]["max_n"] == 100
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/ask", "/v1/rerank", "/v1/search", "/v1/traces/{trace_id}", "/v1/models", "/v1/methods",
+            "/healthz"} <= set(schema["paths"])
+    assert schema["components"]["schemas"]["AskRequest"]["required"] == ["question"]
+    page = client.get("/")
+    assert page.status_code == 200 and "Winnow inspector" in page.text
+
+
+# ---- ask, search, traces ------------------------------------------------------------------------
+
+def test_ask_answers_with_ranked_passages_and_per_stage_scores(client, first_answer):
+    body = first_answer
+    assert body["question"] == ASK["question"] and body["method"] == "rankrag"
+    assert (body["settings"]["n"], body["settings"]["k"], body["settings"]["max_answer_tokens"]) == (4, 2, 8)
+    assert isinstance(body["answer"], str) and body["answer"].strip()
+    assert body["served_from"] == "llm" and re.fullmatch(r"[0-9a-f]{16}", body["trace_id"])
+    assert "trace" not in body  # only when asked for
+    passages = body["passages"]
+    assert [p["rank"] for p in passages] == [1, 2]
+    assert [p["score"] for p in passages] == sorted((p["score"] for p in passages), reverse=True)
+    first_stage = {p["id"]: rank for rank, p in enumerate(client.get(
+        "/v1/search", params={"q": ASK["question"], "k": 4}).json()["passages"], start=1)}
+    for p in passages:
+        assert p["text"] == CORPUS[p["id"]]["text"] and p["title"] == CORPUS[p["id"]]["title"]
+        assert [s["stage"] for s in p["scores"]] == ["bm25", "rerank"]
+        bm25, rerank = p["scores"]
+        assert bm25["rank"] == first_stage[p["id"]]  # the first stage's own rank, kept per passage
+        assert rerank["rank"] == p["rank"] and rerank["score"] == p["score"]
+        assert 0.0 <= rerank["score"] <= 1.0  # P("True")
+    assert body["usage"]["calls"] == 4 + 1  # one P("True") per retrieved passage, one answer
+    assert body["usage"]["cache_hits"] == 0 and body["usage"]["prompt_tokens"] > 0
+
+
+def test_the_trace_of_an_ask_has_every_stage(client, first_answer):
+    record = client.get(f"/v1/traces/{first_answer['trace_id']}").json()
+    assert record["status"] == "done" and record["kind"] == "ask"
+    assert record["request"]["question"] == ASK["question"]
+    assert record["request"]["settings"]["n"] == 4
+    result = record["result"]
+    assert result["answer"] == first_answer["answer"]
+    stages = {s["name"]: s for s in result["trace"]["stages"]}
+    assert list(stages) == ["retrieve", "rerank", "generate"]
+    assert (len(stages["retrieve"]["output"]), len(stages["rerank"]["input"]), len(stages["rerank"]["output"])) == (4, 4, 2)
+    assert len(stages["rerank"]["llm_calls"]) == 4 and len(stages["generate"]["llm_calls"]) == 1
+    assert stages["generate"]["details"]["answer"] == first_answer["answer"]
+    assert {p["id"] for p in first_answer["passages"]} <= set(result["trace"]["documents"])
+
+
+def test_an_unknown_trace_is_a_json_404(client):
+    response = client.get("/v1/traces/0123456789abcdef")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found" and response.json()["error"]["field"] == "trace_id"
+
+
+def test_a_repeated_ask_is_served_from_the_answer_cache(client, first_answer):
+    before = queue_stats(client)["completed"]
+    again = client.post("/v1/ask", json=dict(ASK, include_trace=True)).json()
+    assert again["served_from"] == "answer-cache"
+    assert again["original_trace_id"] == first_answer["trace_id"] != again["trace_id"]
+    assert again["answer"] == first_answer["answer"] and again["passages"] == first_answer["passages"]
+    assert [s["name"] for s in again["trace"]["stages"]] == ["retrieve", "rerank", "generate"]
+    assert queue_stats(client)["completed"] == before  # the model did not run
+
+
+def test_search_is_bm25_over_the_index(client):
+    body = client.get("/v1/search", params={"q": "capital of Italy", "k": 3}).json()
+    assert body["query"] == "capital of Italy" and body["retriever"] == "bm25"
+    assert [p["rank"] for p in body["passages"]] == [1, 2, 3]
+    assert body["passages"][0]["id"] == "rome"
+    assert [p["score"] for p in body["passages"]] == sorted((p["score"] for p in body["passages"]), reverse=True)
+
+
+def test_ask_streams_queue_and_progress_events_then_the_result(client):
+    events = []
+    question = "Which river is in Africa?"
+    with client.stream("POST", "/v1/ask", json={"question": question, "method": "vanilla", "k": 1,
+                                               "options": TINY, "stream": True}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for block in response.read().decode().split("\n\n"):
+            if block.strip():
+                name, data = (line.split(": ", 1)[1] for line in block.splitlines())
+                events.append((name, json.loads(data)))
+    names = [name for name, _ in events]
+    assert names[0] == "accepted" and names[-1] == "result"
+    assert {"queued", "started", "progress"} <= set(names)
+    assert any(data.get("stage") == "generate" for name, data in events if name == "progress")
+    result = events[-1][1]
+    assert result["trace_id"] == events[0][1]["trace_id"] and result["question"] == question
+    assert [p["id"] for p in result["passages"]] == ["nile"] and result["served_from"] == "llm"
+
+
+# ---- rerank -------------------------------------------------------------------------------------
+
+def test_rerank_has_the_shape_of_hosted_rerank_apis(first_rerank):
+    body = first_rerank
+    results = body["results"]
+    assert sorted(r["index"] for r in results) == [0, 1, 2]  # every document once
+    scores = [r["relevance_score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+    for r in results:
+        assert r["document"]["text"] == text_of(RERANK_DOCS[r["index"]])
+    fruit = next(r["document"] for r in results if r["index"] == 1)
+    assert fruit["id"] == "fruit-1" and fruit["title"] == "Banana"
+    assert body["method"] == "pointwise" and body["model"] == "smollm2-135m"
+    assert body["id"] == body["trace_id"] and body["served_from"] == "llm"
+    assert body["usage"]["calls"] == 3
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+    assert body["meta"]["documents"] == 3 and body["meta"]["ignored_fields"] == ["max_chunks_per_doc"]
+    assert "rerank-english-v3.0" in body["meta"]["notes"][0]
+
+
+def test_rerank_top_n_and_reordered_documents_reuse_the_scores(client, first_rerank):
+    top = client.post("/v1/rerank", json=dict(RERANK, top_n=1)).json()
+    assert top["served_from"] == "answer-cache"
+    assert top["results"] == first_rerank["results"][:1]
+    reordered = list(reversed(RERANK_DOCS))
+    again = client.post("/v1/rerank", json=dict(RERANK, documents=reordered)).json()
+    assert again["served_from"] == "call-cache"  # a new request, but every P("True") was computed before
+    assert scores_by_text(again, reordered) == scores_by_text(first_rerank, RERANK_DOCS)
+    assert [r["document"]["text"] for r in again["results"]] == [r["document"]["text"] for r in first_rerank["results"]]
+
+
+def test_rerank_by_embedding_needs_no_llm(client):
+    body = client.post("/v1/rerank", json={"query": "capital of Italy", "documents": RERANK_DOCS,
+                                           "method": "embedding"}).json()
+    assert body["served_from"] == "computed" and body["model"] == "all-MiniLM-L6-v2"
+    assert body["results"][0]["index"] == 0  # MiniLM does know which sentence is about Italy
+    assert body["usage"]["calls"] == 0
+
+
+def test_rerank_by_graded_relevance(client):
+    body = client.post("/v1/rerank", json={"query": "largest planet", "method": "graded",
+                                           "documents": ["Jupiter is the largest planet.", "Bananas are yellow."]}).json()
+    assert sorted(r["index"] for r in body["results"]) == [0, 1] and body["usage"]["calls"] == 2
+    scores = [r["relevance_score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)  # (E[grade] - 1) / 4
+
+
+# ---- concurrency, the worker queue, timeouts and cancellation -----------------------------------
+
+def test_concurrent_requests_each_get_their_own_answer(client, index):
+    questions = ["Who painted the Mona Lisa?", "What is the largest planet?", "What is the capital of Germany?",
+                 "What fruit is elongated and edible?"]
+    asks = [{"question": q, "n": 2, "k": 1, "options": TINY} for q in questions]
+    reranks = [{"query": f"query number {i} about {topic}", "return_documents": True,
+                "documents": [{"id": f"r{i}-d{j}", "text": f"{topic} note {j} of request {i}."} for j in range(2)]}
+               for i, topic in enumerate(["rivers", "planets", "paintings"])]
+    with ThreadPoolExecutor(len(asks) + len(reranks)) as pool:
+        ask_futures = [pool.submit(client.post, "/v1/ask", json=body) for body in asks]
+        rerank_futures = [pool.submit(client.post, "/v1/rerank", json=body) for body in reranks]
+        answers = [f.result() for f in ask_futures]
+        reranked = [f.result() for f in rerank_futures]
+    assert all(r.status_code == 200 for r in answers + reranked), [r.text for r in answers + reranked]
+    for body, response in zip(asks, answers):
+        got = response.json()
+        own = {p.id for p in index.search(body["question"], k=2).passages}  # its own first stage
+        assert got["question"] == body["question"] and got["passages"][0]["id"] in own
+        assert got["usage"]["calls"] == len(own) + 1  # a P("True") per retrieved passage, then the answer
+        assert client.get(f"/v1/traces/{got['trace_id']}").json()["request"]["question"] == body["question"]
+    for body, response in zip(reranks, reranked):
+        got = response.json()
+        assert sorted(r["document"]["id"] for r in got["results"]) == [d["id"] for d in body["documents"]]
+        assert client.get(f"/v1/traces/{got['trace_id']}").json()["request"]["query"] == body["query"]
+    waited = [r.json()["queue_seconds"] for r in answers + reranked]
+    assert max(waited) > 0.1  # they really queued for the one model
+
+
+def test_cached_requests_skip_the_queue_and_a_closed_stream_frees_its_slot(client, first_answer, first_rerank):
+    long_ask = {"question": "Who painted the Mona Lisa, and when?", "method": "mainrag", "n": 8, "stream": True,
+                "options": {"max_document_answer_tokens": 48, "max_answer_tokens": 48}}
+    before = queue_stats(client)
+    with httpx.Client(base_url=str(client.base_url), timeout=60) as streamer:
+        with streamer.stream("POST", "/v1/ask", json=long_ask) as stream:
+            lines = stream.iter_lines()
+            trace_id = json.loads(next(line for line in lines if line.startswith("data:"))[5:])["trace_id"]
+            next(line for line in lines if line == "event: started")  # the model is now busy with it
+            started = time.perf_counter()
+            again = client.post("/v1/ask", json=ASK).json()
+            rotated = RERANK_DOCS[1:] + RERANK_DOCS[:1]
+            reranked = client.post("/v1/rerank", json=dict(RERANK, documents=rotated)).json()
+            waited = time.perf_counter() - started
+            assert again["served_from"] == "answer-cache" and again["answer"] == first_answer["answer"]
+            assert reranked["served_from"] == "call-cache"
+            assert scores_by_text(reranked, rotated) == scores_by_text(first_rerank, RERANK_DOCS)
+            stats = queue_stats(client)
+            assert stats["running"] and stats["pending"] == 1, "the long request ended too soon for this test"
+            assert waited < 5, waited
+            # An uncached request waits in the queue behind it and times out there.
+            timed_out = client.post("/v1/ask", json={"question": "Where is Berlin?", "k": 1, "method": "vanilla",
+                                                     "options": TINY, "timeout": 0.5})
+            assert timed_out.status_code == 504, timed_out.text
+            assert timed_out.json()["error"]["type"] == "timeout" and timed_out.json()["error"]["field"] == "timeout"
+            stats = queue_stats(client)
+            assert stats["pending"] == 1 and stats["cancelled"] == before["cancelled"] + 1  # left the queue at once
+        # Closing the stream is the client going away: the running request is cancelled.
+    freed = wait_for(lambda: (s := queue_stats(client))["pending"] == 0 and s, timeout=30, what="the slot to free")
+    assert freed["cancelled"] == before["cancelled"] + 2 and freed["completed"] == before["completed"]
+    assert client.get(f"/v1/traces/{trace_id}").json()["status"] == "cancelled"
+    after = client.post("/v1/ask", json={"question": "Where is Berlin?", "k": 1, "method": "vanilla", "options": TINY})
+    assert after.status_code == 200 and after.json()["served_from"] == "llm"
+
+
+def test_a_timed_out_running_request_is_cancelled_and_the_next_succeeds(client):
+    before = queue_stats(client)
+    slow = {"question": "Which city is the capital of Italy?", "n": 8, "k": 2, "options": TINY}
+    started = time.perf_counter()
+    response = client.post("/v1/ask", json=dict(slow, timeout=0.5))
+    assert response.status_code == 504 and time.perf_counter() - started < 5
+    assert response.json()["error"]["type"] == "timeout" and response.json()["error"]["field"] == "timeout"
+    # The job stops at its next LLM call, long before its 8 + 1 calls would be done.
+    freed = wait_for(lambda: (s := queue_stats(client))["pending"] == 0 and s, timeout=30, what="the slot to free")
+    assert freed["cancelled"] == before["cancelled"] + 1 and freed["completed"] == before["completed"]
+    after = client.post("/v1/ask", json={"question": "Which city is the capital of Italy?", "n": 2, "k": 1,
+                                         "options": TINY})
+    assert after.status_code == 200 and after.json()["passages"][0]["id"] in CORPUS

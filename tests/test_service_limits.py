@@ -1,0 +1,225 @@
+"""Auth and every request limit of `winnow serve`, against a real server with tight limits.
+
+The server runs with an API key (from WINNOW_API_KEY, as a deployment would set it) and small
+ceilings, so each limit can be hit with a small request. Every refusal must be a 4xx JSON body
+``{"error": {"type", "message", "field"}}`` naming the field at fault. Most refusals happen
+before any model work; the queue-full test is the one that needs the model busy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from service_server import build_small_index, queue_stats, running_server, wait_for
+
+pytestmark = pytest.mark.llm
+
+KEY = "test-key-5f2c"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+LIMITS = ["--max-question-chars", "100", "--max-documents", "4", "--max-document-chars", "200", "--max-n", "6",
+          "--max-k", "3", "--max-body-bytes", "4000", "--max-pending", "1", "--timeout", "20"]
+ROUTES = [("GET", "/v1/models"), ("GET", "/v1/methods"), ("GET", "/v1/search?q=rome"),
+          ("GET", "/v1/traces/0123456789abcdef"), ("POST", "/v1/ask"), ("POST", "/v1/rerank")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("service-limits")
+    with running_server(build_small_index(folder), folder / "cache", *LIMITS, api_key=KEY) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """A client that sends the key."""
+    with httpx.Client(base_url=server, headers=AUTH, timeout=60) as http:
+        yield http
+
+
+def refused(response: httpx.Response, status: int, field: str | None) -> dict:
+    """Check a JSON refusal and return its error."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert set(error) == {"type", "message", "field"} and error["message"]
+    assert error["field"] == field, error
+    return error
+
+
+# ---- auth ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method,path", ROUTES)
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-key", f"Basic {KEY}", f"Bearer {KEY}x", "Bearer"])
+def test_every_v1_route_needs_the_key(server, method, path, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+    response = httpx.request(method, server + path, headers=headers, json={"question": "x"})
+    error = refused(response, 401, "Authorization")
+    assert error["type"] == "unauthorized" and "Authorization: Bearer" in error["message"]
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("method,path", [r for r in ROUTES if r[0] == "GET"])
+def test_the_key_opens_every_route(client, method, path):
+    response = client.request(method, path)
+    assert response.status_code == (404 if "traces" in path else 200), response.text  # 404: past the guard
+
+
+def test_health_inspector_and_schema_need_no_key(server):
+    health = httpx.get(f"{server}/healthz").json()
+    assert health["status"] == "ok" and health["auth"] is True
+    assert "Winnow inspector" in httpx.get(f"{server}/").text
+    assert "/v1/ask" in httpx.get(f"{server}/openapi.json").json()["paths"]
+
+
+def test_the_key_is_checked_before_the_body_is_read(server):
+    response = httpx.post(f"{server}/v1/ask", content=b"{not json", headers={"Content-Type": "application/json"})
+    refused(response, 401, "Authorization")
+
+
+def test_the_limits_are_published(client):
+    limits = client.get("/v1/methods").json()["limits"]
+    assert (limits["max_question_chars"], limits["max_documents"], limits["max_n"], limits["max_k"]) == (100, 4, 6, 3)
+    assert limits["max_pending"] == 1 and limits["timeout"] == 20
+
+
+def test_defaults_above_the_ceilings_are_lowered_to_them(client):
+    """The methods' default N=20 and k=5 (and search's k=10) exceed --max-n 6 and --max-k 3: a
+    request that leaves them out gets the ceilings, and is refused only for what it asked."""
+    methods = client.get("/v1/methods").json()
+    for method in methods["methods"]:
+        assert method["defaults"]["n"] == 6 and method["defaults"]["k"] == 3, method
+    assert len(client.get("/v1/search", params={"q": "capital painted fruit planet river"}).json()["passages"]) == 6
+    # Over the question limit, not "n: got 20": the only thing wrong is what the client sent.
+    refused(client.post("/v1/ask", json={"question": "q" * 101}), 422, "question")
+    refused(client.post("/v1/ask", json={"question": "x", "n": 2, "method": "magic"}), 422, "method")  # k: 2
+
+
+# ---- malformed and oversized bodies -------------------------------------------------------------
+
+@pytest.mark.parametrize("body", [b"{\"question\": ", b"{'question': 'single quotes'}", b"question=what",
+                                  b"{\"question\": \"x\",}"])
+def test_malformed_json_is_a_400(client, body):
+    error = refused(client.post("/v1/ask", content=body, headers={"Content-Type": "application/json"}), 400, "body")
+    assert error["type"] == "malformed_json"
+
+
+def test_a_form_labelled_body_is_read_as_json(client):
+    """`curl -d '{...}'` sends JSON labelled as a form; the limit check below proves it was parsed."""
+    response = client.post("/v1/ask", content=json.dumps({"question": "x", "n": 7}),
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+    refused(response, 422, "n")
+
+
+def test_a_body_over_the_limit_is_a_413_declared_or_chunked(client):
+    big = json.dumps({"query": "q", "documents": ["word " * 30] * 30}).encode()
+    assert len(big) > 4000
+    refused(client.post("/v1/rerank", content=big, headers={"Content-Type": "application/json"}), 413, "body")
+
+    def chunks():  # no Content-Length: the server must count as it reads
+        for start in range(0, len(big), 1000):
+            yield big[start:start + 1000]
+
+    response = client.post("/v1/rerank", content=chunks(), headers={"Content-Type": "application/json"})
+    assert "content-length" not in response.request.headers
+    refused(response, 413, "body")
+
+
+# ---- field limits -------------------------------------------------------------------------------
+
+ASK_REFUSALS = [
+    ({"question": "q" * 101}, "question"),
+    ({"question": "   "}, "question"),
+    ({}, "question"),
+    ({"question": 42}, "question"),
+    ({"question": "x", "n": 7}, "n"),
+    ({"question": "x", "n": 0}, "n"),
+    ({"question": "x", "n": "5"}, "n"),
+    ({"question": "x", "n": 6, "k": 4}, "k"),
+    ({"question": "x", "n": 2, "k": 3}, "k"),  # k above n
+    ({"question": "x", "k": 0}, "k"),
+    ({"question": "x", "method": "magic"}, "method"),
+    ({"question": "x", "options": {"max_answer_tokens": 513}}, "options.max_answer_tokens"),
+    ({"question": "x", "options": {"max_answer_tokens": "8"}}, "options.max_answer_tokens"),
+    ({"question": "x", "options": {"temperature": 1}}, "options.temperature"),
+    ({"question": "x", "timeout": 21}, "timeout"),
+    ({"question": "x", "timeout": 0}, "timeout"),
+    ({"question": "x", "stream": "yes"}, "stream"),
+    ({"question": "x", "qestion": "typo"}, "qestion"),
+]
+
+
+@pytest.mark.parametrize("body,field", ASK_REFUSALS, ids=[f for _, f in ASK_REFUSALS])
+def test_ask_refusals_name_the_field(client, body, field):
+    error = refused(client.post("/v1/ask", json=body), 422, field)
+    assert error["type"] == "invalid_request" and field.split(".")[-1] in error["message"]
+
+
+def test_limits_are_inclusive(client):
+    """A question of exactly the limit, N and k at their ceilings, pass their own checks: the
+    request is refused by the next check (the unknown method) instead."""
+    body = {"question": "q" * 100, "n": 6, "k": 3, "timeout": 20, "method": "magic"}
+    refused(client.post("/v1/ask", json=body), 422, "method")
+    documents = ["d" * 200] * 4
+    refused(client.post("/v1/rerank", json={"query": "q" * 100, "documents": documents, "method": "magic"}),
+            422, "method")
+
+
+RERANK_REFUSALS = [
+    ({"query": "q", "documents": ["a"] * 5}, "documents"),
+    ({"query": "q", "documents": []}, "documents"),
+    ({"query": "q" * 101, "documents": ["a"]}, "query"),
+    ({"query": "q", "documents": ["a", "b" * 201]}, "documents[1]"),
+    ({"query": "q", "documents": [{"id": "x", "text": "b" * 201}]}, "documents[0].text"),
+    ({"query": "q", "documents": ["a", ""]}, "documents[1]"),
+    ({"query": "q", "documents": ["a", 5]}, "documents[1]"),
+    ({"query": "q", "documents": [{"id": "x"}]}, "documents[0].text"),
+    ({"query": "q", "documents": "a single string"}, "documents"),
+    ({"documents": ["a"]}, "query"),
+    ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n"),
+    ({"query": "q", "documents": ["a"], "top_n": 5}, "top_n"),
+    ({"query": "q", "documents": ["a"], "method": "bogus"}, "method"),
+    ({"query": "q", "documents": ["a"], "options": {"window": 3}}, "options.window"),
+    ({"query": "q", "documents": ["a"], "method": "listwise", "options": {"window": 1}}, "options.window"),
+    ({"query": "q", "documents": ["a"], "method": "listwise", "options": {"window": 4, "step": 5}}, "options.step"),
+    ({"query": "q", "documents": ["a"], "timeout": 25}, "timeout"),
+]
+
+
+@pytest.mark.parametrize("body,field", RERANK_REFUSALS, ids=[f for _, f in RERANK_REFUSALS])
+def test_rerank_refusals_name_the_field(client, body, field):
+    assert refused(client.post("/v1/rerank", json=body), 422, field)["type"] == "invalid_request"
+
+
+@pytest.mark.parametrize("params,field", [({"q": "rome", "k": 7}, "k"), ({"q": "rome", "k": 0}, "k"),
+                                          ({"q": "q" * 101}, "q"), ({"q": " "}, "q"), ({}, "q"),
+                                          ({"q": "rome", "k": "many"}, "k")])
+def test_search_refusals_name_the_field(client, params, field):
+    refused(client.get("/v1/search", params=params), 422, field)
+
+
+def test_unknown_routes_and_methods_are_json(client):
+    assert refused(client.get("/v1/nothing-here"), 404, None)["type"] == "not_found"
+    assert refused(client.delete("/v1/ask"), 405, None)["type"] == "method_not_allowed"
+
+
+# ---- the queue ------------------------------------------------------------------------------------
+
+def test_a_full_queue_is_a_503_and_other_routes_still_answer(client):
+    """With --max-pending 1, a second model request while one runs is refused at once."""
+    busy = {"question": "Which city is the capital of Germany?", "n": 6, "k": 1, "stream": True,
+            "options": {"max_answer_tokens": 48}}
+    waiting = {"question": "Where is the Nile?", "method": "vanilla", "k": 1, "options": {"max_answer_tokens": 8}}
+    with httpx.Client(base_url=str(client.base_url), headers=AUTH, timeout=60) as streamer:
+        with streamer.stream("POST", "/v1/ask", json=busy) as stream:
+            next(line for line in stream.iter_lines() if line == "event: started")
+            response = client.post("/v1/ask", json=waiting)
+            assert refused(response, 503, None)["type"] == "busy"
+            assert response.headers["retry-after"] == "5"
+            assert client.get("/v1/search", params={"q": "Nile", "k": 1}).json()["passages"][0]["id"] == "nile"
+            assert queue_stats(client)["refused"] >= 1
+    wait_for(lambda: queue_stats(client)["pending"] == 0, timeout=30, what="the closed stream's slot")
+    response = client.post("/v1/ask", json=waiting)
+    assert response.status_code == 200 and response.json()["passages"][0]["id"] == "nile"
