@@ -1,12 +1,14 @@
 """The web inspector end to end: a real browser asks a real server (smollm2-135m) a question.
 
 Drives Debian's Chromium through Playwright (never a downloaded browser) against `winnow serve`
-on 127.0.0.1, checks that the answer and every stage render, and saves the page as
-docs/inspector.png, the screenshot the docs show.
+on 127.0.0.1, checks that the answer and every stage render, and saves a screenshot of the page: in the test's
+temporary folder, or with WINNOW_UPDATE_SCREENSHOT=1 as docs/inspector.png, the one the docs show
+(so a test run never rewrites a tracked file by accident).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.llm
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "inspector.png"
 QUESTION = "What is the capital of France?"
 
 
@@ -70,7 +72,7 @@ def ask(page, question: str, method: str, n: int, k: int, max_answer_tokens: int
     page.click("#ask-button")
 
 
-def test_asking_shows_the_answer_and_every_stage(page):
+def test_asking_shows_the_answer_and_every_stage(page, tmp_path):
     assert "smollm2-135m" in page.inner_text("#server")
     assert {"vanilla", "rankrag", "mainrag", "rrr", "rankgpt"} <= set(page.eval_on_selector_all(
         "#method option", "options => options.map(o => o.value)"))
@@ -97,8 +99,9 @@ def test_asking_shows_the_answer_and_every_stage(page):
     trace_id = re.search(r"#trace=([0-9a-f]{16})$", page.url).group(1)
     assert page.inner_text("#answer-meta a.chip").endswith(trace_id)
 
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    screenshot = DOCS_SCREENSHOT if os.environ.get("WINNOW_UPDATE_SCREENSHOT") == "1" else tmp_path / "inspector.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.stat().st_size > 10_000  # a rendered page, not an empty image
 
     # The same request again is answered from the answer cache; a reload shows the trace by id.
     page.click("#ask-button")
