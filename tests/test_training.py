@@ -320,6 +320,18 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tuned, ranking_blend, tm
         train_sft(settings(ranking_blend, out, lr=1e-4))
 
 
+def test_a_finished_run_is_not_trained_again(ranking_blend, tmp_path):
+    from winnow.training.sft import train_sft
+
+    out = tmp_path / "finished"
+    first = train_sft(settings(ranking_blend, out, max_steps=2))
+    adapter = (out / "model" / "adapter_model.safetensors").read_bytes()
+    again = train_sft(settings(ranking_blend, out, max_steps=2))
+    assert (first.steps, again.steps) == (2, 2) and len(losses(out)) == 2
+    assert (out / "model" / "adapter_model.safetensors").read_bytes() == adapter
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2"]
+
+
 # --- the transformers backend -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

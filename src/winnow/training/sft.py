@@ -22,7 +22,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +225,10 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     # the same record and the same checkpoints, so every process makes the same resume decision.
     with args.main_process_first(desc="preparing the run folder"):
         resume = _prepare_out(out, record, overwrite=overwrite and args.process_index == 0) and settings.resume
+    finished = _finished_run(out, settings) if resume else None
+    if finished is not None:
+        status(f"already trained: {finished.steps} steps")
+        return finished
     status(f"loading {base.name}")
     model, tokenizer = load_model(base)
     status(f"tokenising {len(rows)} examples")
@@ -254,6 +258,24 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
         summary = {**asdict(report), "out": str(out), "components": dict(blend.components),
                    "prompt_not_prefix": blend.prompt_mismatch}
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _finished_run(out: Path, settings: SFTSettings) -> SFTReport | None:
+    """The report of a run that already reached ``max_steps`` and saved its model, else None.
+
+    Resuming the Trainer from a checkpoint at ``max_steps`` would still take one more optimiser
+    step (and change the model), so a finished run is not handed to it again.
+    """
+    summary_file = out / "summary.json"
+    if settings.max_steps is None or not summary_file.is_file() or not (out / "model").is_dir():
+        return None
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    if summary.get("steps", 0) < settings.max_steps:
+        return None
+    known = {f.name for f in fields(SFTReport)}
+    report = SFTReport(**{key: value for key, value in summary.items() if key in known})
+    report.out = out
     return report
 
 
