@@ -27,6 +27,8 @@ from winnow.evaluation.answers import (
     token_f1,
 )
 from winnow.evaluation.metrics import compute_metrics, stage_labels
+from winnow.evaluation.paired import paired_difference, sign_test_p
+from winnow.evaluation.report import LoadedRun, paired_table
 from winnow.evaluation.retrieval import answer_ranks, answer_recall, qrels_metrics, run_from_ranked
 from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
@@ -204,6 +206,43 @@ def record(qid, stages, *, first=(), final=(), accuracy=0.0, seconds=1.0, calls=
             "stages": [entry(*s) for s in stages], "final": {"ids": ["x"] * 2, "answer_ranks": list(final)},
             "usage": {"calls": calls, "cache_hits": 1, "prompt_tokens": 10 * calls, "completion_tokens": calls,
                       "seconds": seconds}, "seconds": seconds, "method_seconds": seconds}
+
+
+def test_sign_test_hand_computed():
+    # 8 wins, 1 loss: 2 * (C(9,0) + C(9,1)) / 2^9 = 20/512.
+    assert sign_test_p(8, 1) == pytest.approx(20 / 512)
+    assert sign_test_p(1, 8) == sign_test_p(8, 1)
+    assert sign_test_p(3, 3) == 1.0 and sign_test_p(0, 0) == 1.0
+    assert sign_test_p(10, 0) == pytest.approx(2 / 1024)
+
+
+def test_paired_difference_counts_ties_and_brackets_the_mean():
+    reference = [1, 0, 0, 1, 0, 1, 0, 0, 1, 0]
+    other = [1, 1, 1, 1, 0, 0, 1, 0, 1, 1]
+    diff = paired_difference(reference, other)
+    assert (diff.questions, diff.wins, diff.losses, diff.ties) == (10, 4, 1, 5)
+    assert diff.mean_difference == pytest.approx(0.3)
+    assert diff.low <= 0.3 <= diff.high and -1 <= diff.low < diff.high <= 1
+    assert diff.p_value == pytest.approx(2 * (1 + 5) / 32)
+    assert paired_difference(reference, reference).low == paired_difference(reference, reference).high == 0
+    with pytest.raises(ValueError, match="same questions"):
+        paired_difference([1, 0], [1])
+
+
+def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
+    def run(name, method, accuracies, ids=("a", "b", "c", "d")):
+        records = [{"id": qid, "scores": {"accuracy": acc, "f1": acc / 2}} for qid, acc in zip(ids, accuracies)]
+        metrics = {"run": {"method": method, "label": name}}
+        return LoadedRun(tmp_path / name, {}, metrics, records)
+
+    vanilla = run("plain", "vanilla", [0, 1, 0, 0])
+    better = run("ranked", "rankrag", [1, 1, 1, 0])
+    elsewhere = run("other set", "rankrag", [1, 1, 1, 1], ids=("e", "f", "g", "h"))
+    table = paired_table([vanilla, better, elsewhere])
+    rows = [line for line in table.splitlines() if line.startswith("| ranked")]
+    assert rows == ["| ranked | plain | 4 | 2/0/2 | +50.0 [+0.0, +100.0] | 0.50 | +25.0 [+0.0, +50.0] | 0.50 |"]
+    assert "other set" not in table  # no vanilla run answered its questions
+    assert paired_table([better, elsewhere]) is None
 
 
 def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():

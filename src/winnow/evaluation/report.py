@@ -20,6 +20,7 @@ from typing import Any
 from ..datasets.atomic import write_text_atomic
 from ..errors import InputError, WinnowError
 from . import plots
+from .paired import paired_difference
 from .runfolder import RunFolder
 
 
@@ -178,6 +179,28 @@ def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: di
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
 
 
+def paired_table(runs: Sequence[LoadedRun]) -> str | None:
+    """Each run against the vanilla run on the same questions (see :mod:`.paired`); None without one."""
+    references = {run.question_ids: run for run in runs if run.metrics["run"]["method"] == "vanilla"}
+    header = ["run", "against", "questions", "Acc. wins/losses/ties", "Δ Acc. [95% CI]", "p (Acc.)",
+              "Δ F1 [95% CI]", "p (F1)"]
+    rows = []
+    for run in runs:
+        reference = references.get(run.question_ids)
+        if reference is None or reference is run:
+            continue
+        cells = [run.label, reference.label, str(len(run.records))]
+        for metric in ("accuracy", "f1"):
+            diff = paired_difference([r["scores"][metric] for r in reference.records],
+                                     [r["scores"][metric] for r in run.records])
+            if metric == "accuracy":
+                cells.append(f"{diff.wins}/{diff.losses}/{diff.ties}")
+            cells += [f"{100 * diff.mean_difference:+.1f} [{100 * diff.low:+.1f}, {100 * diff.high:+.1f}]",
+                      f"{diff.p_value:.2f}"]
+        rows.append(cells)
+    return md_table(header, rows) if rows else None
+
+
 def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float, bool]]]:
     """Runs that differ only in N, grouped (RankRAG Fig. 5); groups with one N are left out."""
     groups: dict[str, dict[int, tuple[int, float, float, bool]]] = defaultdict(dict)
@@ -270,6 +293,13 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
         parts.append(f"\nLeft out (no answered question yet): {', '.join(empty)}")
     parts += ["", "## Answers and cost", "", answers_table(runs, bases, by_run), "",
               "## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases, by_run)]
+    paired = paired_table(runs)
+    if paired:
+        parts += ["", "## Against plain RAG, question by question", "",
+                  "Each run against the vanilla run on the same questions: wins, losses and ties in accuracy, "
+                  "the mean difference in points with a paired bootstrap 95% interval, and the exact two-sided "
+                  "sign test (McNemar's for accuracy). An interval that spans 0 is not a measured gain.", "",
+                  paired]
     if any(run.metrics.get("qrels") for run in runs):
         parts += ["", "## Relevance judgements (qrels, ir-measures)", "", qrels_table(runs, bases, by_run)]
     parts += ["", "## Plots", ""]
