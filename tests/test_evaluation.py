@@ -458,3 +458,22 @@ def test_a_question_the_backend_refuses_is_recorded_skipped_and_retried(tmp_path
     again = winnow(*args)  # resuming retries it (and it fails again, recorded again)
     assert "1 already answered, 1 to ask" in again.stderr
     assert len(read_lines(tmp_path / "run" / "errors.jsonl")) == 2
+
+
+@pytest.mark.llm
+def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path):
+    fused = tmp_path / "fused"
+    result = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2", "--limit", "2",
+                               "--fusion-alpha", "0.5", "--max-answer-tokens", "8"))
+    assert "rankrag smollm2-135m N=4 k=2 α=0.5" in result.stdout
+    metrics = json.loads((fused / "metrics.json").read_text())
+    assert metrics["run"]["settings"]["fusion_alpha"] == 0.5 and metrics["run"]["settings"]["max_answer_tokens"] == 8
+    for record in read_lines(fused / "answers.jsonl"):
+        stages = {s["stage"]: s for s in record["stages"]}
+        assert list(stages) == ["retrieve", "rerank", "fusion", "generate"]
+        assert sorted(stages["rerank"]["ids"]) == sorted(stages["retrieve"]["ids"])  # every P(True) kept for the blend
+        assert record["final"]["ids"] == stages["fusion"]["ids"][:2]
+        assert record["usage"]["completion_tokens"] <= 8
+    # The weight is part of the run's identity: the paper's setting cannot resume into this folder.
+    refused = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2"), check=False)
+    assert refused.returncode == 2 and "fusion_alpha: 0.5 → 0.0" in refused.stderr

@@ -134,6 +134,10 @@ FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
                                                                       "e.g. --set window=20.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
+FusionAlphaOption = Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
+                                                                                   "scores (0 = the paper).")]
+MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
+                                                              help="Longest answer the reader may write.")]
 
 
 RUN_FLAGS = ("method", "model", "backend", "base_url", "retriever", "judge_model", "final_model")
@@ -170,9 +174,8 @@ def ask(
     retriever: RetrieverOption = None,
     n: NOption = None,
     k: KOption = None,
-    fusion_alpha: Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
-                                                                                 "scores (0 = the paper).")] = None,
-    max_answer_tokens: Annotated[Optional[int], typer.Option("--max-answer-tokens")] = None,
+    fusion_alpha: FusionAlphaOption = None,
+    max_answer_tokens: MaxAnswerTokensOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     assignments: SetOption = None,

@@ -18,8 +18,10 @@ from ..cli import (
     BaseUrlOption,
     ConfigOption,
     FinalModelOption,
+    FusionAlphaOption,
     JudgeModelOption,
     KOption,
+    MaxAnswerTokensOption,
     MethodOption,
     NOption,
     RetrieverOption,
@@ -93,6 +95,8 @@ def evaluate(
     retriever: RetrieverOption = None,
     n: NOption = None,
     k: KOption = None,
+    fusion_alpha: FusionAlphaOption = None,
+    max_answer_tokens: MaxAnswerTokensOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     assignments: SetOption = None,
@@ -116,7 +120,8 @@ def evaluate(
     from ..pipeline import Pipeline
 
     spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k)
+                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+                       fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
     started = time.perf_counter()

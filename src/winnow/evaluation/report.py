@@ -198,7 +198,7 @@ def paired_table(runs: Sequence[LoadedRun]) -> str | None:
             cells += [f"{100 * diff.mean_difference:+.1f} [{100 * diff.low:+.1f}, {100 * diff.high:+.1f}]",
                       f"{diff.p_value:.2f}"]
         rows.append(cells)
-    return md_table(header, rows) if rows else None
+    return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2)) if rows else None
 
 
 def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float, bool]]]:
@@ -206,9 +206,9 @@ def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, floa
     groups: dict[str, dict[int, tuple[int, float, float, bool]]] = defaultdict(dict)
     for run in runs:
         r = run.metrics["run"]
-        others = {key: value for key, value in r["settings"].items() if key != "n"}
-        label = " ".join([r["method"], r["model"], *(f"{key}={value}" for key, value in others.items()
-                                                     if key in ("k", "judge_n", "window"))])
+        shown = {key: value for key, value in r["settings"].items()
+                 if key in ("k", "judge_n", "window") or (key == "fusion_alpha" and value)}
+        label = " ".join([r["method"], r["model"], *(f"{key}={value}" for key, value in shown.items())])
         if r["retriever"] != "bm25":
             label += f" {r['retriever']}"
         n = int(r["settings"]["n"])

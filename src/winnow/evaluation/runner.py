@@ -206,6 +206,8 @@ def run_label(spec: Any) -> str:
         parts.append(f"N={settings.get('n')}")
     if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
         parts.append(f"k={settings.get('k')}")
+    if settings.get("fusion_alpha"):
+        parts.append(f"α={settings['fusion_alpha']:g}")
     if spec.retriever != "bm25":
         parts.append(spec.retriever)
     return " ".join(parts)
