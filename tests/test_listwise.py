@@ -264,3 +264,28 @@ def test_listwise_reranker_with_the_real_model(llm):
         assert sorted(record["ranked_ids"]) == sorted(record["ids"])
         assert call.completion_tokens <= record["max_tokens"]
         assert call.messages[-1]["content"].startswith("Rank the 4 passages above")
+
+
+@pytest.mark.parametrize("method", ["rankgpt", "rrr"])
+def test_the_listwise_prompt_is_a_setting_of_both_listwise_methods(method, llm, index):
+    from winnow.methods import build_method
+    from winnow.errors import WinnowError
+
+    default = build_method(method, index=index, llm=llm, n=4, k=2)
+    assert default.reranker.template.name == "rrr.listwise"
+    chosen = build_method(method, index=index, llm=llm, n=4, k=2, listwise_prompt="rankgpt")
+    assert chosen.reranker.template.name == "rrr.listwise_rankgpt"
+    with pytest.raises(WinnowError, match="listwise_prompt must be one of rrr, rankgpt"):
+        build_method(method, index=index, llm=llm, n=4, k=2, listwise_prompt="gpt4")
+
+
+def test_rankgpt_with_the_released_prompt_asks_with_the_query_last(llm, index):
+    from winnow.methods import build_method
+
+    answer = build_method("rankgpt", index=index, llm=llm, n=4, k=2, listwise_prompt="rankgpt",
+                          max_answer_tokens=8).ask("Which city is the capital of France?")
+    stage = next(s for s in answer.trace.stages if s.name == "listwise")
+    assert stage.settings["prompt"] == "rrr.listwise_rankgpt"
+    assert all(call.messages[-1]["content"].startswith("Search Query: Which city is the capital of France?")
+               for call in stage.llm_calls) and stage.llm_calls
+    assert answer.settings["listwise_prompt"] == "rankgpt"

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..llm.client import LLM
+from ..prompts import listwise_prompt
 from ..records import CandidateList, Query, Trace
 from ..stages import ListwiseReranker, Reader, Retriever
 from ..stages.fusion import ScoreFusion
+from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
 
@@ -21,6 +23,11 @@ class RankGPTSettings(RerankingSettings):
     window: int = 10
     step: int = 5
     max_passage_words: int = 300
+    listwise_prompt: str = "rrr"  # or "rankgpt" (stages.listwise.LISTWISE_PROMPTS)
+
+    def validate(self, method: str) -> None:
+        super().validate(method)
+        check_listwise_prompt(self.listwise_prompt)
 
 
 class RankGPT(Method):
@@ -33,7 +40,8 @@ class RankGPT(Method):
         super().__init__(settings)
         self.retriever = Retriever(index, n=settings.n)
         self.reranker = ListwiseReranker(llm, window=settings.window, step=settings.step,
-                                         max_words=settings.max_passage_words, keep=None)
+                                         max_words=settings.max_passage_words, keep=None,
+                                         template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
         self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..llm.client import LLM
+from ..prompts import listwise_prompt
 from ..records import Candidate, CandidateList, Query, StageScore, Trace
 from ..stages import GradedRelevanceReranker, ListwiseReranker, Reader
 from ..stages.base import stage_record
 from ..stages.graded import RelevanceGrade
+from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex
 from ..stages.rewrite import QueryRewriter
 from .base import Method, MethodSettings
@@ -40,6 +42,11 @@ class RRRSettings(MethodSettings):
     step: int = 5  # RankGPT step s
     max_passage_words: int = 300  # RankGPT truncates passages to 300 words
     max_rewrite_tokens: int = 48
+    listwise_prompt: str = "rrr"  # App. A.3 as printed; or "rankgpt" (stages.listwise.LISTWISE_PROMPTS)
+
+    def validate(self, method: str) -> None:
+        super().validate(method)
+        check_listwise_prompt(self.listwise_prompt)
 
 
 class RRR(Method):
@@ -57,7 +64,8 @@ class RRR(Method):
         self.relevance = GradedRelevanceReranker(relevance_llm or llm, name="relevance")
         self.rewriter = QueryRewriter(rewrite_llm or llm, max_tokens=settings.max_rewrite_tokens)
         self.reranker = ListwiseReranker(rerank_llm or llm, window=settings.window, step=settings.step,
-                                         max_words=settings.max_passage_words, keep=None)
+                                         max_words=settings.max_passage_words, keep=None,
+                                         template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
 
     def _retrieve_and_filter(self, query: Query, rewrite: str, round_number: int, trace: Trace,

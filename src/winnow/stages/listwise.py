@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import WinnowError
 from ..llm.client import LLM
 from ..prompts import ListwisePromptTemplate, listwise_prompt
 from ..records import CandidateList, Trace
@@ -70,6 +71,20 @@ def parse_permutation(text: str, n: int) -> list[int]:
     given = _ids_given(text, n)
     named = set(given)
     return given + [i for i in range(n) if i not in named]
+
+
+#: The listwise prompts a method may choose (``--set listwise_prompt=…``): RRR App. A.3 as printed
+#: (the papers' default), or rank_gpt.py as RankGPT released it, which repeats the query before the
+#: instruction and uses ">" as the separator.
+LISTWISE_PROMPTS = {"rrr": "rrr.listwise", "rankgpt": "rrr.listwise_rankgpt"}
+
+
+def check_listwise_prompt(choice: object) -> str:
+    """The template name for a ``listwise_prompt`` setting; anything else is refused, naming it."""
+    if choice not in LISTWISE_PROMPTS:
+        raise WinnowError(f"listwise_prompt must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
+                          "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
+    return LISTWISE_PROMPTS[choice]  # type: ignore[index]
 
 
 def ranking_token_budget(num: int) -> int:
