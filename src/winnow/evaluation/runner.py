@@ -200,14 +200,20 @@ class EvalRun:
 
 
 def run_label(spec: Any) -> str:
+    """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
+    defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label."""
+    from ..methods import method_settings
+
     settings = resolved_settings(spec)
+    defaults = method_settings(spec.method).to_dict()
     parts = [spec.method, spec.model]
     if spec.method != "vanilla":  # vanilla retrieves k; N is not used
         parts.append(f"N={settings.get('n')}")
     if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
         parts.append(f"k={settings.get('k')}")
-    if settings.get("fusion_alpha"):
-        parts.append(f"α={settings['fusion_alpha']:g}")
+    for key, value in settings.items():
+        if key not in ("n", "k") and value != defaults.get(key):
+            parts.append(f"α={value:g}" if key == "fusion_alpha" else f"{key}={value}")
     if spec.retriever != "bm25":
         parts.append(spec.retriever)
     return " ".join(parts)
