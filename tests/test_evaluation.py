@@ -465,7 +465,7 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
     fused = tmp_path / "fused"
     result = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2", "--limit", "2",
                                "--fusion-alpha", "0.5", "--max-answer-tokens", "8"))
-    assert "rankrag smollm2-135m N=4 k=2 α=0.5 max_answer_tokens=8" in result.stdout
+    assert "rankrag smollm2-135m N=4 k=2 max_answer_tokens=8 α=0.5" in result.stdout
     metrics = json.loads((fused / "metrics.json").read_text())
     assert metrics["run"]["settings"]["fusion_alpha"] == 0.5 and metrics["run"]["settings"]["max_answer_tokens"] == 8
     for record in read_lines(fused / "answers.jsonl"):
