@@ -4,8 +4,8 @@
 of ``passages.jsonl`` (title, a newline, then text, as BM25 indexes it); ``dense/model.json`` is the
 embedder's identity (model, packages, sha256 sums). Both are listed in the manifest like every other
 file, so a missing or truncated one is refused on opening. float32 rather than float16: on the
-10,033 wiki-vital passages float16 halves 15 MB to 7.7 MB but changes top-10 lists (see
-``bench/bench_dense.py``), and float32 is what BLAS multiplies straight from the memory map.
+10,033 wiki-vital passages float16 would halve 15 MB to 7.7 MB, but its rounding can swap near-tied
+neighbours in a top-10 list, and float32 is what BLAS multiplies straight from the memory map.
 """
 
 from __future__ import annotations
