@@ -156,6 +156,9 @@ def test_rankrag_with_fusion_records_the_blend(index, llm):
     rerank = answer.trace.stages[1]
     assert len(rerank.output) == 4  # every passage keeps its P(True) until the blend picks k
     assert all(c.score_of("fusion") is not None for c in answer.passages)
+    fusion = answer.trace.stages[2]
+    assert len(fusion.output) == 4  # the whole blended order is kept for the trace; the reader takes k
+    assert [c.passage.id for c in answer.passages] == [c["id"] for c in fusion.output[:2]]
 
 
 def test_fusion_arithmetic():

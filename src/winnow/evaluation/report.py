@@ -109,8 +109,11 @@ def baselines(runs: Sequence[LoadedRun]) -> tuple[list[Baseline], dict[Path, Bas
 
 
 def after_reranking_row(metrics: dict[str, Any]) -> str:
-    """The list that shows a method's reranking best: its deepest list after the first retrieval
+    """The list that shows a method's reranking best: the blended order when scores were fused
+    (that is the order the method reads from), else its deepest list after the first retrieval
     (RankRAG's ``rerank``, MAIN-RAG's ``judge``, RankGPT's and RRR's ``listwise``), else ``final``."""
+    if "fusion" in metrics["rows"]:
+        return "fusion"
     rows = [row for row in metrics["rows"] if row not in ("first_stage", "retrieve", "final")]
     if not rows:
         return "final"

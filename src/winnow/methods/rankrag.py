@@ -27,11 +27,12 @@ class RankRAG(Method):
         fusing = settings.fusion_alpha > 0
         # With fusion every passage must keep its P(True) until the blend decides which k survive.
         self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k)
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name,
-                                  keep=settings.k)
+        # The blend keeps its whole order (the trace and `winnow eval` show it); the reader takes the top k.
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
 
     def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
         retrieved = self.retriever.run(query, trace)
         reranked = self.fusion.run(self.reranker.run(retrieved, trace), trace)
-        return self.reader.run(reranked, trace), reranked
+        top = reranked.truncated(self.settings.k)
+        return self.reader.run(top, trace), top
