@@ -196,6 +196,26 @@ def test_run_folder_refuses_another_identity_naming_what_changed(tmp_path):
         RunFolder(tmp_path / "stray").open({"a": 1}, {})
 
 
+def test_a_setting_added_later_resumes_only_at_its_default(tmp_path):
+    """A run started before a method gained a setting resumes when the setting keeps its default."""
+    folder = tmp_path / "run"
+    RunFolder(folder).open({"spec": {"method": "rankgpt"}, "settings": {"n": 10}}, {})
+    defaults = {"n": 20, "listwise_prompt": "rrr"}
+    config = RunFolder(folder).open({"spec": {"method": "rankgpt"}, "settings": {"n": 10, "listwise_prompt": "rrr"}},
+                                    {}, setting_defaults=defaults)
+    assert config["identity"]["settings"] == {"n": 10, "listwise_prompt": "rrr"}
+    assert json.loads((folder / "config.json").read_text())["identity"]["settings"]["listwise_prompt"] == "rrr"
+    with pytest.raises(WinnowError, match=r'settings\.listwise_prompt: "rrr" → "rankgpt"'):
+        RunFolder(folder).open({"spec": {"method": "rankgpt"}, "settings": {"n": 10, "listwise_prompt": "rankgpt"}},
+                               {}, setting_defaults=defaults)
+    other = tmp_path / "other"
+    RunFolder(other).open({"spec": {"method": "rankgpt"}, "settings": {"n": 10}}, {})
+    # The old run used the default without naming it; the message says so.
+    with pytest.raises(WinnowError, match=r'settings\.listwise_prompt: "rrr" → "rankgpt"'):
+        RunFolder(other).open({"spec": {"method": "rankgpt"}, "settings": {"n": 10, "listwise_prompt": "rankgpt"}},
+                              {}, setting_defaults=defaults)
+
+
 def record(qid, stages, *, first=(), final=(), accuracy=0.0, seconds=1.0, calls=0):
     def entry(label, ranks, passthrough=False, length=5):
         return {"stage": label, "ids": [f"{qid}-{label}-{i}" for i in range(length)], "answer_ranks": list(ranks),

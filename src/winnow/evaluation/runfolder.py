@@ -88,10 +88,14 @@ class RunFolder:
                              hint="give a new --out folder")
         return config
 
-    def open(self, identity: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    def open(self, identity: dict[str, Any], info: dict[str, Any],
+             setting_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start the run, or resume it when ``identity`` matches the recorded one; return the config.
 
-        A folder holding answers but no config, or a config with another identity, is refused.
+        A folder holding answers but no config, or a config with another identity, is refused. A
+        setting the method gained after the run started (absent from the recorded identity) is no
+        change when the run uses its default, ``setting_defaults[key]``, which reproduces the old
+        behaviour; the recorded identity is completed with it.
         """
         config = self.read_config()
         if config is None:
@@ -105,6 +109,10 @@ class RunFolder:
             if config.get("format_version") != FORMAT_VERSION:
                 raise WinnowError(f"{self.config_path} has run format version {config.get('format_version')!r}; "
                                   f"this Winnow writes version {FORMAT_VERSION}", "start a new --out folder")
+            recorded = config["identity"].get("settings")
+            if setting_defaults and isinstance(recorded, dict):
+                for key, value in setting_defaults.items():
+                    recorded.setdefault(key, value)
             changed = identity_differences(config["identity"], identity)
             if changed:
                 raise WinnowError(f"{self.path} holds a run with another configuration, so it cannot be resumed "

@@ -114,7 +114,9 @@ class EvalRun:
         }
         info = {"queries_file": str(Path(self.queries).resolve()), "index_dir": str(Path(self.index_dir).resolve()),
                 "versions": library_versions(), "command": self.command}
-        self.config = self.folder.open(identity, info)
+        from ..methods import method_settings
+
+        self.config = self.folder.open(identity, info, setting_defaults=method_settings(self.spec.method).to_dict())
         self.records = self.folder.read_answers()
         return [item for item in self.selected if item.id not in self.records]
 
