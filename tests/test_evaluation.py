@@ -265,6 +265,22 @@ def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
     assert paired_table([better, elsewhere]) is None
 
 
+def test_report_names_reranking_stages_that_changed_nothing(tmp_path):
+    from winnow.evaluation.report import unchanged_stages
+
+    def question(qid, listwise_passthrough):
+        return {"id": qid, "stages": [{"stage": "retrieve", "kind": "bm25", "passthrough": False},
+                                      {"stage": "listwise", "kind": "listwise", "passthrough": listwise_passthrough},
+                                      {"stage": "generate", "kind": "reader", "passthrough": True}]}
+
+    idle = LoadedRun(tmp_path, {}, {"run": {"label": "rankgpt m"}}, [question("a", True), question("b", True),
+                                                                       question("c", False)])
+    assert unchanged_stages(idle) == ["rankgpt m: listwise for 2 of 3 questions"]
+    busy = LoadedRun(tmp_path, {}, {"run": {"label": "rankgpt m"}}, [question("a", False), question("b", True),
+                                                                       question("c", False)])
+    assert unchanged_stages(busy) == []  # the reader never reorders and is not a reranking stage
+
+
 def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
     records = [
         # q1: the reranker moved the answer from rank 7 to rank 1.

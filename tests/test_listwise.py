@@ -205,6 +205,25 @@ def test_windows_are_applied_back_to_front_hand_computed():
     assert [max_tokens for _, max_tokens in backend.requests] == [ranking_token_budget(3)] * 2
 
 
+def test_a_model_that_copies_the_format_example_is_flagged():
+    """The 1.5B model's real habit on wiki-vital QA: "[1] >> [2]" whatever the passages."""
+    class ExampleCopier(WindowReverser):
+        def generate(self, prompts, *, max_tokens, temperature=0.0, stop=()):
+            return [Generation("[1] >> [2]", 50, 8, 0.0) for _ in prompts]
+
+    trace = Trace()
+    ranked = ListwiseReranker(LLM(ExampleCopier()), window=3, step=2).run(candidate_list(5), trace)
+    assert [c.passage.id for c in ranked] == ["d0", "d1", "d2", "d3", "d4"]
+    details = trace.stages[0].details
+    assert (details["windows_sent"], details["windows_unchanged"], details["windows_repaired"]) == (2, 2, 2)
+    assert "unchanged in all 2 window(s)" in details["warning"]
+
+    reversed_trace = Trace()
+    ListwiseReranker(LLM(WindowReverser()), window=3, step=2).run(candidate_list(5), reversed_trace)
+    reordered = reversed_trace.stages[0].details
+    assert (reordered["windows_unchanged"], reordered["windows_repaired"]) == (0, 0) and "warning" not in reordered
+
+
 def test_the_most_relevant_passage_bubbles_up_from_the_bottom():
     class Oracle(WindowReverser):
         def generate(self, prompts, *, max_tokens, temperature=0.0, stop=()):

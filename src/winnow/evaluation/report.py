@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,6 +204,25 @@ def paired_table(runs: Sequence[LoadedRun]) -> str | None:
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2)) if rows else None
 
 
+# Stage kinds whose job is to reorder the list; one that hands back the order it was given did nothing.
+REORDERING_KINDS = ("pointwise-true", "listwise", "noisy-document-judge", "score-fusion", "embedding-cosine")
+
+
+def unchanged_stages(run: LoadedRun) -> list[str]:
+    """"<run>: <stage> for 10 of 10 questions" for each reordering stage of ``run`` that left the
+    order unchanged for at least half of its questions (e.g. a listwise model that copies the
+    prompt's example), so that a method which did nothing is not mistaken for one that did."""
+    seen: Counter[str] = Counter()
+    unchanged: Counter[str] = Counter()
+    for record in run.records:
+        for entry in record["stages"]:
+            if entry.get("kind") in REORDERING_KINDS:
+                seen[entry["stage"]] += 1
+                unchanged[entry["stage"]] += bool(entry.get("passthrough"))
+    return [f"{run.label}: {stage} for {unchanged[stage]} of {count} questions"
+            for stage, count in seen.items() if unchanged[stage] * 2 >= count]
+
+
 def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float, bool]]]:
     """Runs that differ only in N, grouped (RankRAG Fig. 5); groups with one N are left out."""
     groups: dict[str, dict[int, tuple[int, float, float, bool]]] = defaultdict(dict)
@@ -292,6 +311,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     if cached:
         parts.append(f"\nSome LLM answers came from the call cache in: {'; '.join(cached)}. Their seconds per "
                      "question are understated; time runs with `--no-cache` (docs/evaluation.md).")
+    idle = [note for run in runs for note in unchanged_stages(run)]
+    if idle:
+        parts.append(f"\nReranking stages that handed back the order they were given (the lists below "
+                     f"omit a stage that did so for every question): {'; '.join(idle)}.")
     if empty:
         parts.append(f"\nLeft out (no answered question yet): {', '.join(empty)}")
     parts += ["", "## Answers and cost", "", answers_table(runs, bases, by_run), "",

@@ -97,6 +97,23 @@ def ranking_token_budget(num: int) -> int:
     return sum(3 + len(str(i)) for i in range(1, num + 1)) + 5
 
 
+def unchanged_warning(details: dict[str, Any], windows: list[dict[str, Any]]) -> None:
+    """Count the windows the model ranked, repaired and left as they were; warn when it changed nothing.
+
+    Small models often answer the listwise prompt with the format's example ("[1] > [2]") or the
+    identity order; the repair then keeps the previous order and the stage costs calls for nothing.
+    Saying so in the trace (and, through ``winnow eval``, in reports) keeps that from passing unseen.
+    """
+    sent = [w for w in windows if "permutation" in w]
+    unchanged = sum(w["permutation"] == sorted(w["permutation"]) for w in sent)
+    repaired = sum(w["repaired"] for w in sent)
+    details.update(windows_sent=len(sent), windows_unchanged=unchanged, windows_repaired=repaired)
+    if sent and unchanged == len(sent):
+        details["warning"] = (f"the model left the order unchanged in all {len(sent)} window(s) ({repaired} of its "
+                              f"answers named too few passages and were completed in the previous order): this "
+                              f"stage changed nothing. Listwise ranking needs a model that follows the format.")
+
+
 @dataclass
 class ListwiseReranker:
     """RankGPT sliding-window listwise reranking (Sun et al., 2023) with the RRR App. A.3 prompt.
@@ -140,6 +157,7 @@ class ListwiseReranker:
                 record["ranked_ids"] = [candidates.candidates[i].passage.id for i in order[start:end]]
                 records.append(record)
             stage.details["windows"] = records
+            unchanged_warning(stage.details, records)
             n = len(order)
             scores = [0.0] * n
             for position, i in enumerate(order):

@@ -466,6 +466,7 @@ function stageBody(stage, ctx, showSettings) {
     d.dropped.map((x) => h("div", {}, h("strong", {}, ctx.titleOf(x.id)), ` ${x.note || ""}`)))
     : h("div", { class: "muted small" }, "nothing dropped"));
   if (d.fallback) parts.push(h("div", { class: "warn small" }, d.fallback));
+  if (d.warning) parts.push(h("div", { class: "warn small" }, d.warning));
   if (d.answer != null) parts.push(h("div", { class: "quote" }, d.answer));
   if (stage.kind === "rewriter") {
     const next = ctx.rounds.find((r) => r.round === stage.settings.round + 1);
