@@ -281,6 +281,21 @@ def test_report_names_reranking_stages_that_changed_nothing(tmp_path):
     assert unchanged_stages(busy) == []  # the reader never reorders and is not a reranking stage
 
 
+def test_report_gives_the_command_of_the_session_that_last_extended_the_run(tmp_path):
+    from winnow.evaluation.report import reproducing_command
+
+    first, later = ["winnow", "eval", "--limit", "10"], ["winnow", "eval", "--limit", "20"]
+    extended = {"command": first, "sessions": [{"limit": 10, "command": first}, {"limit": 20, "command": later}]}
+    assert reproducing_command(LoadedRun(tmp_path, extended, {}, [])) == "`winnow eval --limit 20`"
+    # Sessions written before they kept their command: the first command, and the limit reached.
+    older = {"command": first, "sessions": [{"limit": 10}, {"limit": 20}]}
+    assert reproducing_command(LoadedRun(tmp_path, older, {}, [])) == (
+        "`winnow eval --limit 10` (its first session; a later one raised it to `--limit 20`)")
+    single = {"command": first, "sessions": [{"limit": 10}]}
+    assert reproducing_command(LoadedRun(tmp_path, single, {}, [])) == "`winnow eval --limit 10`"
+    assert reproducing_command(LoadedRun(tmp_path, {}, {}, [])) == "`(not recorded)`"
+
+
 def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
     records = [
         # q1: the reranker moved the answer from rank 7 to rank 1.
@@ -414,6 +429,8 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     chosen = [r["id"] for r in read_lines(mainrag / "answers.jsonl")]
     assert len(chosen) == 3 and chosen == [i.id for i in select_questions(
         [qa_item(q["id"]) for q in QUESTIONS], limit=3, seed=1)]
+    sessions = json.loads((mainrag / "config.json").read_text())["sessions"]
+    assert sessions[-1]["command"][-4:] == ["--limit", "3", "--seed", "1"]
     report_md = tmp_path / "report" / "report.md"
     winnow("report", rankrag, mainrag, "--out", report_md, "--question", chosen[0])
     text = report_md.read_text()

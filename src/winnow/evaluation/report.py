@@ -239,6 +239,19 @@ def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, floa
     return {label: list(points.values()) for label, points in groups.items() if len(points) > 1}
 
 
+def reproducing_command(run: LoadedRun) -> str:
+    """The command line behind the run's answers as they stand: the last session's, since a resumed run
+    may have raised ``--limit``. For runs whose sessions did not yet keep their command, the first command
+    and the limit the answers reached."""
+    sessions = run.config.get("sessions") or [{}]
+    if sessions[-1].get("command"):
+        return f"`{' '.join(sessions[-1]['command'])}`"
+    command = f"`{' '.join(run.config.get('command', [])) or '(not recorded)'}`"
+    if sessions[0].get("limit") != sessions[-1].get("limit"):
+        command += f" (its first session; a later one raised it to `--limit {sessions[-1].get('limit')}`)"
+    return command
+
+
 def judge_plot(run: LoadedRun, question_id: str, path: Path) -> Path | None:
     record = next((r for r in run.records if r["id"] == question_id), None)
     if record is None:
@@ -333,11 +346,11 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
         parts += [f"![{caption}]({plots.relative(png, out.parent)})", "", f"*{caption}.*", ""]
     parts += ["## Runs", ""]
     for run in runs:
-        command = " ".join(run.config.get("command", [])) or "(not recorded)"
+        command = reproducing_command(run)
         models = run.config.get("models", {})
         sha = ", ".join(f"{m.get('model')} sha256 {str(m.get('sha256', ''))[:12]}…" for m in models.values()) or "–"
         versions = run.config.get("versions", {})
         parts += [f"- `{run.path}` — {run.label}; models: {sha}; winnow {versions.get('winnow', '?')}, "
-                  f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  `{command}`"]
+                  f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  {command}"]
     write_text_atomic(out, ["\n".join(parts).rstrip()])
     return {"report": str(out), "images": [str(png) for _, png in images], "runs": len(runs), "skipped": empty}

@@ -135,7 +135,8 @@ class EvalRun:
 
     def start_session(self, pending: int) -> None:
         self.config.setdefault("sessions", []).append(
-            {"started": now(), "limit": self.limit, "pending": pending, "versions": library_versions()})
+            {"started": now(), "limit": self.limit, "pending": pending, "command": self.command,
+             "versions": library_versions()})
         self.folder.write_config(self.config)
 
     # --- asking ------------------------------------------------------------------------------------
