@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,21 +72,31 @@ def test_key_depends_on_model_identity():
 
 
 WRITER = """
-import sys
+import sys, time
 from winnow.llm.cache import CallCache
+start = float(sys.argv[3])
+while time.time() < start:  # every writer opens the fresh file at the same moment
+    pass
 cache = CallCache(sys.argv[1])
-for i in range(200):
+for i in range(100):
     cache.put(f"{sys.argv[2]}-{i}", "generate", {"text": str(i)})
 """
 
 
-def test_two_processes_can_write_the_same_cache(tmp_path):
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_opening_a_fresh_cache_together_all_write_to_it(tmp_path, round_):
+    # Opening switches a new file to WAL, which needs an exclusive lock that SQLite's busy timeout
+    # does not wait for; before the set-up retried, a writer failed in 1 of these 3 rounds.
     path = tmp_path / "shared.sqlite"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name]) for name in ("p", "q")]
-    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    start = time.time() + 1.5  # after every interpreter has imported winnow
+    names = ("p", "q", "r", "s")
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, str(start)],
+                                stderr=subprocess.PIPE, text=True) for name in names]
+    results = [(w.wait(timeout=60), w.stderr.read()) for w in writers]
+    assert [code for code, _ in results] == [0] * len(names), [err for _, err in results if err]
     cache = CallCache(path)
-    assert len(cache) == 400
-    assert cache.get("q-199") == {"text": "199"}
+    assert len(cache) == 100 * len(names)
+    assert cache.get("s-99") == {"text": "99"}
 
 
 def test_a_corrupt_cache_file_is_a_clear_error(tmp_path):

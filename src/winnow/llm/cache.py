@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import WinnowError
 
@@ -27,6 +27,28 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     created REAL NOT NULL
 )
 """
+
+
+BUSY_SECONDS = 30.0
+
+
+def retry_while_locked(action: Callable[[], Any], *, seconds: float = BUSY_SECONDS) -> Any:
+    """Run ``action``, retrying while another process holds the database lock.
+
+    SQLite's busy timeout does not cover every case: switching a new file to WAL needs an exclusive
+    lock and fails at once with "database is locked" when a second process is opening the same file
+    (seen in CI with two processes sharing a fresh cache). So the set-up retries with a short backoff.
+    """
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def call_key(identity: dict[str, Any], kind: str, messages: Any, params: dict[str, Any]) -> str:
@@ -43,10 +65,11 @@ class CallCache:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(SCHEMA)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False,
+                                       isolation_level=None)
+            set_up = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", SCHEMA)
+            for statement in set_up:
+                retry_while_locked(lambda: self._db.execute(statement))
         except sqlite3.DatabaseError as exc:
             raise WinnowError(f"cannot open the LLM call cache {self.path}: {exc}",
                               "delete the file to start a fresh cache, or pass --no-cache") from exc
