@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ from winnow.evaluation.answers import (
 )
 from winnow.evaluation.metrics import compute_metrics, stage_labels
 from winnow.evaluation.paired import paired_difference, sign_test_p
-from winnow.evaluation.report import LoadedRun, paired_table
+from winnow.evaluation.report import LoadedRun, paired_table, uncached_cost_table
 from winnow.evaluation.retrieval import answer_ranks, answer_recall, qrels_metrics, run_from_ranked
 from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
@@ -228,6 +229,23 @@ def record(qid, stages, *, first=(), final=(), accuracy=0.0, seconds=1.0, calls=
                       "seconds": seconds}, "seconds": seconds, "method_seconds": seconds}
 
 
+def test_cost_without_the_cache_adds_the_hits_at_their_first_price():
+    def answered(qid, calls, hits, prompt, cached_prompt, seconds, cached_seconds):
+        usage = {"calls": calls, "cache_hits": hits, "prompt_tokens": prompt, "completion_tokens": calls,
+                 "seconds": seconds, "cached_prompt_tokens": cached_prompt, "cached_completion_tokens": hits,
+                 "cached_seconds": cached_seconds}
+        return {**record(qid, [("retrieve", [1])], first=[1], final=[1]), "usage": usage}
+
+    records = [answered("q1", 1, 10, 100, 900, 2.0, 18.0), answered("q2", 0, 11, 0, 1100, 0.0, 20.0)]
+    cost = compute_metrics(records, selected=2, run={}, depth=20)["cost"]
+    assert (cost["llm_calls"], cost["cache_hits"], cost["prompt_tokens"]) == (1, 21, 100)
+    assert cost["without_cache"] == {"llm_calls_per_question": 11.0, "prompt_tokens_per_question": 1050.0,
+                                     "completion_tokens_per_question": 11.0, "llm_seconds_per_question": 20.0}
+    table = uncached_cost_table([LoadedRun(Path("r"), {}, {"run": {"label": "cached run"}, "cost": cost}, records),
+                                 LoadedRun(Path("s"), {}, {"run": {"label": "fresh"}, "cost": {"cache_hits": 0}}, [])])
+    assert table.splitlines()[2:] == ["| cached run | 21 | 11.0 | 1,050 | 11 | 20.00 |"]
+
+
 def test_sign_test_hand_computed():
     # 8 wins, 1 loss: 2 * (C(9,0) + C(9,1)) / 2^9 = 20/512.
     assert sign_test_p(8, 1) == pytest.approx(20 / 512)
@@ -315,6 +333,7 @@ def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
     cost = metrics["cost"]
     assert (cost["llm_calls"], cost["cache_hits"], cost["prompt_tokens"]) == (6, 2, 60)
     assert cost["llm_calls_per_question"] == 3 and cost["seconds_per_question"] == 3.0
+    assert cost["without_cache"] is None  # their cache hits predate the count of what they first cost
     # Rounds are summed into their stage: q1's two retrieves cost 1.0 s, q2's one 0.5 s.
     assert metrics["stage_cost"]["retrieve"]["seconds"] == pytest.approx(0.75)
     assert metrics["question_ids"] == ["q1", "q2"]
@@ -527,6 +546,18 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
         assert sorted(stages["rerank"]["ids"]) == sorted(stages["retrieve"]["ids"])  # every P(True) kept for the blend
         assert record["final"]["ids"] == stages["fusion"]["ids"][:2]
         assert record["usage"]["completion_tokens"] <= 8
+    # The same run again in another folder: every call comes from the cache, and its cost had nothing
+    # been cached is the first run's.
+    again = tmp_path / "again"
+    rerun = winnow(*eval_args(bench, again, "--method", "rankrag", "--n", "4", "--k", "2", "--limit", "2",
+                              "--fusion-alpha", "0.5", "--max-answer-tokens", "8"))
+    first, second = (json.loads((folder / "metrics.json").read_text())["cost"] for folder in (fused, again))
+    assert second["llm_calls"] == 0 and second["cache_hits"] == first["llm_calls"] + first["cache_hits"]
+    for name in ("llm_calls_per_question", "prompt_tokens_per_question", "completion_tokens_per_question"):
+        assert second["without_cache"][name] == first["without_cache"][name] > 0
+    assert second["without_cache"]["llm_seconds_per_question"] == pytest.approx(
+        first["without_cache"]["llm_seconds_per_question"], abs=0.01)
+    assert "without the cache:" in rerun.stderr
     # The weight is part of the run's identity: the paper's setting cannot resume into this folder.
     refused = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2"), check=False)
     assert refused.returncode == 2 and "fusion_alpha: 0.5 → 0.0" in refused.stderr

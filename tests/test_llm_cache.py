@@ -9,6 +9,7 @@ import pytest
 from winnow.llm import LLM, CallCache
 from winnow.llm.cache import call_key
 from winnow.records import StageTrace
+from winnow.report import summary_line
 
 pytestmark = pytest.mark.llm
 
@@ -25,6 +26,13 @@ def test_second_call_is_a_cache_hit_with_the_same_answer(llm):
     assert (second.usage.calls, second.usage.cache_hits) == (0, 1)
     assert first.usage.prompt_tokens > 0 and second.usage.prompt_tokens == 0
     assert second.llm_calls[0].cached and second.llm_calls[0].output == g1.text
+    # What the hit cost when first asked is kept, so a cached rerun can still report its full price.
+    assert (second.usage.cached_prompt_tokens, second.usage.cached_completion_tokens) == (
+        first.usage.prompt_tokens, first.usage.completion_tokens)
+    assert second.usage.cached_seconds == pytest.approx(first.usage.seconds) and first.usage.cached_seconds == 0
+    line = summary_line(second.usage, 0.1)
+    assert f"the cached calls first cost {first.usage.prompt_tokens} prompt" in line
+    assert "first cost" not in summary_line(first.usage, 1.0)
 
 
 def test_choice_scores_are_cached_too(llm):

@@ -8,7 +8,7 @@ records each stage, every LLM call and what it cost.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -131,29 +131,28 @@ class CandidateList:
 
 @dataclass(slots=True)
 class Usage:
-    """LLM cost counters. ``seconds`` is wall time spent waiting on the model (0 for cache hits)."""
+    """LLM cost counters. ``seconds`` is wall time spent waiting on the model (0 for cache hits).
+
+    The ``cached_*`` counters hold what the cache hits cost when they were first asked, so a rerun
+    served from the cache can still say what it would cost without one.
+    """
 
     calls: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
+    cached_seconds: float = 0.0
 
     def add(self, other: Usage) -> None:
-        self.calls += other.calls
-        self.cache_hits += other.cache_hits
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.seconds += other.seconds
+        for counter in fields(self):
+            setattr(self, counter.name, getattr(self, counter.name) + getattr(other, counter.name))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "cache_hits": self.cache_hits,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "seconds": round(self.seconds, 3),
-        }
+        counts = {counter.name: getattr(self, counter.name) for counter in fields(self)}
+        return {name: round(value, 3) if isinstance(value, float) else value for name, value in counts.items()}
 
 
 @dataclass(slots=True)
@@ -192,6 +191,9 @@ class StageTrace:
         self.llm_calls.append(call)
         if call.cached:
             self.usage.cache_hits += 1
+            self.usage.cached_prompt_tokens += call.prompt_tokens
+            self.usage.cached_completion_tokens += call.completion_tokens
+            self.usage.cached_seconds += call.seconds
         else:
             self.usage.calls += 1
             self.usage.prompt_tokens += call.prompt_tokens

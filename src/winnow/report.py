@@ -69,8 +69,12 @@ def print_answer(console: Console, answer: Answer) -> None:
 
 
 def summary_line(usage: Usage, seconds: float) -> str:
-    return (f"{seconds:.1f} s · {usage.calls} LLM calls ({usage.cache_hits} cached) · "
+    line = (f"{seconds:.1f} s · {usage.calls} LLM calls ({usage.cache_hits} cached) · "
             f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
+    if usage.cache_hits:
+        line += (f" · the cached calls first cost {usage.cached_prompt_tokens} prompt + "
+                 f"{usage.cached_completion_tokens} completion tokens and {usage.cached_seconds:.1f} s")
+    return line
 
 
 __all__ = ["passages_table", "print_answer", "snippet", "summary_line", "usage_table"]

@@ -163,11 +163,20 @@ def evaluate(
     err.print(f"{run.new_answers} questions answered in {_duration(time.perf_counter() - started)}; the run so far: "
               f"{metrics['questions']['answered']}/{metrics['questions']['selected']} questions · "
               f"{cost['llm_calls']} LLM calls ({cost['cache_hits']} cached) · {cost['prompt_tokens']} prompt + "
-              f"{cost['completion_tokens']} completion tokens · {cost['seconds_per_question']:.1f} s/question · "
-              f"wrote {run.folder.path}", highlight=False)
+              f"{cost['completion_tokens']} completion tokens · {cost['seconds_per_question']:.1f} s/question"
+              f"{_without_cache(cost)} · wrote {run.folder.path}", highlight=False)
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
+
+
+def _without_cache(cost: dict[str, Any]) -> str:
+    full = cost.get("without_cache")
+    if not cost["cache_hits"] or full is None:
+        return ""
+    return (f" (without the cache: {full['llm_calls_per_question']:.1f} calls, "
+            f"{full['prompt_tokens_per_question']:.0f} prompt tokens and "
+            f"{full['llm_seconds_per_question']:.1f} s of model time per question)")
 
 
 def run_label(spec: Any) -> str:

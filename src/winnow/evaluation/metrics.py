@@ -22,7 +22,8 @@ from .answers import mean
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
-COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds")
+COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds", "cached_prompt_tokens",
+               "cached_completion_tokens", "cached_seconds")
 
 
 def stage_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -77,6 +78,21 @@ def cost_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "method_seconds_per_question": mean(r["method_seconds"] for r in records),
         "first_stage_seconds_per_question": mean(r["first_stage"].get("seconds", 0.0) for r in records),
         "total_seconds": round(sum(r["seconds"] for r in records), 3),
+        "without_cache": without_cache(records, totals),
+    }
+
+
+def without_cache(records: Sequence[Mapping[str, Any]], totals: Mapping[str, float]) -> dict[str, Any] | None:
+    """What the run's LLM calls cost had none come from the call cache: the calls it made plus the cache
+    hits at the price they had when first asked. ``None`` when some record predates that count."""
+    if any(r["usage"].get("cache_hits") and "cached_prompt_tokens" not in r["usage"] for r in records):
+        return None
+    count = max(len(records), 1)
+    return {
+        "llm_calls_per_question": (totals["calls"] + totals["cache_hits"]) / count,
+        "prompt_tokens_per_question": (totals["prompt_tokens"] + totals["cached_prompt_tokens"]) / count,
+        "completion_tokens_per_question": (totals["completion_tokens"] + totals["cached_completion_tokens"]) / count,
+        "llm_seconds_per_question": (totals["seconds"] + totals["cached_seconds"]) / count,
     }
 
 
