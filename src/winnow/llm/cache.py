@@ -45,7 +45,8 @@ def retry_while_locked(action: Callable[[], Any], *, seconds: float = BUSY_SECON
         try:
             return action()
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+            held = "locked" in str(exc) or "busy" in str(exc)
+            if not held or time.monotonic() > deadline:
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
