@@ -106,6 +106,13 @@ def test_asking_shows_the_answer_and_every_stage(page, tmp_path):
     # The same request again is answered from the answer cache; a reload shows the trace by id.
     page.click("#ask-button")
     page.wait_for_function("document.querySelector('#answer-meta').innerText.includes('answer cache')")
+    # Reading one passage instead of two: the four P("True") calls come from the call cache, and the
+    # cost panel says what they cost when first asked.
+    page.fill("#k", "1")
+    page.click("#ask-button")
+    page.wait_for_function("document.querySelector('#answer-meta').innerText.includes('k=1')", timeout=120_000)
+    page.wait_for_function("document.querySelector('#cost').innerText.includes('first cost')")
+    assert "The 4 cached call(s) first cost" in page.inner_text("#cost")
     page.goto(page.url.split("#")[0] + f"#trace={trace_id}")
     page.reload()
     page.wait_for_selector("#result:not([hidden])")

@@ -376,7 +376,12 @@ function renderCost(result, trace) {
   const reused = result.served_from === "answer-cache"
     ? h("div", { class: "muted small note" }, `Answered before (trace ${result.original_trace_id}): the figures are `
       + "those of the first computation; this request used no model time.") : "";  // not null: DOM prints "null"
-  $("cost").replaceChildren(reused,
+  // The cache keeps each call's first price, so a cached answer can still say what it would cost.
+  const firstPrice = u.cache_hits && u.cached_prompt_tokens !== undefined
+    ? h("div", { class: "muted small note" }, `The ${num(u.cache_hits)} cached call(s) first cost `
+      + `${num(u.cached_prompt_tokens)} prompt + ${num(u.cached_completion_tokens)} completion tokens and `
+      + `${seconds(u.cached_seconds)} of model time.`) : "";
+  $("cost").replaceChildren(reused, firstPrice,
     h("div", { class: "stats" }, stat("LLM calls", num(u.calls)), stat("cache hits", num(u.cache_hits)),
       stat("prompt tokens", num(u.prompt_tokens)), stat("completion tokens", num(u.completion_tokens)),
       stat("model time", seconds(u.seconds)), stat("wall time", seconds(result.seconds))),
