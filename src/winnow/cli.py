@@ -20,6 +20,7 @@ from rich.table import Table
 from .config import parse_assignment
 from .errors import WinnowError
 from .pipeline import DEFAULT_MODEL
+from .text import check_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
@@ -80,8 +81,9 @@ def search(
 ) -> None:
     """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
     from .index import open_retriever
-    from .report import passages_table
+    from .report import no_hits_note, passages_table
 
+    check_text(query, "the query")
     idx = open_retriever(index_dir, retriever)
     started = time.perf_counter()
     hits = idx.search(query, k=k)
@@ -89,8 +91,11 @@ def search(
     if as_json:
         out.print_json(data={"query": query, "retriever": idx.name, "passages": hits.to_dicts(),
                              "seconds": round(seconds, 4)})
+    elif not hits:
+        err.print(no_hits_note(query, idx.name), highlight=False, soft_wrap=True)
     else:
         out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
+    if not as_json:
         err.print(f"{seconds * 1000:.1f} ms")
 
 
@@ -187,6 +192,7 @@ def ask(
     from .pipeline import Pipeline
     from .report import print_answer, summary_line
 
+    check_text(question, "the question")
     spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model,
                        n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)

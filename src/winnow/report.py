@@ -39,6 +39,13 @@ def passages_table(candidates: CandidateList, title: str = "Passages") -> Table:
     return table
 
 
+def no_hits_note(query: str, retriever: str) -> str:
+    """What to say instead of an empty table when a search finds nothing."""
+    why = ("none of its words is in the index once English stop words are removed; try other words"
+           if retriever == "bm25" else "the index gave no passages")
+    return f"no passages matched {query!r} ({retriever}): {why}"
+
+
 def usage_table(stages: list[StageTrace], title: str = "LLM usage") -> Table:
     """Cost per stage name (stages of the same name, e.g. over several questions, are added up)."""
     by_name: dict[str, tuple[Usage, list[float]]] = {}
