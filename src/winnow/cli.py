@@ -54,7 +54,7 @@ def index(
     started = time.perf_counter()
     embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
     corpus = load_corpus(source, chunk_words=chunk_words)
-    err.print(corpus.report.summary())
+    err.print(corpus.report.summary(), soft_wrap=True)
     if not corpus.passages:
         raise WinnowError(f"{source}: no passages to index", "check the file: every record was skipped or it is empty")
     build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),

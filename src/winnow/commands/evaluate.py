@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from ..cli import (
     ApiKeyOption,
@@ -116,6 +117,7 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
+    from ..evaluation.qrels_coverage import unknown_documents_note
     from ..evaluation.runner import EvalRun
     from ..pipeline import Pipeline
 
@@ -153,6 +155,8 @@ def evaluate(
     if run.failures:
         err.print(f"[yellow]{len(run.failures)} question(s) failed and were skipped[/] (see "
                   f"{run.folder.errors_path}); run the same command again to retry them", highlight=False)
+    if metrics["qrels"] and (note := unknown_documents_note(metrics["qrels"]["index_coverage"])):
+        err.print(f"[yellow]qrels:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if run.run_files_error:
         err.print(f"[yellow]TREC run files not written:[/] {run.run_files_error}", highlight=False)
     if as_json:

@@ -127,4 +127,5 @@ def title_of(file: Path, text: str) -> str:
 
 def _raise_unreadable(error: OSError) -> None:
     # os.walk skips folders it cannot list unless told otherwise: that would lose files silently.
-    raise InputError(error.filename, f"cannot read this folder: {error.strerror}") from error
+    raise InputError(error.filename, f"cannot read this folder: {error.strerror}",
+                     hint="make it readable (e.g. chmod u+rx), or move it out of the corpus folder") from error

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import BackendError, WinnowError
 from ..records import Query
 from .metrics import compute_metrics
+from .qrels_coverage import unknown_documents
 from .record import question_record
 from ..index.manifest import file_sha256
 from .runfolder import RunFolder, library_versions, now, write_json_atomic
@@ -183,15 +184,17 @@ class EvalRun:
         """Write ``metrics.json`` and the TREC run files from every finished chosen question."""
         from ..datasets.trec import read_qrels
 
+        records = self.answered()
         qrels = qrels_info = None
         if self.qrels is not None:
             qrels = read_qrels(self.qrels)
-            qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels))}
+            qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels)),
+                          "index_coverage": unknown_documents(qrels, indexed_ids(self.index_dir),
+                                                              [r["id"] for r in records])}
         spec = self.spec
         run = {"method": spec.method, "model": spec.model, "backend": spec.backend, "retriever": spec.retriever,
                "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
                "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
-        records = self.answered()
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped)
         metrics["questions"]["failed_this_session"] = len(self.failures)
@@ -200,6 +203,14 @@ class EvalRun:
         write_json_atomic(self.folder.metrics_path, metrics)
         self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
         return metrics
+
+
+def indexed_ids(index_dir: Path) -> set[str]:
+    """The passage ids of the index folder (read from its passages, without loading the BM25 arrays)."""
+    from ..index.bm25 import read_passages
+    from ..index.build import PASSAGES
+
+    return {passage.id for passage in read_passages(Path(index_dir) / PASSAGES)}
 
 
 def run_label(spec: Any) -> str:

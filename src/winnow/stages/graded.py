@@ -34,7 +34,10 @@ UNREADABLE_GRADE = 1
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 _SCORE_TAG = re.compile(r"<<\s*score\s*>>\s*" + _NUMBER, re.IGNORECASE)
-_SCORE_CLOSE = re.compile(_NUMBER + r"\s*<<\s*/\s*score\s*>>", re.IGNORECASE)
+# Linear on long digit runs: a number starts after a non-digit, and possessive quantifiers never give
+# digits back (a shorter run is followed by a digit, which cannot match what comes next, so this finds
+# what the backtracking form would, without its quadratic retries from every position of the run).
+_SCORE_CLOSE = re.compile(r"(?<![0-9])([0-9]++(?:\.[0-9]++)?+)\s*+<<\s*/\s*score\s*>>", re.IGNORECASE)
 _ANY_NUMBER = re.compile(_NUMBER)
 
 
