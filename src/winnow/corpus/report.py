@@ -70,9 +70,7 @@ class LoadReport:
             skipped.append(f"{count} duplicate {'id' if count == 1 else 'ids'} "
                            f"({_duplicates(self.duplicate_ids_skipped)})")
         if self.not_regular_skipped:
-            count = len(self.not_regular_skipped)
-            skipped.append(f"{count} {'file that is' if count == 1 else 'files that are'} not a regular file "
-                           f"({_special_files(self.not_regular_skipped)})")
+            skipped.append(not_regular_files(self.not_regular_skipped))
         kept = f"{self.kept} {'passage' if self.kept == 1 else 'passages'} from {self.source}"
         return f"{kept}; skipped {' and '.join(skipped)}" if skipped else kept
 
@@ -136,5 +134,8 @@ def _duplicates(locations: list[Location]) -> str:
     return "; ".join(described) + _more(len(locations))
 
 
-def _special_files(entries: list[SkippedFile]) -> str:
-    return "; ".join(f"{entry.file}, a {entry.kind}" for entry in entries[:SHOWN_LOCATIONS]) + _more(len(entries))
+def not_regular_files(entries: list[SkippedFile]) -> str:
+    """"2 files that are not regular files (docs/a.txt, a FIFO; docs/b.txt, a socket)"."""
+    count = len(entries)
+    named = "; ".join(f"{entry.file}, a {entry.kind}" for entry in entries[:SHOWN_LOCATIONS]) + _more(count)
+    return f"{count} {'file that is not a regular file' if count == 1 else 'files that are not regular files'} ({named})"

@@ -19,7 +19,7 @@ from ..text import lone_surrogate
 from .chunking import split_into_passages
 from .corpus import Corpus
 from .lines import unreadable
-from .report import Location, SkippedFile, collect_passages
+from .report import Location, SkippedFile, collect_passages, not_regular_files
 
 TEXT_SUFFIXES = (".txt", ".md")
 REGULAR = "regular file"
@@ -34,7 +34,7 @@ def load_text_folder(folder: Path, *, chunk_words: int, source: str | None = Non
     label = source if source is not None else str(folder)
     files, not_regular = list_text_files(folder)
     if not files:
-        found = f" (only {_count_files(len(not_regular))} that are not regular files)" if not_regular else ""
+        found = f" (skipped {not_regular_files(not_regular)})" if not_regular else ""
         raise WinnowError(f"{label}: no .txt or .md files in this folder{found}",
                           "a folder corpus is read from its .txt and .md files (hidden ones are skipped)")
     passages, report = collect_passages(iter_text_passages(folder, files, chunk_words), source=label)
@@ -85,10 +85,6 @@ def _broken_link(file: Path, error: OSError) -> str:
     if error.errno == errno.ELOOP:
         return "a symbolic link that leads back to itself (a loop)"
     return f"a symbolic link to {os.readlink(file)}, which does not exist"
-
-
-def _count_files(count: int) -> str:
-    return f"{count} {'file' if count == 1 else 'files'}"
 
 
 def iter_text_passages(folder: Path, files: list[Path], chunk_words: int) -> Iterator[tuple[Passage, Location]]:

@@ -41,5 +41,6 @@ def unknown_documents_note(coverage: Mapping[str, Any]) -> str:
     more = f", and {count - len(coverage['unknown_examples'])} more" if count > len(coverage["unknown_examples"]) else ""
     relevant = coverage["relevant_judgements_unknown"]
     return (f"{count} of the {coverage['judged_documents']} documents judged in the qrels are not in the index "
-            f"({examples}{more}); {relevant} relevant {'judgement' if relevant == 1 else 'judgements'} of this "
-            "run's questions name them and score 0 (check that --qrels and --index come from the same corpus)")
+            f"({examples}{more}); this run's questions have {relevant} relevant "
+            f"{'judgement' if relevant == 1 else 'judgements'} on them, which no ranking can find "
+            "(check that --qrels and --index come from the same corpus)")
