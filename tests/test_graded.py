@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,7 @@ from winnow.llm.choices import scores_over_choices
 from winnow.prompts import graded_prompt, prompt
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace
 from winnow.stages import GradedRelevanceReranker, parse_score, threshold_filter
+from winnow.stages import graded
 from winnow.stages.graded import GRADES
 
 # RRR Appendix A.2 as printed, with the query and document filled in.
@@ -79,6 +81,38 @@ def test_parse_score_on_tag_like_text_gives_a_grade_or_none(text):
 @given(st.integers(1, 5), st.text(alphabet="abc .,\n"), st.text(alphabet="abc .,\n0123456789"))
 def test_parse_score_reads_the_tagged_grade_whatever_surrounds_it(grade, before, after):
     assert parse_score(f"{before}<<Score>>{grade}<</Score>>{after}") == grade
+
+
+# The close-tag pattern as it was before it was made linear (kept here as the reference behaviour).
+_BACKTRACKING_CLOSE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*<<\s*/\s*score\s*>>", re.IGNORECASE)
+
+
+def parse_score_as_before(text):
+    """parse_score with the backtracking close-tag pattern, the rest unchanged."""
+    for pattern in (graded._SCORE_TAG, _BACKTRACKING_CLOSE):
+        if found := pattern.search(text):
+            return graded._grade(found.group(1))
+    numbers = set(graded._ANY_NUMBER.findall(text))
+    return graded._grade(numbers.pop()) if len(numbers) == 1 else None
+
+
+@given(st.text(alphabet="<>/Score 0123456789.\n\t", max_size=80))
+def test_parse_score_reads_what_the_backtracking_pattern_read(text):
+    assert parse_score(text) == parse_score_as_before(text)
+
+
+@given(st.lists(st.sampled_from(["<<Score>>", "<</Score>>", "<< / score >>", "3", "12", "4.5", ".", " ", "x"]),
+                max_size=12))
+def test_parse_score_reads_what_the_backtracking_pattern_read_on_tag_pieces(pieces):
+    text = "".join(pieces)
+    assert parse_score(text) == parse_score_as_before(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 1_000_000, "9" * 1_000_000 + "<</Score>>", "1." * 500_000 + "<</Score>>"])
+def test_parse_score_reads_a_million_digits(text):
+    # The backtracking pattern retried from every digit of the run: 16,000 digits took 7.5 s, a million
+    # would take hours. Now each character is looked at a bounded number of times.
+    assert parse_score(text) is None
 
 
 # --- the A.2 prompt ---------------------------------------------------------------------------
