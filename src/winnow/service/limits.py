@@ -8,7 +8,7 @@ ceiling; a request over it is refused before any work starts, with the field and
 from __future__ import annotations
 
 from collections.abc import Container
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import WinnowError
@@ -75,15 +75,6 @@ def check_range(field_name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-def _has_type(value: Any, expected: type) -> bool:
-    """JSON's types against a setting's default: an int is a float, a bool is not a number."""
-    if expected is bool or isinstance(value, bool):
-        return isinstance(value, bool) and expected is bool
-    if expected is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, expected)
-
-
 def _k_ceiling(method: str, n: int, limits: Limits) -> int:
     return limits.max_k if method == "vanilla" else min(limits.max_k, n)  # k picks from the N, but vanilla's
 
@@ -107,16 +98,20 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     costly ones capped, N and k kept in range (defaults lowered to the ceilings, requested values
     refused above them). Returns the full resolved settings."""
     from ..methods import method_class, method_settings
+    from ..settings import SettingError, coerce_value
 
     settings_type = method_class(method).Settings
-    defaults = {f.name: f.default for f in fields(settings_type)}
+    types = settings_type.field_types()
+    defaults = settings_type().to_dict()
+    field_of = lambda key: key if key in ("n", "k") else f"options.{key}"  # noqa: E731
     for key, value in overrides.items():
-        name = key if key in ("n", "k") else f"options.{key}"
-        if key not in defaults:
+        name = field_of(key)
+        if key not in types:
             raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
-        expected = type(defaults[key])
-        if not _has_type(value, expected):
-            raise invalid(name, f"{key} must be a {expected.__name__} (got {value!r})")
+        try:
+            value = coerce_value(key, types[key], value)
+        except SettingError as exc:
+            raise invalid(name, str(exc)) from exc
         if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
             raise invalid(name, f"{key} must be between 0 and {limits.setting_caps[key]} (got {value})")
     merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
@@ -126,5 +121,7 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     check_range("k", merged["k"], 1, _k_ceiling(method, n, limits))
     try:
         return method_settings(method, **merged).to_dict()
+    except SettingError as exc:
+        raise invalid(field_of(exc.setting), str(exc)) from exc
     except WinnowError as exc:
         raise invalid("options", str(exc)) from exc
