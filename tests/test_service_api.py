@@ -2,15 +2,22 @@
 
 One server (started once for the module: loading the model is the slow part) answers every test
 here, in file order: later tests rely on what earlier ones cached, as a real client's repeats would.
-Requests stay small (N=4, k=2, 8 answer tokens) so the module runs in well under a minute.
+It runs with --allow-any-host (the Host check itself is tested in test_service_limits.py), and
+its stderr is kept: the last test reads it for tracebacks. Requests stay small (N=4, k=2, 8 answer
+tokens) so the module runs in well under a minute.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import logging
 import re
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -18,6 +25,11 @@ import pytest
 
 from service_server import build_small_index, queue_stats, running_server, wait_for
 from small_corpus import PASSAGES
+from winnow.methods import build_method
+from winnow.service.engine import Plan
+from winnow.service.limits import ApiError
+from winnow.service.runner import _on_worker
+from winnow.service.worker import LLMWorker
 
 pytestmark = pytest.mark.llm
 
@@ -36,11 +48,21 @@ def text_of(doc: str | dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def server_log() -> list[str]:
+    """The server's stderr, line by line, as it arrives."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, server_log):
     folder = tmp_path_factory.mktemp("service-api")
-    with running_server(build_small_index(folder), folder / "cache") as base:
+    with running_server(build_small_index(folder), folder / "cache", "--allow-any-host", log=server_log) as base:
         with httpx.Client(base_url=base, timeout=120) as http:
             yield http
+
+
+def new_lines(log: list[str], since: int, text: str) -> list[str]:
+    return [line for line in log[since:] if text in line]
 
 
 @pytest.fixture(scope="module")

@@ -238,6 +238,9 @@ ASK_REFUSALS = [
     ({"question": "x", "method": "rankgpt", "options": {"window": 2.5}}, "options.window"),
     ({"question": "x", "method": "rankrag", "options": {"fusion_alpha": "high"}}, "options.fusion_alpha"),
     ({"question": "x", "method": "mainrag", "options": {"judge_n": True}}, "options.judge_n"),
+    ({"question": "x", "method": "rankrag", "options": {"fusion_alpha": 2}}, "options.fusion_alpha"),
+    ({"question": "x", "method": "rankgpt", "options": {"listwise_prompt": "bogus"}}, "options.listwise_prompt"),
+    ({"question": "x", "options": {"max_answer_tokens": 0}}, "options.max_answer_tokens"),
     ({"question": "x", "timeout": 21}, "timeout"),
     ({"question": "x", "timeout": 0}, "timeout"),
     ({"question": "x", "stream": "yes"}, "stream"),
@@ -263,6 +266,14 @@ def test_the_same_setting_twice_with_one_value_is_accepted(client):
     """Accepted: the request passes the settings check and is refused by the next one."""
     body = {"question": "x", "n": 2, "k": 1, "options": {"n": 2, "k": 1}, "timeout": 21}
     refused(client.post("/v1/ask", json=body), 422, "timeout")
+
+
+@pytest.mark.parametrize("body,field", [(b'{"question": "x", "method": "mainrag", "options": {"judge_n": NaN}}',
+                                         "options.judge_n"),
+                                        (b'{"question": "x", "timeout": Infinity}', "timeout")])
+def test_non_finite_numbers_are_refused_naming_the_field(client, body, field):
+    """Python's JSON reader takes NaN and Infinity; a setting holding one is refused, not run."""
+    refused(client.post("/v1/ask", content=body, headers={"Content-Type": "application/json"}), 422, field)
 
 
 def test_limits_are_inclusive(client):

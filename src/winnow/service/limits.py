@@ -7,6 +7,7 @@ ceiling; a request over it is refused before any work starts, with the field and
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Container
 from dataclasses import asdict, dataclass, field, fields
@@ -190,4 +191,18 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     try:
         return method_settings(method, **merged).to_dict()
     except WinnowError as exc:
-        raise invalid("options", str(exc)) from exc
+        field_name = _field_named(str(exc), overrides)
+        raise invalid(field_name, f"{field_name}: {exc}") from exc
+
+
+def _field_named(message: str, overrides: dict[str, Any]) -> str:
+    """The asked field a method's settings check names first (it says ``--fusion-alpha`` or
+    ``listwise_prompt``), else ``options``."""
+    spots = []
+    for name in overrides:
+        key = name.removeprefix("options.")
+        spelled = rf"(?<![\w-])(--{re.escape(key.replace('_', '-'))}|{re.escape(key)})(?![\w-])"
+        found = re.search(spelled, message)
+        if found:
+            spots.append((found.start(), name))
+    return min(spots)[1] if spots else "options"
