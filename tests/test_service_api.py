@@ -384,8 +384,8 @@ def test_an_abandoned_job_leaves_no_exception_unread(llm, index, caplog):
     model and method. The service is a namespace: only its worker is used."""
     worker = LLMWorker([llm])
     method = build_method("rankrag", index=index, llm=llm, n=8, k=1, max_answer_tokens=8)
-    plan = Plan(kind="ask", key=None, compute=lambda models: method.ask("Which city is the capital of Italy?").to_dict(),
-                needs_llm=True, request={}, timeout=0.05)
+    plan = Plan(kind="ask", key=None, needs_llm=True, request={}, timeout=0.05,
+                compute=lambda models: method.ask("Which city is the capital of Italy?").to_dict())
 
     statuses = []
 
