@@ -10,11 +10,13 @@ model busy.
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
 
 from service_server import build_small_index, queue_stats, running_server, wait_for
+from winnow.service.hosts import HostPolicy
 
 pytestmark = pytest.mark.llm
 
@@ -101,6 +103,24 @@ def test_other_host_names_are_refused_on_every_route(server, host, path):
     error = refused(response, 400, "Host")
     assert error["type"] == "invalid_host" and repr(host) in error["message"]
     assert "--allowed-host" in error["message"] and "--allow-any-host" in error["message"]
+
+
+def test_a_request_without_a_host_header_is_answered(server):
+    """HTTP/1.0 tools may send no Host; a browser always does, so there is nothing to check."""
+    with socket.create_connection(("127.0.0.1", port_of(server))) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        reply = b"".join(iter(lambda: raw.recv(65536), b""))
+    assert reply.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in reply
+
+
+def test_the_names_each_bind_address_answers_to():
+    """Listening on every interface adds the machine's name; a name given to --host is its own."""
+    name = socket.gethostname().lower()
+    assert HostPolicy.for_bind("0.0.0.0").allows(f"{name}:8080") and HostPolicy.for_bind("::").allows(name)
+    assert HostPolicy.for_bind("127.0.0.1").allows(f"{name}:8080") == (name == "localhost")
+    assert HostPolicy.for_bind("gpu-box.lan").allows("GPU-box.lan:8080")
+    assert not HostPolicy.for_bind("gpu-box.lan").allows("other-box.lan:8080")
+    assert HostPolicy.for_bind("127.0.0.1", any_host=True).allows("evil.example")
 
 
 def test_the_key_is_checked_before_the_body_is_read(server):
