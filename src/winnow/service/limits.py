@@ -7,10 +7,9 @@ ceiling; a request over it is refused before any work starts, with the field and
 
 from __future__ import annotations
 
-import re
 import reprlib
 from collections.abc import Container
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -114,15 +113,6 @@ def check_unicode(body: Any) -> None:
             pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
 
 
-def _has_type(value: Any, expected: type) -> bool:
-    """JSON's types against a setting's default: an int is a float, a bool is not a number."""
-    if expected is bool or isinstance(value, bool):
-        return isinstance(value, bool) and expected is bool
-    if expected is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, expected)
-
-
 def _k_ceiling(method: str, n: int, limits: Limits) -> int:
     return limits.max_k if method == "vanilla" else min(limits.max_k, n)  # k picks from the N, but vanilla's
 
@@ -140,21 +130,20 @@ def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
     return out
 
 
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _NOT_GIVEN = object()
 
 
 def request_overrides(n: Any, k: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The settings a request asks for, keyed by the field that asked: ``n``, ``k``,
     ``options.window``. N and k may come top-level or in ``options``; given both ways, they must
-    be the same value (of the same JSON type), or the request is refused naming both fields:
-    neither silently wins."""
+    be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is not ``1``), or
+    the request is refused naming both fields: neither silently wins."""
     asked = {f"options.{key}": value for key, value in options.items()}
     for name, value in (("n", n), ("k", k)):
         if value is None:
             continue
         duplicate = asked.pop(f"options.{name}", _NOT_GIVEN)
-        if duplicate is not _NOT_GIVEN and (type(duplicate) is not type(value) or duplicate != value):
+        if duplicate is not _NOT_GIVEN and (duplicate != value or isinstance(duplicate, bool)):
             raise invalid(name, f"{name} is {value!r} but options.{name} is {reprlib.repr(duplicate)}: give "
                                 f"{name} once (top-level or in options), or the same value in both")
         asked[name] = value
@@ -163,46 +152,40 @@ def request_overrides(n: Any, k: Any, options: dict[str, Any]) -> dict[str, Any]
 
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits) -> dict[str, Any]:
     """The method's settings for one request: ``base`` (the server's), then ``overrides`` (what the
-    request asked, keyed by field as :func:`request_overrides` gives them), each type-checked
-    against the method's defaults, the costly ones capped, N and k kept in range (defaults lowered
-    to the ceilings, requested values refused above them). Returns the full resolved settings."""
+    request asked, keyed by field as :func:`request_overrides` gives them), each coerced to the
+    setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
+    ceilings, requested values refused above them). Returns the full resolved settings."""
     from ..methods import method_class, method_settings
+    from ..settings import SettingError, coerce_value
 
     settings_type = method_class(method).Settings
-    defaults = {f.name: f.default for f in fields(settings_type)}
+    types = settings_type.field_types()
+    defaults = settings_type().to_dict()
     asked: dict[str, Any] = {}
     for name, value in overrides.items():
         key = name.removeprefix("options.")
-        if key not in defaults:
+        if key not in types:
             raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
-        expected = type(defaults[key])
-        if not _has_type(value, expected):
-            raise invalid(name, f"{name} must be {_TYPE_NAMES.get(expected, expected.__name__)} "
-                                f"(got {reprlib.repr(value)})")
+        try:
+            value = coerce_value(key, types[key], value)
+        except SettingError as exc:
+            raise invalid(name, str(exc)) from exc
         if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
             raise invalid(name, f"{name} must be between 0 and {limits.setting_caps[key]} (got {value})")
         asked[key] = value
     merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
                                       **{k: v for k, v in base.items() if k in defaults}, **asked},
                              limits, asked=asked)
-    field_of = {name.removeprefix("options."): name for name in overrides}  # options.n or n, as asked
-    n = check_range(field_of.get("n", "n"), merged["n"], 1, limits.max_n)
-    check_range(field_of.get("k", "k"), merged["k"], 1, _k_ceiling(method, n, limits))
+    asked_as = {name.removeprefix("options."): name for name in overrides}  # options.n or n, as the request put it
+
+    def field_of(key: str) -> str:
+        return asked_as.get(key, key if key in ("n", "k") else f"options.{key}")
+
+    n = check_range(field_of("n"), merged["n"], 1, limits.max_n)
+    check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits))
     try:
         return method_settings(method, **merged).to_dict()
+    except SettingError as exc:
+        raise invalid(field_of(exc.setting), str(exc)) from exc
     except WinnowError as exc:
-        field_name = _field_named(str(exc), overrides)
-        raise invalid(field_name, f"{field_name}: {exc}") from exc
-
-
-def _field_named(message: str, overrides: dict[str, Any]) -> str:
-    """The asked field a method's settings check names first (it says ``--fusion-alpha`` or
-    ``listwise_prompt``), else ``options``."""
-    spots = []
-    for name in overrides:
-        key = name.removeprefix("options.")
-        spelled = rf"(?<![\w-])(--{re.escape(key.replace('_', '-'))}|{re.escape(key)})(?![\w-])"
-        found = re.search(spelled, message)
-        if found:
-            spots.append((found.start(), name))
-    return min(spots)[1] if spots else "options"
+        raise invalid("options", str(exc)) from exc
