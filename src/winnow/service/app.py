@@ -13,6 +13,10 @@ import hmac
 from pathlib import Path
 from typing import Any, Optional
 
+from ..extras import require
+
+require("serve", "winnow.service (the HTTP API)")
+
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
