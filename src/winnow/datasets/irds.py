@@ -21,7 +21,7 @@ PREFIX = "irds:"
 
 def load_ir_dataset(dataset_id: str) -> Dataset:
     """The queries (and qrels, if any) of the ``ir_datasets`` dataset ``dataset_id``."""
-    ir_datasets = import_extra("ir_datasets", "data", "irds:<id> datasets",
+    ir_datasets = import_extra("ir_datasets", "data", "an irds:<id> dataset",
                                alternative="use the data bundled in pyserini 0.21.0 (`winnow data list`)")
     try:
         dataset = ir_datasets.load(dataset_id)

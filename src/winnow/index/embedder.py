@@ -109,7 +109,7 @@ def available_cores() -> int:
 
 def import_runtime() -> tuple[Any, Any]:
     """onnxruntime and tokenizers, or a MissingExtra naming the 'dense' extra."""
-    feature = "dense retrieval and embeddings (--dense, --retriever dense|hybrid, --method embedding)"
+    feature = "dense retrieval (--dense, --retriever dense|hybrid, rerank --method embedding)"
     return import_extra("onnxruntime", "dense", feature), import_extra("tokenizers", "dense", feature)
 
 
