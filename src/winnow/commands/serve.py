@@ -14,6 +14,7 @@ from ..cli import (AgentOption, BackendOption, BaseUrlOption, ConfigOption, Fina
                    ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
                    spinner_while_loading)
 from ..errors import WinnowError
+from ..extras import require
 
 
 def _is_loopback(host: str) -> bool:
@@ -95,6 +96,7 @@ def serve(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
+    require("serve", "winnow serve")
     import uvicorn
 
     from ..pipeline import Pipeline

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, WinnowError
+from ..extras import require
 from ..records import Query
 from .metrics import compute_metrics
 from .record import question_record
@@ -85,6 +86,8 @@ class EvalRun:
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise WinnowError(f"--limit must be at least 1 (got {self.limit})")
+        if self.qrels is not None:  # checked now, not after the last question has been asked
+            require("eval", "qrels metrics (winnow eval --qrels)")
         self.folder = RunFolder(self.out)
         self.items: list[Any] = []
         self.selected: list[Any] = []

@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ModelError
+from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
 from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
 
 #: How many next-token alternatives to read; llama.cpp sorts the full vocabulary anyway, so a
 #: generous number costs nothing and makes a missing choice practically impossible.
 TOP_LOGPROBS = 100
+LLAMACPP_FEATURE = "the llama.cpp backend (the default --backend)"
+LLAMACPP_ALTERNATIVE = "use --backend openai --base-url URL with your own server"
 
 
 class LlamaCppBackend:
@@ -27,7 +30,7 @@ class LlamaCppBackend:
 
     def __init__(self, model_path: str | Path, *, model_name: str = "", model_sha256: str = "",
                  n_ctx: int = 4096, threads: int | None = None) -> None:
-        import xllamacpp
+        xllamacpp = import_extra("xllamacpp", "llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)
 
         path = Path(model_path)
         if not path.is_file():

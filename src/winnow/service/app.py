@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qsl
 
+from ..extras import require
+
+require("serve", "winnow.service (the HTTP API)")
+
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
