@@ -387,20 +387,3 @@ def test_core_command_line_does_not_import_torch():
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
-
-
-def test_missing_training_extra_says_how_to_install(monkeypatch):
-    import builtins
-
-    from winnow.training.model_files import require_train_extra
-
-    real_import = builtins.__import__
-
-    def without_peft(name, *args, **kwargs):  # the extra cannot be uninstalled for one test
-        if name == "peft":
-            raise ImportError("No module named 'peft'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_peft)
-    with pytest.raises(WinnowError, match=r"pip install '\.\[train\]'"):
-        require_train_extra()

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -325,7 +326,8 @@ def main() -> None:
     except WinnowError as exc:
         if STATE["debug"]:
             raise
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escape: a message may hold brackets (pip install 'winnow[serve]') that rich would take for markup
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -111,6 +111,9 @@ def evaluate(
     qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
                                                                   "Recall@k per stage.")] = None,
     capped: Annotated[bool, typer.Option("--capped", help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
+                                                                       "the LLM calls of the whole batch at once "
+                                                                       "(answers are the same as one at a time).")] = 8,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -148,7 +151,7 @@ def evaluate(
             with stages.bar:
                 progress = RunProgress(stages, spec.method, len(run.selected), run.answered())
                 try:
-                    run.ask_all(pipeline, pending, on_answer=progress,
+                    run.ask_all(pipeline, pending, on_answer=progress, batch_size=batch_size,
                                 on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}",
                                                                       highlight=False))
                 except KeyboardInterrupt:

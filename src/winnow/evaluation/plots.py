@@ -14,14 +14,15 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..extras import import_extra
+
 # Colour-blind-safe (Okabe-Ito); the first stage is always drawn in grey.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 BASELINE = "#7f7f7f"
 
 
 def _pyplot():
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "eval", "the report's plots (winnow report)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

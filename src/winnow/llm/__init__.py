@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import WinnowError
+from ..extras import require
 from ..paths import llm_cache_path
 from .base import ChoiceScores, Generation, LLMBackend, Messages
 from .cache import CallCache
@@ -27,8 +28,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     """
     if backend == "llama.cpp":
         from ..models import resolve_model
-        from .llamacpp import LlamaCppBackend
+        from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend
 
+        require("llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)  # before assembling the model
         resolved = resolve_model(model)
         engine: LLMBackend = LlamaCppBackend(resolved.path, model_name=resolved.name,
                                              model_sha256=resolved.sha256, n_ctx=n_ctx, threads=threads)

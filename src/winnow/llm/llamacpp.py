@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ModelError
+from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
 from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
 
 #: How many next-token alternatives to read; llama.cpp sorts the full vocabulary anyway, so a
 #: generous number costs nothing and makes a missing choice practically impossible.
 TOP_LOGPROBS = 100
+LLAMACPP_FEATURE = "the llama.cpp backend (the default --backend)"
+LLAMACPP_ALTERNATIVE = "use --backend openai --base-url URL with your own server"
 
 
 class LlamaCppBackend:
@@ -27,7 +30,7 @@ class LlamaCppBackend:
 
     def __init__(self, model_path: str | Path, *, model_name: str = "", model_sha256: str = "",
                  n_ctx: int = 4096, threads: int | None = None) -> None:
-        import xllamacpp
+        xllamacpp = import_extra("xllamacpp", "llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)
 
         path = Path(model_path)
         if not path.is_file():
@@ -39,7 +42,12 @@ class LlamaCppBackend:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.n_parallel = 1
-        params.cache_prompt = True  # shared prefixes (system prompt) are computed once
+        # Each prompt is computed from scratch. Reusing the KV cache of the previous prompt's common
+        # prefix changes how the rest is split into batches, and so the floating-point sums: the
+        # same prompt then scores differently depending on what was asked before it (P("True")
+        # -0.680 or -0.721 for one passage), which breaks the call cache's soundness and makes a
+        # batch of questions answer differently from the same questions one at a time.
+        params.cache_prompt = False
         # llama.cpp also keeps whole past prompts in RAM (8 GiB by default). Exact repeats are
         # already answered by Winnow's call cache, so this would only cost memory and make timings
         # depend on history.
@@ -66,7 +74,7 @@ class LlamaCppBackend:
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
-        response = self._server.handle_chat_completions(body)
+        response = self._server.handle_chat_completions({**body, "cache_prompt": False})
         return response, time.perf_counter() - started
 
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from ..extras import require
 from .base import ChoiceScores, Generation, Messages
 from .choices import normalise_token, scores_over_choices
 
@@ -30,9 +31,9 @@ class TransformersBackend:
 
     def __init__(self, model: str, *, dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None) -> None:
-        from ..training.model_files import load_model, locate_model, require_train_extra
+        from ..training.model_files import load_model, locate_model
 
-        require_train_extra()
+        require("train", "the transformers backend (--backend transformers)")
         import torch
 
         if threads:

@@ -25,7 +25,8 @@ from ..llm.client import LLM
 from ..pipeline import Pipeline
 from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
-from .limits import ApiError, Limits, check_range, check_settings, check_text, invalid, within_ceilings
+from .limits import (ApiError, Limits, check_range, check_settings, check_text, invalid, request_overrides,
+                     within_ceilings)
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
@@ -111,7 +112,7 @@ class Service:
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
-        overrides = {**request.options, **{k: v for k, v in (("n", request.n), ("k", request.k)) if v is not None}}
+        overrides = request_overrides(request.n, request.k, request.options)
         settings = check_settings(method, base, overrides, limits)
         key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
 
