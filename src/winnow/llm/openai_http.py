@@ -17,6 +17,7 @@ import httpx
 from ..errors import BackendError
 from .base import ChoiceScores, Generation, Messages
 from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
+from .response_checks import preview, read_json
 
 T = TypeVar("T")
 
@@ -63,7 +64,8 @@ class OpenAICompatibleBackend:
     def identity(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self._model, "base_url": self._base_url}
 
-    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _post(self, body: dict[str, Any]) -> tuple[Any, float, str]:
+        """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
         body = {"model": self._model, **body, **continuation_fields(body["messages"])}
         started = time.perf_counter()
         try:
@@ -77,12 +79,8 @@ class OpenAICompatibleBackend:
                                "set the key with --api-key or WINNOW_OPENAI_API_KEY")
         if response.status_code >= 400:
             raise BackendError(f"{self._base_url}/chat/completions answered {response.status_code}: "
-                               f"{response.text[:500]}")
-        try:
-            return response.json(), seconds
-        except ValueError as exc:
-            raise BackendError(f"{self._base_url} answered with something that is not JSON: "
-                               f"{response.text[:200]!r}") from exc
+                               f"{preview(response.text, 500)}")
+        return read_json(response, self._base_url), seconds, response.text
 
     def _each(self, prompts: Sequence[Messages], one: Callable[[Messages], T]) -> list[T]:
         if len(prompts) <= 1 or self._concurrency == 1:
@@ -93,16 +91,16 @@ class OpenAICompatibleBackend:
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = ()) -> list[Generation]:
         def one(messages: Messages) -> Generation:
-            response, seconds = self._post(generation_request(messages, max_tokens=max_tokens,
-                                                              temperature=temperature, stop=stop))
-            return read_generation(response, seconds, self._base_url)
+            response, seconds, sent = self._post(generation_request(messages, max_tokens=max_tokens,
+                                                                    temperature=temperature, stop=stop))
+            return read_generation(response, seconds, self._base_url, sent)
 
         return self._each(prompts, one)
 
     def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
         def one(messages: Messages) -> ChoiceScores:
-            response, seconds = self._post(choice_request(messages, top_logprobs=self._top_logprobs))
-            return read_choice_scores(response, choices, seconds, self._base_url)
+            response, seconds, sent = self._post(choice_request(messages, top_logprobs=self._top_logprobs))
+            return read_choice_scores(response, choices, seconds, self._base_url, sent)
 
         return self._each(prompts, one)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from ..errors import BackendError
 from .base import ChoiceScores, Generation, Messages
 from .choices import normalise_token, scores_over_choices
 
@@ -106,6 +107,11 @@ class TransformersBackend:
             logprobs = self._next_token_logprobs(rows)
             seconds = (time.perf_counter() - started) / len(rows)
             for row, dist in zip(rows, logprobs):
+                if not bool(self._torch.isfinite(dist).all()):
+                    # Broken weights or an overflow in float16 give NaN logits; a NaN score would
+                    # silently sort anywhere, so it is refused like a server's NaN.
+                    raise BackendError(f"transformers ({self._source.name}) computed non-finite next-token "
+                                       "log-probabilities", "check the model: a fine-tuning run that diverged leaves NaN weights")
                 spelled = [(self._tokenizer.convert_ids_to_tokens(i), float(dist[i]))
                            for ids in ids_by_choice.values() for i in ids]
                 top_values, top_ids = dist.topk(RAW_TOP)
