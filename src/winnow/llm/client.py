@@ -38,6 +38,39 @@ class LLM:
     def identity(self) -> dict[str, Any]:
         return self.backend.identity
 
+    # --- fitting prompts to the context (see winnow.stages.fitting) ----------------------------
+
+    @property
+    def context_size(self) -> int:
+        """Tokens of prompt and answer the model's context holds."""
+        return self.backend.context_size
+
+    @property
+    def context_size_source(self) -> str:
+        """Where :attr:`context_size` came from (the option, the server's report, a default)."""
+        return self.backend.context_size_source
+
+    @property
+    def token_counting(self) -> str:
+        """How tokens are counted, for the trace: "exact: …" or "estimated …"."""
+        return self.backend.tokens.description
+
+    @property
+    def token_counts_exact(self) -> bool:
+        return self.backend.tokens.exact
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's own tokenizer."""
+        return self.backend.tokens.count(text)
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> tuple[str, bool]:
+        """``text`` cut to at most ``max_tokens`` of the model's tokens, and whether it was cut."""
+        return self.backend.tokens.truncate(text, max_tokens)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Tokens of a whole chat prompt as the backend sends it (chat template applied)."""
+        return self.backend.tokens.count_prompt(messages)
+
     def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
                 ) -> tuple[list[str], list[dict[str, Any] | None]]:
         keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
@@ -60,7 +93,8 @@ class LLM:
         for i, generation in enumerate(results):
             stage.record(LLMCall(stage.name, "generate", list(prompts[i]), generation.text,
                                  generation.prompt_tokens, generation.completion_tokens,
-                                 generation.seconds, cached=hits[i] is not None))
+                                 generation.seconds, cached=hits[i] is not None,
+                                 finish_reason=generation.finish_reason))
         return results  # type: ignore[return-value]
 
     def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *, stage: StageTrace

@@ -8,6 +8,7 @@ malformed one is a :class:`~winnow.errors.BackendError` naming the server, never
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from ..errors import BackendError
@@ -33,6 +34,19 @@ def choice_request(messages: Messages, *, top_logprobs: int) -> dict[str, Any]:
             "logprobs": True, "top_logprobs": top_logprobs}
 
 
+def continuation_fields(messages: Messages) -> dict[str, Any]:
+    """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
+
+    llama.cpp's server continues a final assistant message by itself; vLLM needs
+    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs that
+    reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
+    reads its score from the generated ``<<Score>>n`` text instead.
+    """
+    if not messages or messages[-1].get("role") != "assistant" or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off":
+        return {}
+    return {"continue_final_message": True, "add_generation_prompt": False}
+
+
 def _first_choice(response: Any, source: str) -> dict[str, Any]:
     """``choices[0]`` of a chat-completions answer; an ``error`` object becomes its message."""
     if isinstance(response, dict) and response.get("error") is not None:
@@ -55,8 +69,13 @@ def _usage(response: dict[str, Any]) -> tuple[int, int]:
             checks.count(usage.get("completion_tokens"), "usage.completion_tokens", optional=True))
 
 
-def read_generation(response: Any, seconds: float, source: str, sent: Any = None) -> Generation:
-    """The generated text, its cost and why it stopped. ``sent`` is the raw body, shown in errors."""
+def read_generation(response: Any, seconds: float, source: str, sent: Any = None, *,
+                    max_tokens: int | None = None) -> Generation:
+    """The generated text, its cost and why it stopped. ``sent`` is the raw body, shown in errors.
+
+    A server that names no ``finish_reason`` but spent all ``max_tokens`` was cut by the limit, and
+    the answer says "length", so a truncated answer never looks complete.
+    """
     try:
         choice = _first_choice(response, source)
         message = checks.obj(choice.get("message"), "choices[0].message")
@@ -65,6 +84,8 @@ def read_generation(response: Any, seconds: float, source: str, sent: Any = None
         prompt_tokens, completion_tokens = _usage(response)
     except MalformedResponse as exc:
         raise malformed(source, exc, response if sent is None else sent) from exc
+    if not finish_reason and max_tokens is not None and completion_tokens >= max_tokens:
+        finish_reason = "length"
     return Generation(content.strip(), prompt_tokens, completion_tokens, seconds, finish_reason)
 
 
