@@ -115,7 +115,7 @@ class ServerFacts:
     tokens: TokenCounter
 
 
-def _count_at(value: Any, *path: str | int) -> int | None:
+def count_at(value: Any, *path: str | int) -> int | None:
     """The count at ``path`` inside ``value``, or None if anything on the way is missing or wrong."""
     for key in path:
         if isinstance(key, int):
@@ -136,7 +136,7 @@ def read_vllm_context(models: Any, model: str) -> int | None:
         return None
     entries = [e for e in data if isinstance(e, dict)]
     chosen = [e for e in entries if e.get("id") == model] or (entries if len(entries) == 1 else [])
-    return _count_at(chosen, 0, "max_model_len") if chosen else None
+    return count_at(chosen, 0, "max_model_len") if chosen else None
 
 
 def root_of(base_url: str) -> str:
@@ -150,10 +150,10 @@ def llama_server_context(client: httpx.Client, root: str) -> tuple[int | None, s
     props = json_or_none(client, "GET", f"{root}/props")
     if not (isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict)):
         return None
-    n_ctx = _count_at(props, "default_generation_settings", "n_ctx")
+    n_ctx = count_at(props, "default_generation_settings", "n_ctx")
     if n_ctx is not None:
         return n_ctx, "the server's /props (n_ctx per slot)"
-    return _count_at(json_or_none(client, "GET", f"{root}/slots"), 0, "n_ctx"), "the server's /slots"
+    return count_at(json_or_none(client, "GET", f"{root}/slots"), 0, "n_ctx"), "the server's /slots"
 
 
 def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
@@ -167,7 +167,7 @@ def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
     context = read_vllm_context(json_or_none(client, "GET", f"{base_url}/models"), model)
     answer = json_or_none(client, "POST", f"{root}/tokenize", {"model": model, "prompt": "Winnow"})
     if isinstance(answer, dict) and isinstance(answer.get("tokens"), list):
-        context = context or _count_at(answer, "max_model_len")
+        context = context or count_at(answer, "max_model_len")
         return ServerFacts("vLLM", context, "the server's max_model_len", ModelTokens(
             VllmTokenIds(client, root, model, base_url), f"exact: the server's /tokenize at {root}"))
     estimate = EstimatedTokens(f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): "
