@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -141,27 +142,29 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def _serve(llama_backend, vllm):
+@contextmanager
+def _serving(llama_backend, vllm):
+    """A TranslatingServer on a free loopback port; yields its /v1 address."""
     server = TranslatingServer(("127.0.0.1", 0), _Handler)
     server.upstream, server.vllm = llama_backend.http_address, vllm
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    return server
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
 def vllm_server(llama_backend):
-    server = _serve(llama_backend, vllm=True)
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with _serving(llama_backend, vllm=True) as base_url:
+        yield base_url
 
 
 @pytest.fixture
 def bare_server(llama_backend):
-    server = _serve(llama_backend, vllm=False)
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with _serving(llama_backend, vllm=False) as base_url:
+        yield base_url
 
 
 def test_vllm_routes_give_exact_counts_and_the_context(local, vllm_server):
