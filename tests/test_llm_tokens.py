@@ -218,3 +218,42 @@ def test_finish_reason_says_when_the_token_limit_cut_the_answer(local, llama_bac
         assert whole.finish_reason == "stop" and whole.completion_tokens < 64
         assert [c.finish_reason for c in trace.llm_calls] == ["length", "stop"]
     remote.close()
+
+
+def test_a_backend_with_only_the_two_verbs_gets_the_default_and_the_estimate():
+    class TwoVerbs:  # a backend written elsewhere, before context sizes existed
+        identity = {"backend": "two-verbs"}
+
+        def generate(self, prompts, *, max_tokens, temperature=0.0, stop=()):
+            return []
+
+        def choice_logprobs(self, prompts, choices):
+            return []
+
+        def close(self):
+            pass
+
+    llm = LLM(TwoVerbs())
+    assert llm.context_size == 4096 and "reports no context size" in llm.context_size_source
+    assert llm.token_counting.startswith("estimated") and "no tokenizer" in llm.token_counting
+    assert llm.count_tokens("abcdef") == 2
+
+
+def test_the_service_cache_only_twin_counts_like_the_real_model(llama_backend, tmp_path):
+    from winnow.llm import CallCache
+    from winnow.service.cache_only import cache_only
+
+    real = LLM(llama_backend, CallCache(tmp_path / "calls.sqlite"))
+    twin = cache_only(real)
+    assert (twin.context_size, twin.token_counting) == (real.context_size, real.token_counting)
+    assert twin.count_prompt_tokens(PREFILLED) == real.count_prompt_tokens(PREFILLED)
+    twin.close()
+
+
+def test_an_openai_backend_asks_its_server_only_when_counting(tmp_path):
+    from winnow.errors import BackendError
+
+    llm = load_llm("m", backend="openai", base_url="http://127.0.0.1:9/v1", cache=False)
+    with pytest.raises(BackendError, match=r"cannot reach http://127.0.0.1:9/props"):
+        llm.context_size
+    llm.close()
