@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import socket
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli import (BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
+from ..cli import (AgentOption, BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
                    ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
                    spinner_while_loading)
 from ..errors import WinnowError
@@ -36,6 +37,16 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging set-up, plus the service's own one-line notes (a request cancelled
+    because its client went away or its time ran out) in the same format on stderr."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["winnow.service"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
 @app.command()
 def serve(
     index_dir: IndexOption,
@@ -52,6 +63,7 @@ def serve(
     k: KOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
+    agents: AgentOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
@@ -60,6 +72,13 @@ def serve(
     api_key: Annotated[str, typer.Option("--api-key", envvar="WINNOW_API_KEY", show_default=False,
                                          help="Require 'Authorization: Bearer KEY' on every /v1 route "
                                               "(or WINNOW_API_KEY).")] = "",
+    allowed_hosts: Annotated[Optional[list[str]], typer.Option(
+        "--allowed-host", metavar="NAME", show_default=False,
+        help="Also answer requests whose Host header is NAME (repeatable; *.example.com for subdomains). "
+             "IP addresses, localhost and the --host name are always answered; others get 400, "
+             "against DNS rebinding.")] = None,
+    allow_any_host: Annotated[bool, typer.Option("--allow-any-host", help="Answer any Host header (behind a "
+                                                                          "proxy that checks it).")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
                                                                             "(default: all cores).")] = None,
     max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
@@ -80,8 +99,9 @@ def serve(
 
     from ..pipeline import Pipeline
     from ..service import Limits, Service, create_app
+    from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
@@ -101,8 +121,9 @@ def serve(
               f"API key {'required' if api_key else 'not required'}", highlight=False, soft_wrap=True)
     err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, schema at /openapi.json",
               highlight=False, soft_wrap=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key), log_level="warning",
-                                           timeout_graceful_shutdown=5))
+    hosts = HostPolicy.for_bind(host, allowed_hosts or (), any_host=allow_any_host)
+    server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key, hosts=hosts), log_level="warning",
+                                           log_config=_log_config(), timeout_graceful_shutdown=5))
     try:
         server.run(sockets=[sock])
     finally:

@@ -20,9 +20,21 @@ def _offers(backend: object, name: str) -> bool:
     return name in getattr(backend, "__dict__", {}) or any(name in vars(k) for k in type(backend).__mro__)
 
 
+def traces_per_prompt(stage: StageTrace | Sequence[StageTrace], count: int) -> list[StageTrace]:
+    """One StageTrace per prompt: a stage over one question passes its trace, a stage over a batch
+    passes each prompt's question's own trace, so every call is recorded where it belongs."""
+    if isinstance(stage, StageTrace):
+        return [stage] * count
+    traces = list(stage)
+    if len(traces) != count:
+        raise ValueError(f"{len(traces)} stage traces for {count} prompts: give one per prompt")
+    return traces
+
+
 class LLM:
     """Wraps a backend: looks each prompt up in the cache, sends only the misses (as one batch),
-    stores their answers, and records every call, hit or miss, in the calling stage's trace."""
+    stores their answers, and records every call, hit or miss, in the calling stage's trace (or,
+    for a stage over many questions, in the trace of the question each prompt belongs to)."""
 
     def __init__(self, backend: LLMBackend, cache: CallCache | None = None,
                  progress: ProgressHook | None = None) -> None:
@@ -97,12 +109,13 @@ class LLM:
         hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
         return keys, hits
 
-    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace, max_tokens: int,
+    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
+        traces = traces_per_prompt(stage, len(prompts))
         params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop)}
         keys, hits = self._cached("generate", prompts, params)
         misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses], lambda chunk: self.backend.generate(
+        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses], lambda chunk: self.backend.generate(
             chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
         results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
         for i, generation in zip(misses, fresh):
@@ -111,18 +124,19 @@ class LLM:
             if self.cache is not None and temperature == 0.0:
                 self.cache.put(keys[i], "generate", asdict(generation))
         for i, generation in enumerate(results):
-            stage.record(LLMCall(stage.name, "generate", list(prompts[i]), generation.text,
+            traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
                                  generation.prompt_tokens, generation.completion_tokens,
                                  generation.seconds, cached=hits[i] is not None,
                                  finish_reason=generation.finish_reason))
         return results  # type: ignore[return-value]
 
-    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *, stage: StageTrace
-                      ) -> list[ChoiceScores]:
+    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
+                      stage: StageTrace | Sequence[StageTrace]) -> list[ChoiceScores]:
+        traces = traces_per_prompt(stage, len(prompts))
         params = {"choices": list(choices)}
         keys, hits = self._cached("choices", prompts, params)
         misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses],
+        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses],
                                 lambda chunk: self.backend.choice_logprobs(chunk, choices))
         results: list[ChoiceScores | None] = [
             ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
@@ -131,7 +145,7 @@ class LLM:
             if self.cache is not None:
                 self.cache.put(keys[i], "choices", asdict(scores))
         for i, scores in enumerate(results):
-            stage.record(LLMCall(stage.name, "choices", list(prompts[i]),
+            traces[i].record(LLMCall(traces[i].name, "choices", list(prompts[i]),
                                  {c: round(scores.probability(c), 6) for c in choices},
                                  scores.prompt_tokens, 0, scores.seconds, cached=hits[i] is not None))
         return results  # type: ignore[return-value]
@@ -140,3 +154,7 @@ class LLM:
         self.backend.close()
         if self.cache is not None:
             self.cache.close()
+
+
+def _name(traces: list[StageTrace]) -> str:
+    return traces[0].name if traces else ""

@@ -46,7 +46,12 @@ class LlamaCppBackend:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.n_parallel = 1
-        params.cache_prompt = True  # shared prefixes (system prompt) are computed once
+        # Each prompt is computed from scratch. Reusing the KV cache of the previous prompt's common
+        # prefix changes how the rest is split into batches, and so the floating-point sums: the
+        # same prompt then scores differently depending on what was asked before it (P("True")
+        # -0.680 or -0.721 for one passage), which breaks the call cache's soundness and makes a
+        # batch of questions answer differently from the same questions one at a time.
+        params.cache_prompt = False
         # llama.cpp also keeps whole past prompts in RAM (8 GiB by default). Exact repeats are
         # already answered by Winnow's call cache, so this would only cost memory and make timings
         # depend on history.
@@ -83,7 +88,7 @@ class LlamaCppBackend:
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
-        response = self._server.handle_chat_completions(body)
+        response = self._server.handle_chat_completions({**body, "cache_prompt": False})
         return response, time.perf_counter() - started
 
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,

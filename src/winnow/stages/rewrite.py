@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
-from ..records import Passage, StageTrace
+from .contract import QuestionState, recording
 
 _TAGGED = re.compile(r"<<\s*rewrite\s*>>(.*?)(?:<<\s*/\s*rewrite\s*>>|$)", re.IGNORECASE | re.DOTALL)
 _ANY_TAG = re.compile(r"<<\s*/?\s*rewrite\s*>>", re.IGNORECASE)
@@ -40,16 +40,30 @@ def parse_rewrite(text: str) -> str:
 
 @dataclass
 class QueryRewriter:
+    """RRR's g: for each question still in the loop, the next query q_{t+1} = g(q_t; π_t).
+
+    Each question's ``feedback`` (π_t: the queries tried and their top documents) must hold the
+    current round's entry. The rewrite becomes the question's ``search_text``; a question whose
+    rewrite came back empty is marked ``done`` (the loop cannot go on for it).
+    """
+
     llm: LLM
     max_tokens: int = 48  # a search query, not an essay; generation is the slow part on a CPU
     max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
     template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
+    feedback_docs: int = 3
+    name: str = "rewrite"
 
-    def rewrite(self, query: str, history: Sequence[tuple[str, Sequence[Passage]]], stage: StageTrace) -> str:
-        """The next query q_{t+1} = g(q_t; π_t), or "" when the model gave none."""
-        messages = self.template.messages(query, history, max_words=self.max_words)
-        [generation] = self.llm.generate([messages], stage=stage, max_tokens=self.max_tokens,
-                                         stop=["<</Rewrite>>"])
-        text = parse_rewrite(generation.text)
-        stage.details.setdefault("rewrites", []).append({"answer": generation.text, "rewrite": text})
-        return text
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs}  # noqa: E731
+        with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
+            prompts = [self.template.messages(s.query.text, s.feedback, max_words=self.max_words) for s in batch]
+            generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,
+                                            stop=["<</Rewrite>>"])
+            for state, stage, generation in zip(batch, traces, generations):
+                text = parse_rewrite(generation.text)
+                stage.details.rewrites.append({"answer": generation.text, "rewrite": text})  # type: ignore[attr-defined]
+                if text:
+                    state.search_text = text
+                else:
+                    state.done = True
