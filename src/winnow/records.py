@@ -169,6 +169,7 @@ class LLMCall:
     completion_tokens: int
     seconds: float
     cached: bool
+    finish_reason: str = ""  # "length" when the token limit cut a generated answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

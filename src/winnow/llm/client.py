@@ -8,9 +8,16 @@ from typing import Any, Callable, Sequence, TypeVar
 from ..records import LLMCall, StageTrace
 from .base import ChoiceScores, Generation, LLMBackend, Messages
 from .cache import CallCache, call_key
+from .context_size import resolve_context_size
+from .tokens import EstimatedTokens, TokenCounter
 
 T = TypeVar("T")
 ProgressHook = Callable[[str, int, int], None]  # (stage name, prompts done, prompts in the batch)
+
+
+def _offers(backend: object, name: str) -> bool:
+    """Whether ``backend`` has attribute ``name``, without evaluating a property to find out."""
+    return name in getattr(backend, "__dict__", {}) or any(name in vars(k) for k in type(backend).__mro__)
 
 
 def traces_per_prompt(stage: StageTrace | Sequence[StageTrace], count: int) -> list[StageTrace]:
@@ -34,6 +41,14 @@ class LLM:
         self.backend = backend
         self.cache = cache
         self.progress = progress
+        # A backend written elsewhere may offer only the two verbs: it gets the default context and
+        # the estimate, and the trace says so. (Checked without reading the attributes: an
+        # OpenAI-compatible backend asks its server only when they are first used.)
+        self._counts_tokens = _offers(backend, "tokens")
+        self._knows_context = _offers(backend, "context_size")
+        self._estimate = EstimatedTokens(
+            f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
+        self._default_context = resolve_context_size(None, None, "")
 
     def _in_chunks(self, stage: str, items: list[Messages], run: Callable[[list[Messages]], list[T]]) -> list[T]:
         """Run ``items`` through the backend in chunks of its preferred batch size, reporting progress
@@ -49,6 +64,44 @@ class LLM:
     @property
     def identity(self) -> dict[str, Any]:
         return self.backend.identity
+
+    # --- fitting prompts to the context (see winnow.stages.fitting) ----------------------------
+
+    @property
+    def context_size(self) -> int:
+        """Tokens of prompt and answer the model's context holds."""
+        return self.backend.context_size if self._knows_context else self._default_context[0]
+
+    @property
+    def context_size_source(self) -> str:
+        """Where :attr:`context_size` came from (the option, the server's report, a default)."""
+        return self.backend.context_size_source if self._knows_context else self._default_context[1]
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none."""
+        return self.backend.tokens if self._counts_tokens else self._estimate
+
+    @property
+    def token_counting(self) -> str:
+        """How tokens are counted, for the trace: "exact: …" or "estimated …"."""
+        return self.token_counter.description
+
+    @property
+    def token_counts_exact(self) -> bool:
+        return self.token_counter.exact
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's own tokenizer."""
+        return self.token_counter.count(text)
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> tuple[str, bool]:
+        """``text`` cut to at most ``max_tokens`` of the model's tokens, and whether it was cut."""
+        return self.token_counter.truncate(text, max_tokens)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Tokens of a whole chat prompt as the backend sends it (chat template applied)."""
+        return self.token_counter.count_prompt(messages)
 
     def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
                 ) -> tuple[list[str], list[dict[str, Any] | None]]:
@@ -73,7 +126,8 @@ class LLM:
         for i, generation in enumerate(results):
             traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
                                  generation.prompt_tokens, generation.completion_tokens,
-                                 generation.seconds, cached=hits[i] is not None))
+                                 generation.seconds, cached=hits[i] is not None,
+                                 finish_reason=generation.finish_reason))
         return results  # type: ignore[return-value]
 
     def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
