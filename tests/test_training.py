@@ -390,17 +390,10 @@ def test_core_command_line_does_not_import_torch():
 
 
 def test_missing_training_extra_says_how_to_install(monkeypatch):
-    import builtins
+    from winnow.models.loading import require_train_extra
 
-    from winnow.training.model_files import require_train_extra
-
-    real_import = builtins.__import__
-
-    def without_peft(name, *args, **kwargs):  # the extra cannot be uninstalled for one test
-        if name == "peft":
-            raise ImportError("No module named 'peft'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_peft)
+    # The extra cannot be uninstalled for one test; a None entry in sys.modules is Python's own way
+    # to make an import fail.
+    monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(WinnowError, match=r"pip install '\.\[train\]'"):
         require_train_extra()

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..answers import AnswerMatcher
 from ..errors import WinnowError
-from ..evaluation.answers import AnswerMatcher
 from ..records import Passage
+from ..version import __version__
 from .anserini import VERSION as PYSERINI_VERSION
 from .anserini import anserini_jar
 from .atomic import write_text_atomic

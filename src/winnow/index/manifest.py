@@ -41,7 +41,7 @@ def describe_files(folder: Path) -> dict[str, dict[str, Any]]:
 
 def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
     """Write ``manifest.json`` last, listing every file already in ``folder``."""
-    from .. import __version__
+    from ..version import __version__
 
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "winnow_version": __version__,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields,

@@ -108,7 +108,7 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 
 def create_app(service: Service, *, api_key: str = "") -> FastAPI:
-    from .. import __version__
+    from ..version import __version__
 
     app = FastAPI(title="Winnow", version=__version__, docs_url=None, redoc_url=None,
                   description="LLM-in-the-loop retrieval-augmented generation: ask, rerank, search, and "

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..answers import AnswerMatcher
 from ..errors import WinnowError
-from ..evaluation.answers import AnswerMatcher
 from ..index.atomic import staged_folder
 from ..records import Passage
+from ..version import __version__
 from . import examples as ex
 from .blend_config import PASSAGES_PER_LIST, BlendConfig, ComponentSpec, read_blend_config
 from .contamination import EvalQuestions, default_eval_sets, load_eval_questions

@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
+from ..models.loading import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model,
+                              quiet_libraries, require_train_extra)
+from ..version import __version__
 from .blend import TRAIN_FILE
 from .curves import write_curve
-from .model_files import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries,
-                          require_train_extra)
 
 RUN_RECORD = "run.json"
 CHECKPOINTS = "checkpoints"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def require_train_extra() -> None:
     missing = []
     for module in ("torch", "transformers", "peft", "gguf"):
         try:
-            __import__(module)
+            import_module(module)
         except ImportError:
             missing.append(module)
     if missing:
@@ -78,7 +79,7 @@ def locate_model(spec: str) -> ModelSource:
         raise ModelError(f"{path} is neither a Hugging Face model folder (config.json) nor a LoRA adapter "
                          "(adapter_config.json) nor a `winnow train sft` output",
                          "give a model folder, a training output folder, a registry name or a .gguf file")
-    from ..models import resolve_model
+    from .resolve import resolve_model
 
     resolved = resolve_model(spec)
     return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256)
@@ -109,7 +110,7 @@ def _display_name(folder: Path, record: dict[str, Any] | None) -> str:
 
 def folder_sha256(folder: Path) -> str:
     """One sha256 over the names and bytes of a model folder's files (weights, config, tokenizer)."""
-    from ..models import files
+    from . import files
 
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
@@ -182,7 +183,7 @@ def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bo
 def dequantised_folder(source: ModelSource) -> Path:
     """A Hugging Face folder holding the GGUF's weights dequantised to float32, made once per sha256."""
     from ..index.atomic import staged_folder
-    from ..models import files
+    from . import files
     from ..paths import cache_root
 
     target = cache_root() / "transformers" / f"{source.name}-{source.sha256[:16]}"
