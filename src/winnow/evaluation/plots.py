@@ -14,6 +14,8 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..atomic import staged_file
+
 # Colour-blind-safe (Okabe-Ito); the first stage is always drawn in grey.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 BASELINE = "#7f7f7f"
@@ -28,6 +30,17 @@ def _pyplot():
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.spines.top": False,
                          "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3})
     return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` whole or not at all, and free it."""
+    fig.tight_layout()
+    try:
+        with staged_file(path) as temp:
+            fig.savefig(temp, bbox_inches="tight", format="png")  # the temporary name does not end in .png
+    finally:
+        plt.close(fig)
+    return path
 
 
 def _k_of(name: str) -> int:
@@ -62,10 +75,7 @@ def plot_answer_recall(path: Path, baselines: Sequence[tuple[str, Mapping[str, f
     ax.grid(axis="x", visible=False)
     ax.set_title("Answer recall before (first stage) and after reranking", loc="left")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, float, bool]]]) -> Path:
@@ -105,10 +115,7 @@ def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, 
         right.text(0.0, -0.2, "hollow: the run took some answers from the LLM call cache (time understated)",
                    transform=right.transAxes, fontsize=8, color="#555555")
     left.legend(loc="best", fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: Sequence[float],
@@ -155,10 +162,7 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     handles.append(Line2D([], [], color=COLOURS[1], marker="*", linestyle="", markersize=10,
                           label="holds a gold answer"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def relative(path: Path, start: Path) -> str:

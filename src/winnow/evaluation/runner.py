@@ -16,16 +16,19 @@ import hashlib
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_json
 from ..errors import BackendError, WinnowError
+from ..index.manifest import file_sha256
+from ..lock import output_lock
 from ..records import Query
 from .metrics import compute_metrics
 from .record import question_record
-from ..index.manifest import file_sha256
-from .runfolder import RunFolder, library_versions, now, write_json_atomic
+from .runfolder import RunFolder, library_versions, now
 
 MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
 # A question the backend refuses (a prompt longer than the context, a server error) is recorded in
@@ -86,6 +89,7 @@ class EvalRun:
         if self.limit is not None and self.limit < 1:
             raise WinnowError(f"--limit must be at least 1 (got {self.limit})")
         self.folder = RunFolder(self.out)
+        self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
         self.items: list[Any] = []
         self.selected: list[Any] = []
         self.records: dict[str, dict[str, Any]] = {}
@@ -97,7 +101,11 @@ class EvalRun:
     # --- preparing --------------------------------------------------------------------------------
 
     def prepare(self) -> list[Any]:
-        """Read the questions, open (or resume) the folder; return the questions still to ask."""
+        """Read the questions, lock and open (or resume) the folder; return the questions still to ask.
+
+        A second ``winnow eval`` on the same folder is refused while this one runs: two writers
+        would append duplicate answers and pay for every question twice.
+        """
         from ..datasets import read_qa_jsonl
 
         self.items = read_qa_jsonl(self.queries)
@@ -116,6 +124,7 @@ class EvalRun:
                 "versions": library_versions(), "command": self.command}
         from ..methods import method_settings
 
+        self._lock.enter_context(output_lock(self.out))
         self.config = self.folder.open(identity, info, setting_defaults=method_settings(self.spec.method).to_dict())
         self.records = self.folder.read_answers()
         return [item for item in self.selected if item.id not in self.records]
@@ -197,9 +206,21 @@ class EvalRun:
         metrics["questions"]["failed_this_session"] = len(self.failures)
         metrics = {"written": now(), **metrics}
         self.folder.close()
-        write_json_atomic(self.folder.metrics_path, metrics)
+        write_json(self.folder.metrics_path, metrics)
         self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
+        self.release()
         return metrics
+
+    def release(self) -> None:
+        """Let other writers at the run folder (also done by the operating system when the process ends)."""
+        self.folder.close()
+        self._lock.close()
+
+    def __enter__(self) -> EvalRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def run_label(spec: Any) -> str:

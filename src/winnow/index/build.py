@@ -16,12 +16,12 @@ import bm25s
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 
+from ..atomic import atomic_folder
 from ..errors import WinnowError
 from ..records import Passage
 from .analysis import FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, tokenize_corpus
-from .atomic import atomic_folder
 from .embeddings import DENSE_DIR, write_dense_folder
-from .manifest import write_manifest
+from .manifest import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 PASSAGES = "passages.jsonl"
 BM25_DIR = "bm25"
 METHOD = "lucene"
+# Any of these in a folder marks it as a (possibly damaged) index that --overwrite may replace.
+INDEX_MARKERS = (MANIFEST, PASSAGES, BM25_DIR)
 
 
 def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
@@ -62,7 +64,8 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
     # stderr, so that `--json` output on stdout stays clean.
     with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
-            atomic_folder(out, overwrite=overwrite) as temp:
+            atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what="a Winnow index",
+                          report=bar.console.print) as temp:
         task = bar.add_task("tokenising", total=5)
         tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
         bar.update(task, advance=1, description="indexing")
@@ -98,6 +101,10 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
         write_manifest(temp, **fields)
         bar.update(task, advance=1)
     return out
+
+
+def looks_like_index(folder: Path) -> bool:
+    return any((folder / marker).exists() for marker in INDEX_MARKERS)
 
 
 def check_unique_ids(passages: Sequence[Passage]) -> None:

@@ -24,7 +24,10 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from ..atomic import staged_folder
 from ..errors import ModelError, WinnowError
+from ..lock import output_lock
+from ..paths import cache_root
 
 TRAINED_MODEL_DIR = "model"
 MODEL_RECORD = "winnow-model.json"
@@ -182,14 +185,10 @@ def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bo
 
 def dequantised_folder(source: ModelSource) -> Path:
     """A Hugging Face folder holding the GGUF's weights dequantised to float32, made once per sha256."""
-    from ..index.atomic import staged_folder
-    from . import files
-    from ..paths import cache_root
-
     target = cache_root() / "transformers" / f"{source.name}-{source.sha256[:16]}"
     if (target / "config.json").is_file():
         return target
-    with files.exclusive(target):
+    with output_lock(target, wait=True):
         if (target / "config.json").is_file():  # another process made it while we waited
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
