@@ -7,7 +7,9 @@ writes its pid into the lock file, so a second writer is told which process is i
 both write); ``wait=True`` queues instead (model files: the second process waits, then finds the
 work done). The file is deleted on release; an opener that locked a file deleted meanwhile notices
 (its inode is no longer the path's) and starts again, so two processes never hold "the" lock on two
-different files. Windows has no ``flock``: there the lock is a no-op.
+different files. A process that already holds a lock may take it again (a command locks its
+output early, before its slow part, and the writer it calls locks it too). Windows has no
+``flock``: there the lock is a no-op.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from .errors import WinnowError
 from .writable import cannot_write, make_parent
+
+_HELD: dict[Path, int] = {}  # lock files this process holds, with how many blocks hold each
 
 
 def lock_path(out: Path) -> Path:
@@ -38,6 +42,14 @@ def output_lock(out: str | Path, *, wait: bool = False) -> Iterator[None]:
     import fcntl
 
     path = lock_path(out)
+    key = path.absolute()
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
     make_parent(out)
     while True:
         try:
@@ -55,11 +67,13 @@ def output_lock(out: str | Path, *, wait: bool = False) -> Iterator[None]:
         if _same_file(handle, path):
             break
         os.close(handle)  # locked a file its last holder had already deleted: take the new one
+    _HELD[key] = 1
     try:
         os.ftruncate(handle, 0)
         os.pwrite(handle, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
+        del _HELD[key]
         path.unlink(missing_ok=True)  # while still holding it: see the module notes
         os.close(handle)
 

@@ -16,7 +16,7 @@ import bm25s
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 
-from ..atomic import atomic_folder
+from ..atomic import atomic_folder, check_replaceable
 from ..errors import WinnowError
 from ..records import Passage
 from .analysis import FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, tokenize_corpus
@@ -31,6 +31,7 @@ BM25_DIR = "bm25"
 METHOD = "lucene"
 # Any of these in a folder marks it as a (possibly damaged) index that --overwrite may replace.
 INDEX_MARKERS = (MANIFEST, PASSAGES, BM25_DIR)
+WHAT = "a Winnow index"
 
 
 def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
@@ -64,7 +65,7 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
     # stderr, so that `--json` output on stdout stays clean.
     with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
-            atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what="a Winnow index",
+            atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what=WHAT,
                           report=bar.console.print) as temp:
         task = bar.add_task("tokenising", total=5)
         tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
@@ -105,6 +106,11 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
 
 def looks_like_index(folder: Path) -> bool:
     return any((folder / marker).exists() for marker in INDEX_MARKERS)
+
+
+def check_index_out(out: str | Path, *, overwrite: bool) -> None:
+    """Refuse ``out`` early (before loading a corpus) if a build would refuse it."""
+    check_replaceable(Path(out).expanduser(), overwrite=overwrite, looks_ours=looks_like_index, what=WHAT)
 
 
 def check_unique_ids(passages: Sequence[Passage]) -> None:
