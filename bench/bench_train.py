@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from winnow.datasets import read_qa_jsonl, read_qrels
-from winnow.evaluation.answers import AnswerMatcher
+from winnow.answers import AnswerMatcher
 from winnow.paths import cache_root
 from winnow.records import Candidate, CandidateList, Query, StageScore, Trace
 

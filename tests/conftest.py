@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -19,6 +22,31 @@ from winnow.models import resolve_model
 def isolated_cache_dir(tmp_path_factory, monkeypatch):
     """Keep tests away from the user's cache (joined models are found by package, not cache)."""
     monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "winnow-cache"))
+
+
+@pytest.fixture
+def read_only():
+    """``read_only(folder)`` makes nothing creatable in ``folder`` until the test ends. Root ignores
+    permission bits, so as root the folder is made immutable (``chattr +i``) instead."""
+    made = []
+
+    def make(folder):
+        folder.chmod(0o555)
+        made.append(folder)
+        if os.geteuid() == 0:
+            if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+                pytest.skip("running as root on a file system without chattr +i: no folder is read-only")
+        try:
+            (folder / ".probe").touch()
+        except OSError:
+            return folder
+        pytest.skip(f"{folder} stays writable here")
+
+    yield make
+    for folder in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=False)
+        folder.chmod(0o755)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from winnow.datasets.catalog import QA_SPECS
 from winnow.datasets.naming import ArticleNames, name_forms, normalise_phrase
 from winnow.datasets.wiki_vital_qa import build_wiki_vital_qa, split_of
 from winnow.errors import InputError, WinnowError
-from winnow.evaluation.answers import has_answer
+from winnow.answers import has_answer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # The full wiki-vital QA build, pinned (rules, corpus and question sets are all fixed versions): a

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from minilm_reference import FullPrecisionMiniLM
-from test_index import TOPICS, passages
+from test_index import TOPICS, flip_byte, passages, reseal_file
 from winnow.errors import IndexLoadError, ModelError, WinnowError
 from winnow.index import (BM25Index, DenseIndex, Embedder, HybridIndex, add_dense_embeddings, build_bm25_index,
                           build_index, load_embedder, open_retriever, reciprocal_rank_fusion)
@@ -219,9 +219,7 @@ def test_a_truncated_embeddings_file_is_refused(copy_of, embedder):
 def test_embeddings_whose_shape_disagrees_are_refused_even_if_the_manifest_agrees(copy_of, embedder):
     path = copy_of / "dense" / "embeddings.npy"
     np.save(path, np.zeros((len(TOPICS) - 1, 384), dtype=np.float32))
-    manifest = json.loads((copy_of / "manifest.json").read_text())
-    manifest["files"]["dense/embeddings.npy"]["size"] = path.stat().st_size
-    (copy_of / "manifest.json").write_text(json.dumps(manifest))
+    reseal_file(copy_of, "dense/embeddings.npy")
     with pytest.raises(IndexLoadError, match=r"holds float32 \[11, 384\]; the index needs float32 \[12, 384\]"):
         DenseIndex.open(copy_of, embedder=embedder)
 
@@ -231,8 +229,17 @@ def test_embeddings_from_another_model_are_refused(copy_of, embedder):
     model = json.loads(path.read_text())
     model["sha256"] = "f" * 64  # same length: the size check passes, the model check must not
     path.write_text(json.dumps(model, indent=2) + "\n")
+    reseal_file(copy_of, "dense/model.json")  # as if the index had been built so
     with pytest.raises(IndexLoadError, match="not comparable"):
         DenseIndex.open(copy_of, embedder=embedder)
+
+
+@pytest.mark.parametrize("name", ["dense/embeddings.npy", "dense/model.json"])
+def test_a_flipped_byte_in_a_dense_file_is_refused_on_open(copy_of, embedder, name):
+    flip_byte(copy_of / name)
+    for open_index in (lambda: DenseIndex.open(copy_of, embedder=embedder), lambda: BM25Index.open(copy_of)):
+        with pytest.raises(IndexLoadError, match=f"copy is corrupt: {name} does not match its recorded sha256"):
+            open_index()
 
 
 def test_an_index_without_embeddings_is_refused_with_a_hint(tmp_path, embedder):
@@ -254,7 +261,8 @@ def test_embeddings_can_be_added_to_an_existing_index(tmp_path, dense_dir, embed
     after.verify()
     add_dense_embeddings(out, embedder=embedder, progress=False)  # again: replaces them
     DenseIndex.open(out, embedder=embedder).verify()
-    assert sorted(p.name for p in out.iterdir()) == ["bm25", "dense", "manifest.json", "passages.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [".verified.json", "bm25", "dense", "manifest.json",
+                                                     "passages.jsonl"]
 
 
 class FailingEmbedder(Embedder):
@@ -273,7 +281,8 @@ def test_a_failed_embedding_leaves_nothing_behind(tmp_path, embedder):
     manifest = (tmp_path / "index" / "manifest.json").read_text()
     with pytest.raises(RuntimeError, match="killed"):
         add_dense_embeddings(tmp_path / "index", embedder=failing, progress=False)
-    assert sorted(p.name for p in (tmp_path / "index").iterdir()) == ["bm25", "manifest.json", "passages.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "index").iterdir()) == [".verified.json", "bm25", "manifest.json",
+                                                                      "passages.jsonl"]
     assert (tmp_path / "index" / "manifest.json").read_text() == manifest
 
 

@@ -18,7 +18,7 @@ from winnow.corpus import load_corpus
 from winnow.datasets import QAItem
 from winnow.datasets.trec import read_run
 from winnow.errors import InputError, WinnowError
-from winnow.evaluation.answers import (
+from winnow.answers import (
     AnswerMatcher,
     accuracy,
     dpr_tokens,

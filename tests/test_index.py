@@ -6,6 +6,7 @@ Every index here is built for real from a dozen short passages on distinct topic
 import json
 import math
 import os
+import shutil
 
 import bm25s
 import numpy as np
@@ -13,8 +14,11 @@ import pytest
 
 from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
-from winnow.index import atomic
+from winnow import atomic
+from winnow.index import manifest as manifest_module
 from winnow.index.analysis import indexed_text, make_stemmer, tokenize_corpus
+from winnow.index.manifest import file_sha256, manifest_checksum
+from winnow.index.verified import VERIFIED, cached_record, forget_verified
 from winnow.records import Passage, Query
 
 TOPICS = {
@@ -355,10 +359,30 @@ def built(tmp_path):
     return out
 
 
-def edit_manifest(folder, change):
+def edit_manifest(folder, change, *, reseal=True):
+    """Change the manifest as a hand edit would; ``reseal`` also refreshes its own checksum, so the
+    checks behind that one are reached."""
     manifest = json.loads((folder / "manifest.json").read_text())
     change(manifest)
+    if reseal:
+        manifest["manifest_sha256"] = manifest_checksum(manifest)
     (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def reseal_file(folder, name):
+    """Record ``name``'s present size and sha256 in the manifest, as if the damage had been built in,
+    so the checks that follow the checksum one are reached."""
+    path = folder / name
+    edit_manifest(folder, lambda m: m["files"][name].update(size=path.stat().st_size, sha256=file_sha256(path)))
+
+
+def flip_byte(path, offset=None):
+    """Flip one bit in the middle of ``path`` (or at ``offset``), keeping its size and its mtime."""
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 if offset is None else offset] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only the ctime can still tell
 
 
 def refused(folder, match):
@@ -411,7 +435,7 @@ def test_malformed_manifest(built, change, field):
 def test_missing_file(built, name):
     (built / name).unlink()
     error = refused(built, f"index is incomplete: {name} is missing")
-    assert REBUILD_HINT in error.hint
+    assert error.hint == f"rebuild it with `winnow index test --out {built} --overwrite`"
 
 
 @pytest.mark.parametrize("name", ["passages.jsonl", "bm25/indices.csc.index.npy"])
@@ -422,13 +446,80 @@ def test_truncated_file(built, name):
     refused(built, f"{name} has {size - 10} bytes, the manifest records {size}")
 
 
-def test_verify_catches_a_flipped_byte(built):
-    path = built / "passages.jsonl"
-    path.write_bytes(path.read_bytes().replace(b"lava and ash", b"lava and asH"))
-    index = BM25Index.open(built)  # same size: the cheap check passes
-    with pytest.raises(IndexLoadError, match="passages.jsonl does not match its recorded sha256") as caught:
+INDEX_FILES = ["bm25/data.csc.index.npy", "bm25/indices.csc.index.npy", "bm25/indptr.csc.index.npy",
+               "bm25/params.index.json", "bm25/vocab.index.json", "passages.jsonl"]
+
+
+def test_the_manifest_lists_every_data_file(built):
+    assert sorted(json.loads((built / "manifest.json").read_text())["files"]) == INDEX_FILES
+
+
+@pytest.mark.parametrize("name", INDEX_FILES)
+def test_a_flipped_byte_in_any_file_is_refused_on_open(built, name):
+    BM25Index.open(built)  # opened once: the verified state is recorded, later opens only stat
+    flip_byte(built / name)
+    error = refused(built, f"index is corrupt: {name} does not match its recorded sha256")
+    assert error.hint == f"rebuild it with `winnow index test --out {built} --overwrite`"
+    assert "\n" not in str(error)
+
+
+def test_a_flipped_byte_in_the_manifest_is_refused(built):
+    text = (built / "manifest.json").read_text()
+    offset = text.index('"source": "test"') + len('"source": "te')
+    flip_byte(built / "manifest.json", offset)  # "test" -> "tert": still valid JSON
+    refused(built, "manifest.json is corrupt: its content does not match its own checksum")
+
+
+def test_several_damaged_files_are_all_named(built):
+    flip_byte(built / "passages.jsonl")
+    flip_byte(built / "bm25/vocab.index.json")
+    refused(built, "bm25/vocab.index.json, passages.jsonl do not match their recorded sha256")
+
+
+def test_a_fresh_build_and_later_opens_do_not_rehash(built, monkeypatch):
+    # The build hashed the files it wrote and recorded them as verified.
+    assert (built / VERIFIED).is_file()
+    hashed = []
+    real = manifest_module.file_sha256
+    monkeypatch.setattr(manifest_module, "file_sha256", lambda path: hashed.append(path) or real(path))
+    BM25Index.open(built)
+    BM25Index.open(built)
+    assert hashed == []
+
+
+def test_a_copied_index_is_hashed_once_then_trusted(built, tmp_path, monkeypatch):
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)  # new inodes: the copied record does not vouch for these files
+    hashed = []
+    real = manifest_module.file_sha256
+    monkeypatch.setattr(manifest_module, "file_sha256", lambda path: hashed.append(path.name) or real(path))
+    BM25Index.open(copy)
+    assert sorted(hashed) == sorted(name.rsplit("/", 1)[-1] for name in INDEX_FILES)
+    BM25Index.open(copy)
+    assert len(hashed) == len(INDEX_FILES)
+
+
+def test_a_damaged_record_only_means_hashing_again(built):
+    (built / VERIFIED).write_text("{not json")
+    assert len(BM25Index.open(built)) == len(TOPICS)
+    flip_byte(built / "passages.jsonl")
+    (built / VERIFIED).write_text("{not json")
+    refused(built, "passages.jsonl does not match")
+
+
+def test_a_read_only_index_keeps_its_record_in_the_cache(built, read_only):
+    forget_verified(built)
+    read_only(built)
+    assert len(BM25Index.open(built)) == len(TOPICS)
+    assert not (built / VERIFIED).exists() and cached_record(built).is_file()
+    assert len(BM25Index.open(built)) == len(TOPICS)
+
+
+def test_verify_rehashes_on_demand(built):
+    index = BM25Index.open(built)
+    flip_byte(built / "passages.jsonl")
+    with pytest.raises(IndexLoadError, match="passages.jsonl does not match its recorded sha256"):
         index.verify()
-    assert REBUILD_HINT in caught.value.hint
 
 
 def test_a_garbled_passage_line_is_named(built):
@@ -436,19 +527,21 @@ def test_a_garbled_passage_line_is_named(built):
     lines = path.read_bytes().split(b"\n")
     lines[2] = b"#" * len(lines[2])  # same size, not JSON
     path.write_bytes(b"\n".join(lines))
+    reseal_file(built, "passages.jsonl")
     refused(built, r"passages.jsonl, line 3 is corrupt")
 
 
 def test_passages_and_bm25_arrays_must_agree(built):
     path = built / "passages.jsonl"
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
-    edit_manifest(built, lambda m: m["files"]["passages.jsonl"].update(size=path.stat().st_size))
+    reseal_file(built, "passages.jsonl")
     refused(built, f"inconsistent: {len(TOPICS) - 1} passages in passages.jsonl, {len(TOPICS)} in bm25/")
 
 
 def test_garbled_bm25_arrays_of_the_right_size(built):
     path = built / "bm25" / "data.csc.index.npy"
     path.write_bytes(b"\0" * path.stat().st_size)  # header destroyed, size unchanged
+    reseal_file(built, "bm25/data.csc.index.npy")
     refused(built, "bm25 is corrupt")
 
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,7 +117,10 @@ def test_parts_are_joined_in_order_into_the_cache_with_a_verification_record(tin
 
 def test_leftovers_of_a_killed_join_are_removed_by_the_next_join(tiny_parts, cache_dir):
     (cache_dir / "models").mkdir(parents=True)
-    stale = cache_dir / "models" / f".{TINY}.gguf.abc123.partial"
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    # The temporary name a join writes under, left by a process that is gone (killed mid-join).
+    stale = cache_dir / "models" / f".{TINY}.gguf.tmp-{finished.pid}-0123abcd"
     stale.write_bytes(b"GGUF half a model")
     resolve_model(TINY, progress=False)
     assert not stale.exists() and _leftovers(cache_dir) == [f"{TINY}.gguf", f"{TINY}.gguf.verified"]

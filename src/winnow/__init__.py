@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def open_index(path: str | Path) -> Any:

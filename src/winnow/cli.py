@@ -51,16 +51,22 @@ def index(
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from .corpus import load_corpus, source_checksum
     from .index import build_index, load_embedder
+    from .index.build import check_index_out
+    from .lock import output_lock
 
     started = time.perf_counter()
-    embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
-    corpus = load_corpus(source, chunk_words=chunk_words)
-    err.print(corpus.report.summary(), soft_wrap=True)
-    if not corpus.passages:
-        raise WinnowError(f"{source}: no passages to index", "check the file: every record was skipped or it is empty")
-    build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
-                load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                embedder=embedder, overwrite=overwrite, progress=True)
+    # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
+    with output_lock(out_dir):
+        check_index_out(out_dir, overwrite=overwrite)
+        embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
+        corpus = load_corpus(source, chunk_words=chunk_words)
+        err.print(corpus.report.summary(), soft_wrap=True)
+        if not corpus.passages:
+            raise WinnowError(f"{source}: no passages to index",
+                              "check the file: every record was skipped or it is empty")
+        build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
+                    load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                    embedder=embedder, overwrite=overwrite, progress=True)
     if embedder is not None:
         from .index.manifest import read_manifest
 

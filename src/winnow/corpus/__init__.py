@@ -31,6 +31,9 @@ def load_corpus(source: str | Path, *, chunk_words: int = 150) -> Corpus:
     if chunk_words < MIN_CHUNK_WORDS:
         raise WinnowError(f"--chunk-words must be at least {MIN_CHUNK_WORDS}, got {chunk_words}",
                           "passages of a few words retrieve poorly; the default is 150")
+    if isinstance(source, str) and not source.strip():  # Path("") is "." : never index the cwd by accident
+        raise WinnowError(f"the corpus SOURCE is empty ({source!r})",
+                          ACCEPTED_KINDS + " (\".\" for the current folder)")
     if source == WIKI_VITAL:  # only the bare name: a Path (or "./wiki-vital") means a file or folder
         return load_wiki_vital()
     path = Path(source).expanduser()

@@ -17,7 +17,7 @@ from typing import Any
 from ..corpus.jsonl import json_type, read_json_lines, require_object
 from ..errors import InputError
 from ..text import TEXT_HINT, text_problem
-from .atomic import write_text_atomic
+from ..atomic import write_lines
 
 REGEX = "regex"
 QA_HINT = 'each line must be {"id": ..., "question": ..., "golden_answers": [...], "metadata": {...}}'
@@ -114,4 +114,4 @@ def write_qa_jsonl(items: Iterable[QAItem], path: str | Path) -> int:
             seen.add(item.id)
             yield json.dumps(item.to_dict(), ensure_ascii=False)
 
-    return write_text_atomic(path, lines())
+    return write_lines(path, lines())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..corpus.lines import read_lines
 from ..errors import InputError, WinnowError
-from .atomic import write_text_atomic
+from ..atomic import write_lines
 
 Qrels = dict[str, dict[str, int]]  # query id -> document id -> relevance grade
 Run = dict[str, list[tuple[str, float]]]  # query id -> (document id, score), best first
@@ -81,7 +81,7 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> int
                                       f"an integer, got {grade!r}")
                 yield f"{query_id} 0 {doc_id} {grade}"
 
-    return write_text_atomic(path, lines())
+    return write_lines(path, lines())
 
 
 def read_run(path: str | Path) -> Run:
@@ -164,7 +164,7 @@ def write_run(run: Mapping[str, Sequence[tuple[str, float]]], path: str | Path, 
                 previous = score
                 yield f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}"  # repr: the float reads back exactly
 
-    return write_text_atomic(path, lines())
+    return write_lines(path, lines())
 
 
 def run_scores(run: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, dict[str, float]]:

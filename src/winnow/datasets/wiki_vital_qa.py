@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..answers import AnswerMatcher
+from ..atomic import atomic_folder, check_replaceable, write_json, write_lines
 from ..errors import WinnowError
-from ..evaluation.answers import AnswerMatcher
 from ..records import Passage
+from ..version import __version__
 from .anserini import VERSION as PYSERINI_VERSION
 from .anserini import anserini_jar
-from .atomic import write_text_atomic
 from .catalog import find_spec
 from .naming import MIN_FORM_CHARS, RARE_WORD_SUMMARIES, ArticleNames
 from .qa import QAItem, write_qa_jsonl
@@ -155,21 +155,20 @@ def build_wiki_vital_qa(out: str | Path, *, seed: int = 0, dev_fraction: float =
     manifest say so). ``progress(total)`` returns a callback advanced once per question.
     """
     from ..corpus import load_corpus, wiki_vital_path
-    from ..index.atomic import staged_folder
 
     if not 0 < dev_fraction < 1:
         raise WinnowError(f"dev fraction must be between 0 and 1, got {dev_fraction}")
     if limit is not None and limit < 1:
         raise WinnowError(f"--limit must be at least 1, got {limit}")
     out = Path(out).expanduser()
-    _check_out(out, overwrite=overwrite)
+    check_replaceable(out, overwrite=overwrite, looks_ours=is_earlier_build, what=f"a {NAME} build")  # before the work
     started = time.perf_counter()
     corpus = load_corpus("wiki-vital")
     sources = {source: find_spec(source).load().questions[:limit] for source in SOURCES}
     advance = progress(sum(len(questions) for questions in sources.values())) if progress else None
     selection = select_questions(corpus.passages, sources, seed=seed, dev_fraction=dev_fraction, advance=advance)
-    with staged_folder(out) as temp:
-        write_text_atomic(temp / "corpus.jsonl", (json.dumps(p.to_dict(), ensure_ascii=False) for p in corpus.passages))
+    with atomic_folder(out, overwrite=overwrite, looks_ours=is_earlier_build, what=f"a {NAME} build") as temp:
+        write_lines(temp / "corpus.jsonl", (json.dumps(p.to_dict(), ensure_ascii=False) for p in corpus.passages))
         for split, items in selection.splits.items():
             write_qa_jsonl(items, temp / f"{split}.jsonl")
             write_qrels({item.id: dict.fromkeys(item.metadata["articles"], 1) for item in items},
@@ -178,25 +177,17 @@ def build_wiki_vital_qa(out: str | Path, *, seed: int = 0, dev_fraction: float =
         manifest = _manifest(temp, selection, seed=seed, dev_fraction=dev_fraction, limit=limit,
                              articles=len(corpus.passages), data_files=[wiki_vital_path(), anserini_jar()],
                              seconds=seconds)
-        write_text_atomic(temp / "README.md", [readme(manifest)])
-        write_text_atomic(temp / "manifest.json", [json.dumps(manifest, indent=2, ensure_ascii=False)])
+        write_lines(temp / "README.md", [readme(manifest)])
+        write_json(temp / "manifest.json", manifest)
     return BuildReport(out, selection, len(corpus.passages), seconds, manifest)
 
 
-def _check_out(out: Path, *, overwrite: bool) -> None:
-    """Refuse to replace anything but an earlier build (a mistyped --out must not delete a folder)."""
-    if not out.exists():
-        return
-    if not overwrite:
-        raise WinnowError(f"{out} already exists", "pass --overwrite to replace it, or choose another --out")
-    empty = out.is_dir() and not any(out.iterdir())
+def is_earlier_build(folder: Path) -> bool:
+    """An earlier build of this benchmark, which ``--overwrite`` may replace."""
     try:
-        earlier = json.loads((out / "manifest.json").read_text(encoding="utf-8")).get("name") == NAME
+        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("name") == NAME
     except (OSError, ValueError, AttributeError):
-        earlier = False
-    if not (empty or earlier):
-        raise WinnowError(f"{out} exists and is not a {NAME} build, so --overwrite will not replace it",
-                          "choose another --out, or remove it yourself if it is really unwanted")
+        return False
 
 
 def _file_record(path: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .answers import mean
+from ..answers import mean
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)

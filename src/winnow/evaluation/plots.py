@@ -13,7 +13,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from ..atomic import staged_file
 from ..extras import import_extra
 
 # Colour-blind-safe (Okabe-Ito); the first stage is always drawn in grey.
@@ -29,6 +31,17 @@ def _pyplot():
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.spines.top": False,
                          "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3})
     return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` whole or not at all, and free it."""
+    fig.tight_layout()
+    try:
+        with staged_file(path) as temp:
+            fig.savefig(temp, bbox_inches="tight", format="png")  # the temporary name does not end in .png
+    finally:
+        plt.close(fig)
+    return path
 
 
 def _k_of(name: str) -> int:
@@ -63,10 +76,7 @@ def plot_answer_recall(path: Path, baselines: Sequence[tuple[str, Mapping[str, f
     ax.grid(axis="x", visible=False)
     ax.set_title("Answer recall before (first stage) and after reranking", loc="left")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, float, bool]]]) -> Path:
@@ -106,10 +116,7 @@ def plot_n_tradeoff(path: Path, groups: Mapping[str, Sequence[tuple[int, float, 
         right.text(0.0, -0.2, "hollow: the run took some answers from the LLM call cache (time understated)",
                    transform=right.transAxes, fontsize=8, color="#555555")
     left.legend(loc="best", fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: Sequence[float],
@@ -156,10 +163,7 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     handles.append(Line2D([], [], color=COLOURS[1], marker="*", linestyle="", markersize=10,
                           label="holds a gold answer"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def relative(path: Path, start: Path) -> str:

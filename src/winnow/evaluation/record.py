@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
 from ..details import JudgeDetails
 from ..records import Answer, CandidateList, StageTrace
-from .answers import AnswerMatcher, accuracy, exact_match, token_f1
 from .retrieval import answer_ranks
 
 # Stage details small enough to keep in every line (MAIN-RAG's bar τ and the judge's mean and std,

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..datasets.atomic import write_text_atomic
+from ..atomic import write_text
 from ..errors import InputError, WinnowError
+from ..writable import make_parent
 from . import plots
 from .paired import paired_difference
 from .runfolder import RunFolder
@@ -316,7 +317,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     if not runs:
         raise WinnowError("none of the runs has an answered question yet", "let `winnow eval` finish a question first")
     distinguish_labels(runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     bases, by_run = baselines(runs)
     images: list[tuple[str, Path]] = []
 
@@ -393,5 +394,5 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
         versions = run.config.get("versions", {})
         parts += [f"- `{run.path}` — {run.label}; models: {sha}; winnow {versions.get('winnow', '?')}, "
                   f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  {command}"]
-    write_text_atomic(out, ["\n".join(parts).rstrip()])
+    write_text(out, "\n".join(parts).rstrip() + "\n")
     return {"report": str(out), "images": [str(png) for _, png in images], "runs": len(runs), "skipped": empty}

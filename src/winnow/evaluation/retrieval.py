@@ -1,7 +1,7 @@
 """Retrieval metrics of ranked passage lists.
 
 * **Answer Recall@k** (RankRAG Tables 6 and 8, after DPR §5.1): the share of questions whose top k
-  passages include at least one that holds a gold answer, by :func:`~winnow.evaluation.answers.has_answer`.
+  passages include at least one that holds a gold answer, by :func:`~winnow.answers.has_answer`.
   It needs no relevance judgements, only the answers, so every QA set has it. A question's list is
   reduced once to the 1-based ranks of its answer-bearing passages (:func:`answer_ranks`); every
   cutoff is then read off those ranks. A list shorter than k counts what it has: a filter that keeps
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from ..answers import mean
 from ..extras import import_extra
-from .answers import mean
 
 ANSWER_RECALL_KS = (1, 5, 10, 20, 50, 100)
 

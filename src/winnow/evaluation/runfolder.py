@@ -19,8 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..datasets.atomic import write_text_atomic
+from ..atomic import write_json
 from ..errors import InputError, WinnowError
+from ..writable import cannot_write
 
 FORMAT = "winnow-eval-run"
 FORMAT_VERSION = 1
@@ -44,10 +45,6 @@ def library_versions() -> dict[str, str]:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, [json.dumps(data, indent=2, ensure_ascii=False)])
 
 
 def identity_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -102,7 +99,10 @@ class RunFolder:
             if self.answers_path.exists():
                 raise WinnowError(f"{self.path} holds {ANSWERS} but no {CONFIG}, so its answers cannot be "
                                   "trusted to match this run", "give a new --out folder")
-            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise cannot_write(self.config_path, exc) from exc
             config = {"format": FORMAT, "format_version": FORMAT_VERSION, "created": now(), "identity": identity,
                       **info, "sessions": []}
         else:
@@ -122,7 +122,7 @@ class RunFolder:
         return config
 
     def write_config(self, config: dict[str, Any]) -> None:
-        write_json_atomic(self.config_path, config)
+        write_json(self.config_path, config)
 
     # --- answers -----------------------------------------------------------------------------------
 

@@ -16,18 +16,21 @@ import hashlib
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_json
 from ..errors import BackendError, WinnowError
 from ..extras import require
+from ..index.manifest import file_sha256
+from ..lock import output_lock
 from ..records import Query
 from .metrics import compute_metrics
 from .qrels_coverage import unknown_documents
 from .record import question_record
-from ..index.manifest import file_sha256
-from .runfolder import RunFolder, library_versions, now, write_json_atomic
+from .runfolder import RunFolder, library_versions, now
 
 MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
 # A question the backend refuses (a prompt longer than the context, a server error) is recorded in
@@ -90,6 +93,7 @@ class EvalRun:
         if self.qrels is not None:  # checked now, not after the last question has been asked
             require("eval", "qrels metrics (winnow eval --qrels)")
         self.folder = RunFolder(self.out)
+        self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
         self.items: list[Any] = []
         self.selected: list[Any] = []
         self.records: dict[str, dict[str, Any]] = {}
@@ -101,7 +105,11 @@ class EvalRun:
     # --- preparing --------------------------------------------------------------------------------
 
     def prepare(self) -> list[Any]:
-        """Read the questions, open (or resume) the folder; return the questions still to ask."""
+        """Read the questions, lock and open (or resume) the folder; return the questions still to ask.
+
+        A second ``winnow eval`` on the same folder is refused while this one runs: two writers
+        would append duplicate answers and pay for every question twice.
+        """
         from ..datasets import read_qa_jsonl
 
         self.items = read_qa_jsonl(self.queries)
@@ -120,6 +128,7 @@ class EvalRun:
                 "versions": library_versions(), "command": self.command}
         from ..methods import method_settings
 
+        self._lock.enter_context(output_lock(self.out))
         self.config = self.folder.open(identity, info, setting_defaults=method_settings(self.spec.method).to_dict())
         self.records = self.folder.read_answers()
         return [item for item in self.selected if item.id not in self.records]
@@ -225,9 +234,21 @@ class EvalRun:
         metrics["questions"]["failed_this_session"] = len(self.failures)
         metrics = {"written": now(), **metrics}
         self.folder.close()
-        write_json_atomic(self.folder.metrics_path, metrics)
+        write_json(self.folder.metrics_path, metrics)
         self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
+        self.release()
         return metrics
+
+    def release(self) -> None:
+        """Let other writers at the run folder (also done by the operating system when the process ends)."""
+        self.folder.close()
+        self._lock.close()
+
+    def __enter__(self) -> EvalRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def indexed_ids(index_dir: Path) -> set[str]:

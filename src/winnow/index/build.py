@@ -16,13 +16,13 @@ import bm25s
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 
+from ..atomic import atomic_folder, check_replaceable
 from ..errors import WinnowError
 from ..records import Passage
 from .analysis import (FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, require_indexable_words,
                        tokenize_corpus)
-from .atomic import atomic_folder
 from .embeddings import DENSE_DIR, write_dense_folder
-from .manifest import write_manifest
+from .manifest import MANIFEST, write_manifest
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 PASSAGES = "passages.jsonl"
 BM25_DIR = "bm25"
 METHOD = "lucene"
+# Any of these in a folder marks it as a (possibly damaged) index that --overwrite may replace.
+INDEX_MARKERS = (MANIFEST, PASSAGES, BM25_DIR)
+WHAT = "a Winnow index"
 
 
 def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
@@ -63,7 +66,8 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
     # stderr, so that `--json` output on stdout stays clean.
     with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
-            atomic_folder(out, overwrite=overwrite) as temp:
+            atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what=WHAT,
+                          report=bar.console.print) as temp:
         task = bar.add_task("tokenising", total=5)
         tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
         require_indexable_words(tokens, source)
@@ -100,6 +104,15 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
         write_manifest(temp, **fields)
         bar.update(task, advance=1)
     return out
+
+
+def looks_like_index(folder: Path) -> bool:
+    return any((folder / marker).exists() for marker in INDEX_MARKERS)
+
+
+def check_index_out(out: str | Path, *, overwrite: bool) -> None:
+    """Refuse ``out`` early (before loading a corpus) if a build would refuse it."""
+    check_replaceable(Path(out).expanduser(), overwrite=overwrite, looks_ours=looks_like_index, what=WHAT)
 
 
 def check_unique_ids(passages: Sequence[Passage]) -> None:

@@ -17,9 +17,10 @@ import numpy as np
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 
+from ..atomic import remove_stale_siblings, staged_folder
 from ..errors import IndexLoadError, WinnowError
+from ..lock import output_lock
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .atomic import staged_folder
 from .bm25 import read_passages
 from .build import PASSAGES
 from .embedder import Embedder, load_embedder
@@ -122,18 +123,22 @@ def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None,
 
     Existing embeddings are replaced. The new ``dense/`` is written in a temporary sibling and
     renamed into place, then the manifest is rewritten (also by rename), listing the new files:
-    a killed run leaves the index as it was, at worst with a hidden ``.dense.tmp-*`` folder.
+    a killed run leaves the index as it was, at worst with a hidden ``.dense.tmp-*`` folder, which
+    the next run removes. The index's lock is held throughout, as during a build.
     """
     path = Path(index)
-    manifest = read_manifest(path)
-    passages = read_passages(path / PASSAGES)
-    if len(passages) != manifest["counts"]["passages"]:
-        raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages in {PASSAGES}, "
-                             f"{manifest['counts']['passages']} in the manifest", REBUILD)
-    embedder = embedder or load_embedder()
-    with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
-                  transient=True, disable=not progress) as bar, staged_folder(path / DENSE_DIR) as temp:
-        task = bar.add_task("embedding passages", total=len(passages))
-        dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n))
-    update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)
-    return dense
+    with output_lock(path):
+        manifest = read_manifest(path)
+        passages = read_passages(path / PASSAGES)
+        if len(passages) != manifest["counts"]["passages"]:
+            raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages in {PASSAGES}, "
+                                 f"{manifest['counts']['passages']} in the manifest", REBUILD)
+        embedder = embedder or load_embedder()
+        console = Console(stderr=True)
+        for line in remove_stale_siblings(path / DENSE_DIR):
+            console.print(line)
+        with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=console,
+                      transient=True, disable=not progress) as bar, staged_folder(path / DENSE_DIR) as temp:
+            task = bar.add_task("embedding passages", total=len(passages))
+            dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n))
+        return update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)["dense"]

@@ -1,8 +1,10 @@
 """The index manifest: what was indexed, how, and the files that make up the index.
 
-Opening an index compares the recorded format version and every file's size (cheap, done on every
-load: it catches missing and truncated files); ``verify`` also compares sha256 checksums (reads
-every byte: it catches same-size corruption such as a flipped byte).
+Opening an index checks the manifest's format version, its own checksum (``manifest_sha256``, over
+its other fields) and every listed file's size, then every file's sha256: so a flipped byte in any
+file is refused, not served. Hashing is done once and then trusted while the files stay unchanged
+(see :mod:`.verified`); ``verify_checksums`` re-hashes on demand. Errors name the index's own
+``winnow index`` command, so rebuilding is one copy and paste.
 """
 
 from __future__ import annotations
@@ -10,44 +12,63 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..atomic import write_json
 from ..errors import IndexLoadError
-from .atomic import sibling
+from ..version import __version__
+from .verified import VERIFIED, file_states, record_verified, was_verified
 
 FORMAT = "winnow-index"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REBUILD = "rebuild it with `winnow index SOURCE --out DIR --overwrite`"
+SELF_CHECKSUM = "manifest_sha256"
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def describe_files(folder: Path) -> dict[str, dict[str, Any]]:
     """Size and sha256 of every file under ``folder`` (POSIX relative names), the manifest excepted."""
     return {
         path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
-        for path in sorted(folder.rglob("*")) if path.is_file() and path.name != MANIFEST
+        for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in (MANIFEST, VERIFIED)
     }
 
 
 def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
-    """Write ``manifest.json`` last, listing every file already in ``folder``."""
-    from .. import __version__
-
+    """Write ``manifest.json`` last, listing every file already in ``folder``, and record the files
+    as verified: their checksums were taken from them just now."""
+    states = file_states(folder, [path.relative_to(folder).as_posix() for path in sorted(folder.rglob("*"))
+                                  if path.is_file()])
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "winnow_version": __version__,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields,
                 "files": describe_files(folder)}
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    save_manifest(folder, manifest)
+    if set(states) == set(manifest["files"]) and states == file_states(folder, list(states)):
+        record_verified(folder, file_sha256(folder / MANIFEST), states)  # nothing changed while hashing
     return manifest
+
+
+def save_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` with its own checksum (whole or not at all)."""
+    manifest.pop(SELF_CHECKSUM, None)
+    manifest[SELF_CHECKSUM] = manifest_checksum(manifest)
+    write_json(folder / MANIFEST, manifest)
+
+
+def manifest_checksum(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's fields other than its checksum, in a canonical form."""
+    fields = {key: value for key, value in manifest.items() if key != SELF_CHECKSUM}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                          .encode("utf-8")).hexdigest()
 
 
 def update_manifest(folder: Path, manifest: dict[str, Any], *, replace_files_under: str,
@@ -55,7 +76,7 @@ def update_manifest(folder: Path, manifest: dict[str, Any], *, replace_files_und
     """Rewrite ``folder``'s manifest with ``fields`` set and the files under ``replace_files_under``
     (a subfolder name) described afresh; the other files keep their recorded sizes and checksums.
 
-    Written to a temporary file and renamed, so a reader sees the old manifest or the new one.
+    Written whole or not at all, so a reader sees the old manifest or the new one.
     Only the subfolder is re-hashed: re-describing every file would bless any damage done to them
     since the build.
     """
@@ -63,25 +84,25 @@ def update_manifest(folder: Path, manifest: dict[str, Any], *, replace_files_und
     files = {name: info for name, info in manifest["files"].items() if not name.startswith(prefix)}
     files.update({f"{prefix}{name}": info for name, info in describe_files(folder / prefix).items()})
     updated = {**manifest, **fields, "files": dict(sorted(files.items()))}
-    temp = sibling(folder / MANIFEST, "tmp")
-    try:
-        temp.write_text(json.dumps(updated, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(temp, folder / MANIFEST)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    save_manifest(folder, updated)
     return updated
 
 
-def read_manifest(folder: Path) -> dict[str, Any]:
-    """The manifest of ``folder``, after checking its format, version, shape and file sizes."""
+def read_manifest(folder: Path, *, verify: bool = True) -> dict[str, Any]:
+    """The manifest of ``folder``, after checking its format, version, own checksum, shape and file
+    sizes and, with ``verify``, every file's sha256 (see the module notes)."""
+    if folder.is_file():
+        raise IndexLoadError(f"{folder} is a file, not an index folder",
+                             "pass the folder that `winnow index SOURCE --out DIR` made (the one holding "
+                             f"{MANIFEST}){', here ' + str(folder.parent) if folder.name == MANIFEST else ''}")
     if not folder.is_dir():
         raise IndexLoadError(f"no index folder at {folder}", f"build one with `winnow index SOURCE --out {folder}`")
     path = folder / MANIFEST
     if not path.is_file():
         raise IndexLoadError(f"{folder} is not a Winnow index: {MANIFEST} is missing", REBUILD)
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        manifest = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise IndexLoadError(f"{path} is corrupt: {exc}", REBUILD) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -89,9 +110,23 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IndexLoadError(f"{folder} has index format version {manifest.get('format_version')!r}; this Winnow "
                              f"reads version {FORMAT_VERSION}", REBUILD)
+    # Manifests written before the checksum existed have none; any other manifest must match its own.
+    if SELF_CHECKSUM in manifest and manifest[SELF_CHECKSUM] != manifest_checksum(manifest):
+        raise IndexLoadError(f"{path} is corrupt: its content does not match its own checksum "
+                             f"({SELF_CHECKSUM})", rebuild_hint(folder, manifest))
     check_shape(path, manifest)
     check_sizes(folder, manifest)
+    if verify:
+        verify_once(folder, manifest, hashlib.sha256(raw).hexdigest())
     return manifest
+
+
+def rebuild_hint(folder: Path, manifest: dict[str, Any]) -> str:
+    """How to rebuild this index: its own source and folder when the manifest names the source."""
+    source = manifest.get("source")
+    if not isinstance(source, str) or not source:
+        return REBUILD
+    return f"rebuild it with `winnow index {shlex.quote(source)} --out {shlex.quote(str(folder))} --overwrite`"
 
 
 def check_shape(path: Path, manifest: dict[str, Any]) -> None:
@@ -122,15 +157,30 @@ def check_sizes(folder: Path, manifest: dict[str, Any]) -> None:
     for name, info in manifest["files"].items():
         file = folder / name
         if not file.is_file():
-            raise IndexLoadError(f"{folder} is incomplete: {name} is missing", REBUILD)
+            raise IndexLoadError(f"{folder} is incomplete: {name} is missing", rebuild_hint(folder, manifest))
         size = file.stat().st_size
         if size != info["size"]:
             raise IndexLoadError(f"{folder} is corrupt: {name} has {size} bytes, the manifest records "
-                                 f"{info['size']}", REBUILD)
+                                 f"{info['size']}", rebuild_hint(folder, manifest))
+
+
+def verify_once(folder: Path, manifest: dict[str, Any], manifest_sha256: str) -> None:
+    """:func:`verify_checksums`, skipped when a record says these very files were verified before."""
+    states = file_states(folder, list(manifest["files"]))
+    if was_verified(folder, manifest_sha256, states):
+        return
+    verify_checksums(folder, manifest)
+    record_verified(folder, manifest_sha256, states)
 
 
 def verify_checksums(folder: Path, manifest: dict[str, Any]) -> None:
-    """Raise IndexLoadError naming the first file whose sha256 differs from the manifest's."""
-    for name, info in manifest["files"].items():
-        if file_sha256(folder / name) != info["sha256"]:
-            raise IndexLoadError(f"{folder} is corrupt: {name} does not match its recorded sha256", REBUILD)
+    """Hash every listed file; raise IndexLoadError naming each one whose sha256 is not the manifest's."""
+    names = list(manifest["files"])
+    # hashlib releases the GIL while hashing, so files are hashed side by side on every core.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
+        sums = list(pool.map(lambda name: file_sha256(folder / name), names))
+    damaged = [name for name, sha in zip(names, sums) if sha != manifest["files"][name]["sha256"]]
+    if damaged:
+        raise IndexLoadError(f"{folder} is corrupt: {', '.join(damaged)} "
+                             f"{'does' if len(damaged) == 1 else 'do'} not match "
+                             f"{'its' if len(damaged) == 1 else 'their'} recorded sha256", rebuild_hint(folder, manifest))

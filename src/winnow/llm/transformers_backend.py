@@ -3,7 +3,7 @@
 ``winnow train sft`` writes a LoRA adapter or full weights; this backend loads them (on their base
 model, the adapter merged in) so the tuned model runs in every method and in ``winnow eval``:
 ``--backend transformers --model RUN_DIR``. It also loads Hugging Face model folders and, dequantised,
-any GGUF model Winnow knows (see :mod:`winnow.training.model_files`).
+any GGUF model Winnow knows (see :mod:`winnow.models.loading`).
 
 Prompts are rendered with the tokenizer's own chat template, as in training, with the generation
 prompt added (or, when the last turn is a prefilled assistant turn, continued). Choice scores are
@@ -34,7 +34,7 @@ class TransformersBackend:
 
     def __init__(self, model: str, *, dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None, context_size: int | None = None) -> None:
-        from ..training.model_files import load_model, locate_model
+        from ..models.loading import load_model, locate_model
 
         require("train", "the transformers backend (--backend transformers)")
         import torch

@@ -1,5 +1,6 @@
 """Big-file plumbing for models: hashing with a progress bar, remembered checksums, joins and
-downloads that appear under their final name only when complete, and a lock between processes.
+downloads that appear under their final name only when complete (:mod:`winnow.atomic`), made by
+one process at a time (:mod:`winnow.lock`).
 
 Nothing here knows the registry; failures surface as ``OSError`` or ``httpx.HTTPError`` for the
 caller to turn into a :class:`~winnow.errors.ModelError` that names the model.
@@ -9,9 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +19,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+from ..atomic import remove_stale_siblings, staged_file, write_json
 from ..paths import cache_root
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -86,66 +85,38 @@ def remembered_sha256(path: Path, record: Path) -> str | None:
 
 
 def remember(path: Path, record: Path, sha256: str) -> None:
-    """Write ``record`` for ``path`` as it is now (temp file + rename: readers never see half)."""
+    """Write ``record`` for ``path`` as it is now (written whole or not at all)."""
     stat = path.stat()
-    record.parent.mkdir(parents=True, exist_ok=True)
-    body = {"path": str(path.resolve()), "sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    temp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(body), encoding="utf-8")
-    os.replace(temp, record)
-
-
-@contextmanager
-def exclusive(target: Path) -> Iterator[None]:
-    """Hold ``<target>.lock`` so one process at a time writes ``target``; the others wait, then find
-    it done. Windows has no flock: concurrent writers there repeat the work harmlessly."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if sys.platform == "win32":
-        yield
-        return
-    import fcntl
-
-    with target.with_name(target.name + ".lock").open("a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, also if the process dies
-        yield
+    write_json(record, {"path": str(path.resolve()), "sha256": sha256, "size": stat.st_size,
+                        "mtime_ns": stat.st_mtime_ns})
 
 
 @contextmanager
 def _temporary_sibling(target: Path) -> Iterator[tuple[IO[bytes], Path]]:
-    """A new file next to ``target`` whose name cannot be mistaken for it; deleted on exit unless
-    renamed to ``target`` meanwhile. Call with the lock held: leftovers of killed writers go first."""
-    if sys.platform != "win32":
-        for stale in target.parent.glob(f".{target.name}.*.partial"):
-            stale.unlink(missing_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".partial",
-                                     delete=False) as handle:
-        temp = Path(handle.name)
-        try:
-            os.chmod(temp, 0o644)  # mkstemp makes files owner-only; a model file is as public as its package
-            yield handle, temp
-        finally:
-            handle.close()
-            temp.unlink(missing_ok=True)  # after a successful rename the temporary name is already gone
+    """An open file under a hidden name next to ``target``, renamed to ``target`` on success unless
+    deleted meanwhile. Call with the lock held; leftovers of killed writers go first."""
+    remove_stale_siblings(target)
+    with staged_file(target) as temp, temp.open("xb") as handle:
+        yield handle, temp
 
 
 def join_verified(parts: list[Path], target: Path, *, expected_sha256: str, label: str, total: int,
                   progress: bool) -> str:
     """Stream ``parts`` into a temporary file next to ``target`` while hashing, and rename it to
     ``target`` only if its sha256 is ``expected_sha256``. Returns the sha256 of the joined bytes;
-    whatever goes wrong, no temporary file is left behind. Hold :func:`exclusive` around it."""
+    whatever goes wrong, no temporary file is left behind. Hold ``output_lock(target, wait=True)``
+    around it."""
     with _temporary_sibling(target) as (handle, temp):
         sha = hash_files(parts, sink=handle, label=label, total=total, progress=progress)
-        handle.flush()
-        os.fsync(handle.fileno())  # the bytes reach the disk before the final name says "complete"
-        handle.close()
-        if sha == expected_sha256:
-            os.replace(temp, target)
+        if sha != expected_sha256:
+            temp.unlink()  # not the bytes the registry names: keep nothing
     return sha
 
 
 def download(url: str, target: Path, *, headers: dict[str, str], label: str, progress: bool) -> None:
-    """GET ``url`` into ``target`` through a temporary file. Hold :func:`exclusive` around it."""
-    with _temporary_sibling(target) as (handle, temp):
+    """GET ``url`` into ``target`` through a temporary file. Hold ``output_lock(target, wait=True)``
+    around it."""
+    with _temporary_sibling(target) as (handle, _):
         with httpx.stream("GET", url, headers=headers, follow_redirects=True,
                           timeout=httpx.Timeout(60.0, connect=15.0)) as response:
             response.raise_for_status()
@@ -154,7 +125,3 @@ def download(url: str, target: Path, *, headers: dict[str, str], label: str, pro
                 for chunk in response.iter_bytes(CHUNK_BYTES):
                     handle.write(chunk)
                     advance(len(chunk))
-        handle.flush()
-        os.fsync(handle.fileno())
-        handle.close()
-        os.replace(temp, target)

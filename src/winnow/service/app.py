@@ -146,7 +146,7 @@ def _check_query_utf8(query_string: bytes) -> None:
 def create_app(service: Service, *, api_key: str = "", hosts: HostPolicy | None = None) -> FastAPI:
     """The app over ``service``. ``hosts`` says which ``Host`` headers to answer (`winnow serve`
     passes one for its bound address); None answers any."""
-    from .. import __version__
+    from ..version import __version__
 
     app = FastAPI(title="Winnow", version=__version__, docs_url=None, redoc_url=None,
                   description="LLM-in-the-loop retrieval-augmented generation: ask, rerank, search, and "

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..answers import AnswerMatcher
+from ..atomic import atomic_folder, check_replaceable, write_json
 from ..errors import WinnowError
-from ..evaluation.answers import AnswerMatcher
-from ..index.atomic import staged_folder
 from ..records import Passage
+from ..version import __version__
 from . import examples as ex
 from .blend_config import PASSAGES_PER_LIST, BlendConfig, ComponentSpec, read_blend_config
 from .contamination import EvalQuestions, default_eval_sets, load_eval_questions
@@ -71,7 +71,7 @@ def build_blend(config_path: str | Path, out: str | Path, *, overwrite: bool = F
     started = time.perf_counter()
     config = read_blend_config(config_path)
     out = Path(out).expanduser()
-    _check_out(out, overwrite=overwrite)
+    check_replaceable(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder")  # fail before the work
     eval_names = config.eval_sets if config.eval_sets is not None else default_eval_sets()
     eval_questions = load_eval_questions(eval_names, base=config.path.parent,
                                          loaded=lambda name: _report(progress, f"read evaluation set {name}", 1, None))
@@ -86,10 +86,10 @@ def build_blend(config_path: str | Path, out: str | Path, *, overwrite: bool = F
     rows, stats = mix(config, pools)
     stats.update(contamination=_contamination_stats(eval_questions, pools), seconds=0.0,
                  built_by=f"winnow {__version__}")
-    with staged_folder(out) as temp:
+    with atomic_folder(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder") as temp:
         _write_jsonl(temp / TRAIN_FILE, rows)
         stats["seconds"] = round(time.perf_counter() - started, 2)
-        (temp / STATS_FILE).write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(temp / STATS_FILE, stats)
     return BlendReport(out, stats, time.perf_counter() - started)
 
 
@@ -98,14 +98,9 @@ def _report(progress: Advance | None, what: str, done: int, total: int | None) -
         progress(what, done, total)
 
 
-def _check_out(out: Path, *, overwrite: bool) -> None:
-    if not out.exists():
-        return
-    if not overwrite:
-        raise WinnowError(f"{out} already exists", "pass --overwrite to replace it, or choose another --out")
-    if not (out.is_dir() and ((out / STATS_FILE).is_file() or not any(out.iterdir()))):
-        raise WinnowError(f"{out} exists and is not a blend folder, so --overwrite will not replace it",
-                          "choose another --out")
+def is_blend_folder(folder: Path) -> bool:
+    """An earlier blend, which ``--overwrite`` may replace."""
+    return (folder / STATS_FILE).is_file()
 
 
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:

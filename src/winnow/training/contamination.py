@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..answers import normalize_answer
 from ..datasets import load_dataset, read_qa_jsonl
 from ..errors import WinnowError
-from ..evaluation.answers import normalize_answer
 from ..paths import cache_root
 
 DEFAULT_TEST_SETS = ("nq-test", "triviaqa-test", "squad-test", "webq-test", "curatedtrec-test")

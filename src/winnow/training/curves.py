@@ -6,12 +6,11 @@ which a resumed run restores from its checkpoint: the files always describe the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..datasets.atomic import write_text_atomic
+from ..atomic import staged_file, write_lines
 from ..extras import import_extra
 
 COLUMNS = ("step", "epoch", "loss", "learning_rate", "grad_norm", "seconds")
@@ -29,7 +28,7 @@ def curve_rows(log_history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_curve_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     lines = [",".join(COLUMNS)]
     lines += [",".join(_cell(row[column]) for column in COLUMNS) for row in rows]
-    write_text_atomic(path, lines)
+    write_lines(path, lines)
 
 
 def _cell(value: Any) -> str:
@@ -76,13 +75,11 @@ def plot_curve(rows: Sequence[dict[str, Any]], path: Path, *, title: str) -> Non
     else:
         ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    temp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
     try:
-        fig.savefig(temp, dpi=110)
-        os.replace(temp, path)
+        with staged_file(path) as temp:
+            fig.savefig(temp, dpi=110, format="png")  # the temporary name does not end in .png
     finally:
         plt.close(fig)
-        temp.unlink(missing_ok=True)
 
 
 def write_curve(log_history: Sequence[dict[str, Any]], folder: Path, *, title: str) -> int:

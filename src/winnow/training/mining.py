@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..answers import AnswerMatcher, compile_answer_regex, has_answer
 from ..datasets import QAItem, load_dataset, read_qa_jsonl
 from ..errors import WinnowError
-from ..evaluation.answers import AnswerMatcher, compile_answer_regex, has_answer
 from ..records import Passage
 from .sources import RetrievedList, Where
 

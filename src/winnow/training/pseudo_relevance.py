@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..evaluation.answers import normalize_answer
+from ..answers import normalize_answer
 
 CHUNK_WORDS = 150
 N = 4

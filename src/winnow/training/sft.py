@@ -26,13 +26,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..atomic import staged_folder, write_json
 from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
 from ..extras import require
+from ..models.loading import MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries
+from ..version import __version__
 from .blend import TRAIN_FILE
 from .curves import write_curve
-from .model_files import MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries
 
 RUN_RECORD = "run.json"
 CHECKPOINTS = "checkpoints"
@@ -184,8 +185,7 @@ def _prepare_out(out: Path, record: dict[str, Any], *, overwrite: bool) -> bool:
             if differences:
                 raise WinnowError(f"{out} holds a run with other settings ({', '.join(differences)})",
                                   "pass --overwrite to start afresh, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_json(out / RUN_RECORD, record)
     return (out / CHECKPOINTS).is_dir() and any((out / CHECKPOINTS).glob("checkpoint-*"))
 
 
@@ -253,7 +253,7 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     if trainer.is_world_process_zero():
         summary = {**asdict(report), "out": str(out), "components": dict(blend.components),
                    "prompt_not_prefix": blend.prompt_mismatch}
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json(out / "summary.json", summary)
     return report
 
 
@@ -355,8 +355,6 @@ def _curve_callback(out: Path, on_step: StepHook | None) -> Any:
 def _save_model(trainer: Any, tokenizer: Any, out: Path, record: dict[str, Any], settings: SFTSettings,
                 blend: TokenisedBlend) -> None:
     """Write ``model/`` whole or not at all: the adapter (or weights), tokenizer and winnow-model.json."""
-    from ..index.atomic import staged_folder
-
     with staged_folder(out / TRAINED_MODEL_DIR) as temp:
         trainer.model.save_pretrained(temp)
         tokenizer.save_pretrained(temp)

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic import staged_folder
 from ..errors import ModelError, WinnowError
 from ..extras import require
+from ..lock import output_lock
+from ..paths import cache_root
 
 TRAINED_MODEL_DIR = "model"
 MODEL_RECORD = "winnow-model.json"
@@ -65,7 +68,7 @@ def locate_model(spec: str) -> ModelSource:
         raise ModelError(f"{path} is neither a Hugging Face model folder (config.json) nor a LoRA adapter "
                          "(adapter_config.json) nor a `winnow train sft` output",
                          "give a model folder, a training output folder, a registry name or a .gguf file")
-    from ..models import resolve_model
+    from .resolve import resolve_model
 
     resolved = resolve_model(spec)
     return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256)
@@ -96,7 +99,7 @@ def _display_name(folder: Path, record: dict[str, Any] | None) -> str:
 
 def folder_sha256(folder: Path) -> str:
     """One sha256 over the names and bytes of a model folder's files (weights, config, tokenizer)."""
-    from ..models import files
+    from . import files
 
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
@@ -168,14 +171,10 @@ def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bo
 
 def dequantised_folder(source: ModelSource) -> Path:
     """A Hugging Face folder holding the GGUF's weights dequantised to float32, made once per sha256."""
-    from ..index.atomic import staged_folder
-    from ..models import files
-    from ..paths import cache_root
-
     target = cache_root() / "transformers" / f"{source.name}-{source.sha256[:16]}"
     if (target / "config.json").is_file():
         return target
-    with files.exclusive(target):
+    with output_lock(target, wait=True):
         if (target / "config.json").is_file():  # another process made it while we waited
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
