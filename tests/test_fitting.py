@@ -139,3 +139,59 @@ def test_largest_budget_is_water_filling():
     assert largest_budget([500, 500], room=301, cap=301) == 150
     assert largest_budget([500, 500], room=1000, cap=100) == 100
     assert largest_budget([], room=10, cap=10) == 10
+
+
+# --- every stage fits its prompts, over long documents, in every method -------------------------------
+
+@pytest.fixture(scope="module")
+def long_index(tmp_path_factory):
+    """A real BM25 index of the small corpus with every text repeated to 20,000 characters."""
+    import json
+
+    from small_corpus import PASSAGES
+    from winnow.corpus import load_corpus
+    from winnow.index import BM25Index, build_bm25_index
+
+    folder = tmp_path_factory.mktemp("long-corpus")
+    source = folder / "corpus.jsonl"
+    source.write_text("\n".join(json.dumps({**p, "text": ((p["text"] + " ") * 400)[:20_000]}) for p in PASSAGES))
+    build_bm25_index(load_corpus(source).passages, folder / "index", source=str(source), source_checksum="x",
+                     progress=False)
+    return BM25Index.open(folder / "index")
+
+
+METHOD_SETTINGS = {"vanilla": {"k": 3}, "rankrag": {"n": 3, "k": 2}, "mainrag": {"n": 2},
+                   "rrr": {"n": 3, "k": 2, "rewrites": 2, "window": 3, "step": 2},
+                   "rankgpt": {"n": 3, "k": 2, "window": 3, "step": 2}}
+
+
+@pytest.mark.parametrize("method", list(METHOD_SETTINGS))
+def test_every_stage_of_every_method_fits_long_documents(small_llm, long_index, method):
+    from winnow.methods import build_method
+
+    answer = build_method(method, index=long_index, llm=small_llm, **METHOD_SETTINGS[method]).ask(
+        "who designed the eiffel tower")
+    llm_stages = [s for s in answer.trace.stages if s.llm_calls]
+    assert llm_stages
+    for stage in llm_stages:
+        for call in stage.llm_calls:
+            # Every prompt the model received fitted with room for the answer asked for.
+            assert small_llm.count_prompt_tokens(call.messages) <= CONTEXT, (stage.name, call.prompt_tokens)
+        if any(len(c.get("text", "")) > 10_000 for c in stage.input):
+            assert stage.details.fitted, f"{method}: {stage.name} recorded no cut"
+            cut = stage.details.fitted[0]
+            assert cut["chars_before"] > cut["chars_after"] and cut["context_size"] == CONTEXT
+    # The candidates keep their whole text: only what was sent was cut.
+    assert all(len(c.passage.text) == 20_000 for c in answer.passages)
+
+
+def test_an_answer_cut_by_its_token_limit_says_so(small_llm, long_index):
+    from winnow.methods import build_method
+    from winnow.report import answer_notes
+
+    answer = build_method("vanilla", index=long_index, llm=small_llm, k=1, max_answer_tokens=1).ask(
+        "describe the eiffel tower in detail")
+    [reader] = [s for s in answer.trace.stages if s.kind == "reader"]
+    assert reader.details.finish_reason == "length" and reader.details.cut_by_token_limit
+    assert answer.to_dict()["answer_cut_by_token_limit"] is True
+    assert any("cut at max_answer_tokens=1" in note for note in answer_notes(answer))

@@ -153,6 +153,10 @@ SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any metho
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
 FusionAlphaOption = Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
                                                                                    "scores (0 = the paper).")]
+ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help="Tokens of prompt and answer the "
+                                                                              "model's context holds (llama.cpp "
+                                                                              "default 4096); longer passages are "
+                                                                              "cut to fit, and the trace says so.")]
 MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
                                                               help="Longest answer the reader may write.")]
 
@@ -211,6 +215,7 @@ def ask(
     k: KOption = None,
     fusion_alpha: FusionAlphaOption = None,
     max_answer_tokens: MaxAnswerTokensOption = None,
+    context_size: ContextSizeOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
@@ -226,7 +231,8 @@ def ask(
     check_text(question, "the question")
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
                        base_url=base_url, retriever=retriever, judge_model=judge_model, final_model=final_model,
-                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
+                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
+                       context_size=context_size)
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)

@@ -28,7 +28,8 @@ from .errors import InputError, WinnowError
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
 #: of MAIN-RAG's two roles.
-RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "agents", "judge_model", "final_model")
+RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "context_size", "agents", "judge_model",
+               "final_model")
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
 from .records import Answer
+from .settings import SettingError
 
 DEFAULT_METHOD = "rankrag"
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
@@ -32,6 +33,7 @@ class RunSpec:
     backend: str = DEFAULT_BACKEND
     base_url: str = ""
     retriever: str = DEFAULT_RETRIEVER
+    context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, checked
 
@@ -60,6 +62,13 @@ class RunSpec:
                 agents[role] = chosen[option]
         spec = cls(**{key: value for key, value in chosen.items() if value is not None and key in _SPEC_FIELDS},
                    agents=agents)
+        if spec.context_size is not None:
+            from .settings import coerce_value
+
+            spec.context_size = coerce_value("context_size", int, spec.context_size)
+            if spec.context_size < 64:
+                raise SettingError("context_size", f"setting 'context_size' must be at least 64 tokens "
+                                                   f"(got {spec.context_size})")
         spec.settings = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
                                 config or "config")
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
@@ -70,7 +79,9 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as run folders record it. MAIN-RAG's roles keep their older keys
         (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
-        described = {key: value for key, value in asdict(self).items() if key != "agents"}
+        # Options added after run folders existed are left out at their default, so those folders resume.
+        described = {key: value for key, value in asdict(self).items()
+                     if key != "agents" and not (key == "context_size" and value is None)}
         described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
         if others:
@@ -125,6 +136,7 @@ class Pipeline:
             if loading:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
+                           context_size=spec.context_size,
                            progress=progress, threads=threads)
             self.llms.append(llm)
             return llm

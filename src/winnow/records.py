@@ -269,10 +269,17 @@ class Answer:
     def usage(self) -> Usage:
         return self.trace.usage
 
+    @property
+    def cut_by_token_limit(self) -> bool:
+        """True when the answer stopped at its token limit rather than where the model ended it."""
+        readers = [s for s in self.trace.stages if s.kind == "reader"]
+        return bool(readers) and bool(getattr(readers[-1].details, "cut_by_token_limit", False))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "answer": self.text,
+            "answer_cut_by_token_limit": self.cut_by_token_limit,
             "method": self.method,
             "settings": self.settings,
             "passages": self.passages.to_dicts(),

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from ..cli import (
     AgentOption,
+    ContextSizeOption,
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
@@ -102,6 +103,7 @@ def evaluate(
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
+    context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
@@ -126,7 +128,7 @@ def evaluate(
     from ..evaluation.runner import EvalRun
     from ..pipeline import Pipeline
 
-    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend, base_url=base_url,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli import (AgentOption, BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
+from ..cli import (AgentOption, ContextSizeOption, BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
                    ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
                    spinner_while_loading)
 from ..errors import WinnowError
@@ -65,6 +65,7 @@ def serve(
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
+    context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
@@ -103,7 +104,7 @@ def serve(
     from ..service import Limits, Service, create_app
     from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend, base_url=base_url,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,

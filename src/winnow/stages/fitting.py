@@ -159,3 +159,23 @@ def fit_passages(llm: LLM, render: Render, passages: Sequence[Passage], *, outpu
         if room < len(passages):
             break
     raise _no_room(llm, fixed, output_tokens)
+
+
+#: Tokens a chat template may add around the messages' text (role markers, a default system
+#: prompt). A prompt whose characters plus this margin fit is sure to fit: a token covers at least
+#: one character, so it is sent without being counted.
+TEMPLATE_MARGIN = 64
+
+
+def fit_prompt(llm: LLM, render: Render, passages: Sequence[Passage], *, output_tokens: int,
+               fitted: list[dict[str, Any]]) -> list[Passage]:
+    """The passages to render for one prompt: unchanged when the prompt surely fits, else cut by
+    :func:`fit_passages`, with every cut appended to ``fitted`` (a stage's ``details.fitted``)."""
+    passages = list(passages)
+    characters = sum(len(message["content"]) for message in render(passages))
+    if characters + output_tokens + TEMPLATE_MARGIN <= llm.context_size:
+        return passages
+    fit = fit_passages(llm, render, passages, output_tokens=output_tokens)
+    fitted.extend({**vars(cut), "context_size": fit.context_size, "passage_budget": fit.passage_budget,
+                   "token_counting": fit.token_counting} for cut in fit.cuts)
+    return fit.passages

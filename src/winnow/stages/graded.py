@@ -27,6 +27,7 @@ from ..llm.client import LLM
 from ..prompts import GradedPromptTemplate, graded_prompt
 from ..records import Candidate, CandidateList, Passage, StageTrace, Trace
 from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 from .retrieve import round_settings
 
 GRADES = ("1", "2", "3", "4", "5")
@@ -153,6 +154,7 @@ class GradedRelevanceReranker(ListStage):
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages if p.id not in s.grades]
             grades = self._grade([batch[i].query.text for i, _ in owners], [p for _, p in owners],
                                  [traces[i] for i, _ in owners])
+
             asked = [0] * len(batch)
             for (i, passage), grade in zip(owners, grades):
                 batch[i].grades[passage.id] = grade
@@ -173,7 +175,11 @@ class GradedRelevanceReranker(ListStage):
 
     def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace]) -> list[RelevanceGrade]:
         """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace."""
-        prompts = [self.template.messages(q, p, prefill=self.prefill) for q, p in zip(queries, passages)]
+        prompts = []
+        for q, p, trace in zip(queries, passages, traces):
+            [fitted] = fit_prompt(self.llm, lambda ps, q=q: self.template.messages(q, ps[0], prefill=self.prefill), [p],
+                                  output_tokens=self.max_tokens, fitted=trace.details.fitted)
+            prompts.append(self.template.messages(q, fitted, prefill=self.prefill))
         grades: list[RelevanceGrade | None] = [None] * len(prompts)
         if self.prefill and prompts:
             for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=traces)):

@@ -22,6 +22,7 @@ from ..llm.base import ChoiceScores
 from ..llm.client import LLM
 from ..prompts import JudgePromptTemplate, judge_prompt
 from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 CHOICES = ("Yes", "No")
 
@@ -61,8 +62,12 @@ class NoisyDocumentJudge(ListStage):
                     raise ValueError(f"no Agent-1 answer for passage(s) {unanswered}; run PerDocumentPredictor "
                                      "on the same list before the judge")
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
-            prompts = [self.template.messages(batch[i].query.text, p, batch[i].document_answers[p.id])
-                       for i, p in owners]
+            prompts = []
+            for i, p in owners:
+                question, answer = batch[i].query.text, batch[i].document_answers[p.id]
+                [fitted] = fit_prompt(self.llm, lambda ps, q=question, a=answer: self.template.messages(q, ps[0], a),
+                                      [p], output_tokens=1, fitted=traces[i].details.fitted)
+                prompts.append(self.template.messages(question, fitted, answer))
             choice_scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
             for state, stage in zip(batch, traces):

@@ -19,6 +19,7 @@ from ..llm.client import LLM
 from ..prompts import ListwisePromptTemplate, listwise_prompt
 from ..records import StageTrace
 from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²", which int() refuses
 
@@ -162,10 +163,12 @@ class ListwiseReranker(ListStage):
         prompts, budgets = [], []
         for k in asked:
             state, _, order, (start, end) = work[k]
-            prompts.append(self.template.messages(state.query.text, [state.ranked.candidates[i].passage
-                                                                     for i in order[start:end]],
-                                                  max_words=self.max_words))
-            budgets.append(ranking_token_budget(end - start))
+            budget = ranking_token_budget(end - start)
+            render = lambda ps, q=state.query.text: self.template.messages(q, ps, max_words=self.max_words)  # noqa: E731
+            window = fit_prompt(self.llm, render, [state.ranked.candidates[i].passage for i in order[start:end]],
+                                output_tokens=budget, fitted=work[k][1].details.fitted)
+            prompts.append(render(window))
+            budgets.append(budget)
         # Windows of different sizes get different output budgets: one call per budget.
         generations: dict[int, Any] = {}
         for budget in sorted(set(budgets)):

@@ -15,6 +15,7 @@ from ..details import RankingDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 CHOICES = ("True", "False")
 
@@ -31,7 +32,9 @@ class PointwiseTrueReranker(ListStage):
                     "keep": self.keep}
         with recording(batch, self.name, "pointwise-true", settings) as traces:
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
-            prompts = [self.template.messages(batch[i].query.text, [p]) for i, p in owners]
+            prompts = [self.template.messages(batch[i].query.text, fit_prompt(
+                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p], output_tokens=1,
+                fitted=traces[i].details.fitted)) for i, p in owners]
             scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
             for state, stage in zip(batch, traces):

@@ -14,6 +14,7 @@ from ..details import PredictorDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 #: Agent-1's answers by passage id: the "answer" of each (document, query, answer) triplet.
 DocumentAnswers = dict[str, str]
@@ -43,7 +44,9 @@ class PerDocumentPredictor:
                     # Answers are keyed by passage id; two passages under one id would share one answer.
                     raise ValueError(f"passage ids must be unique in a candidate list; repeated: {duplicated}")
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
-            prompts = [self.template.messages(batch[i].query.text, [p]) for i, p in owners]
+            prompts = [self.template.messages(batch[i].query.text, fit_prompt(
+                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p],
+                output_tokens=self.max_tokens, fitted=traces[i].details.fitted)) for i, p in owners]
             generations = self.llm.generate(prompts, stage=[traces[i] for i, _ in owners], max_tokens=self.max_tokens)
             for (i, passage), generation in zip(owners, generations):
                 batch[i].document_answers[passage.id] = generation.text

@@ -9,6 +9,7 @@ from ..details import ReaderDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 
 @dataclass
@@ -21,7 +22,9 @@ class Reader:
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"prompt": self.template.name, "max_tokens": self.max_tokens, "temperature": 0.0}
         with recording(batch, self.name, "reader", settings) as traces:
-            prompts = [self.template.messages(s.query.text, s.ranked.passages) for s in batch]
+            prompts = [self.template.messages(s.query.text, fit_prompt(
+                self.llm, lambda ps, q=s.query.text: self.template.messages(q, ps), s.ranked.passages,
+                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens)
             for state, stage, generation in zip(batch, traces, generations):
                 state.answer = generation

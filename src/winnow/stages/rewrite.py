@@ -15,7 +15,10 @@ from typing import Sequence
 
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
+from ..llm.base import Messages
+from ..records import Passage, StageTrace
 from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 _TAGGED = re.compile(r"<<\s*rewrite\s*>>(.*?)(?:<<\s*/\s*rewrite\s*>>|$)", re.IGNORECASE | re.DOTALL)
 _ANY_TAG = re.compile(r"<<\s*/?\s*rewrite\s*>>", re.IGNORECASE)
@@ -57,7 +60,7 @@ class QueryRewriter:
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs}  # noqa: E731
         with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
-            prompts = [self.template.messages(s.query.text, s.feedback, max_words=self.max_words) for s in batch]
+            prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,
                                             stop=["<</Rewrite>>"])
             for state, stage, generation in zip(batch, traces, generations):
@@ -67,3 +70,18 @@ class QueryRewriter:
                     state.search_text = text
                 else:
                     state.done = True
+
+    def _prompt(self, state: QuestionState, stage: StageTrace) -> Messages:
+        """A.1 with every round's feedback documents, cut together to fit the rewriter's context."""
+        shapes = [(query, len(documents)) for query, documents in state.feedback]
+
+        def render(passages: Sequence[Passage]) -> Messages:
+            history, start = [], 0
+            for query, count in shapes:
+                history.append((query, passages[start:start + count]))
+                start += count
+            return self.template.messages(state.query.text, history, max_words=self.max_words)
+
+        documents = [d for _, docs in state.feedback for d in docs]
+        return render(fit_prompt(self.llm, render, documents, output_tokens=self.max_tokens,
+                                 fitted=stage.details.fitted))
