@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..cli import JsonOption, app, err, out
+from .common import JsonOption, app, err, out
 
 data_app = typer.Typer(no_args_is_help=True, help="Benchmark questions, answers and relevance judgments.")
 bench_app = typer.Typer(no_args_is_help=True, help="Build benchmarks that run offline from installed data.")
@@ -93,7 +93,13 @@ def bench_build(
 ) -> None:
     """Build wiki-vital QA: NQ-open and TriviaQA test questions answerable from a Wikipedia vital-article
     summary they name, with qrels and a dev/test split (rules: docs/wiki-vital-qa.md)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from ..datasets.wiki_vital_qa import DROP_RULES, build_wiki_vital_qa
 

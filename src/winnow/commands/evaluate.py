@@ -13,31 +13,31 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from ..cli import (
+from .common import (
     AgentOption,
-    ContextSizeOption,
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
     ConfigOption,
+    ContextSizeOption,
     FinalModelOption,
     FusionAlphaOption,
+    IndexOption,
+    JsonOption,
     JudgeModelOption,
     KOption,
     MaxAnswerTokensOption,
     MethodOption,
+    ModelOption,
+    NoCacheOption,
     NOption,
     RetrieverOption,
     SetOption,
-    resolve_run,
-    IndexOption,
-    JsonOption,
-    ModelOption,
-    NoCacheOption,
     StageProgress,
     app,
     err,
     out,
+    resolve_run,
     spinner_while_loading,
 )
 

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import JsonOption, app, err, out
 from ..extras import require
+from .common import JsonOption, app, err, out
 
 
 @app.command(name="report")

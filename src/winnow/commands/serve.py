@@ -10,11 +10,28 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli import (AgentOption, ContextSizeOption, BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
-                   ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
-                   spinner_while_loading)
 from ..errors import WinnowError
 from ..extras import require
+from .common import (
+    AgentOption,
+    BackendOption,
+    BaseUrlOption,
+    ConfigOption,
+    ContextSizeOption,
+    FinalModelOption,
+    IndexOption,
+    JudgeModelOption,
+    KOption,
+    ModelOption,
+    NoCacheOption,
+    NOption,
+    RetrieverOption,
+    SetOption,
+    app,
+    err,
+    resolve_run,
+    spinner_while_loading,
+)
 
 
 def _is_loopback(host: str) -> bool:

@@ -11,11 +11,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
-from ..cli import app, err, out
 from ..extras import require
+from .common import app, err, out
 
 train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
                                                     "fine-tune a model on it.")

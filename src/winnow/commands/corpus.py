@@ -1,0 +1,81 @@
+"""``winnow index`` and ``winnow search``: build an index from a corpus, search it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import WinnowError
+from ..text import check_text
+from .common import IndexOption, JsonOption, app, err, out
+
+
+@app.command()
+def index(
+    source: Annotated[str, typer.Argument(help="A .jsonl file, a BEIR folder, a folder of .txt/.md files, "
+                                               "or `wiki-vital` (the 10,033 Wikipedia vital-article summaries).")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create.")],
+    chunk_words: Annotated[int, typer.Option("--chunk-words", help="Passage size for text folders.")] = 150,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
+    dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (all-MiniLM-L6-v2) for "
+                                                        "`search --retriever dense|hybrid`.")] = False,
+) -> None:
+    """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
+    from .corpus import load_corpus, source_checksum
+    from .index import build_index, load_embedder
+    from .index.build import check_index_out
+    from .lock import output_lock
+
+    started = time.perf_counter()
+    # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
+    with output_lock(out_dir):
+        check_index_out(out_dir, overwrite=overwrite)
+        embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
+        corpus = load_corpus(source, chunk_words=chunk_words)
+        err.print(corpus.report.summary(), soft_wrap=True)
+        if not corpus.passages:
+            raise WinnowError(f"{source}: no passages to index",
+                              "check the file: every record was skipped or it is empty")
+        build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
+                    load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                    embedder=embedder, overwrite=overwrite, progress=True)
+    if embedder is not None:
+        from .index.manifest import read_manifest
+
+        stats = read_manifest(out_dir)["dense"]
+        err.print(f"embedded {len(corpus.passages)} passages with {stats['model']} in {stats['seconds']:.1f} s "
+                  f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
+    err.print(f"indexed {len(corpus.passages)} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The search query.")],
+    index_dir: IndexOption,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many passages.")] = 10,
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, or hybrid (BM25 and dense fused "
+                                                                     "by RRF); dense and hybrid need an index "
+                                                                     "built with --dense.")] = "bm25",
+    as_json: JsonOption = False,
+) -> None:
+    """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
+    from .index import open_retriever
+    from .report import no_hits_note, passages_table
+
+    check_text(query, "the query")
+    idx = open_retriever(index_dir, retriever)
+    started = time.perf_counter()
+    hits = idx.search(query, k=k)
+    seconds = time.perf_counter() - started
+    if as_json:
+        out.print_json(data={"query": query, "retriever": idx.name, "passages": hits.to_dicts(),
+                             "seconds": round(seconds, 4)})
+    elif not hits:
+        err.print(no_hits_note(query, idx.name), highlight=False, soft_wrap=True)
+    else:
+        out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
+    if not as_json:
+        err.print(f"{seconds * 1000:.1f} ms")
