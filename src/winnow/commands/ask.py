@@ -62,8 +62,8 @@ def ask(
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
-    from .pipeline import Pipeline
-    from .report import print_answer, summary_line
+    from ..pipeline import Pipeline
+    from ..report import print_answer, summary_line
 
     check_text(question, "the question")
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
@@ -104,11 +104,11 @@ def rerank(
     as_json: JsonOption = False,
 ) -> None:
     """Rerank the passages of a JSONL file for QUERY: Winnow as a reranker in your own pipeline."""
-    from .corpus import load_corpus
-    from .llm import load_llm
-    from .report import passages_table, summary_line, usage_table
-    from .rerank import check_rerank_method
-    from .rerank import rerank as rerank_passages
+    from ..corpus import load_corpus
+    from ..llm import load_llm
+    from ..report import passages_table, summary_line, usage_table
+    from ..rerank import check_rerank_method
+    from ..rerank import rerank as rerank_passages
 
     check_rerank_method(method)
     corpus = load_corpus(passages_file)
@@ -117,7 +117,7 @@ def rerank(
     count = len(corpus.passages)
     options: dict[str, Any] = {"keep": top_n, "window": window, "step": step}
     if method == "embedding":  # the LLM-free baseline: nothing to load but the embedder
-        from .index import load_embedder
+        from ..index import load_embedder
 
         done = rerank_passages(query, corpus.passages, method, embedder=load_embedder(), **options)
     else:

@@ -10,7 +10,7 @@ from .common import app, out
 @app.command()
 def models() -> None:
     """List the models Winnow knows, their size, and whether they are installed."""
-    from .models import format_models_table, list_models
+    from ..models import format_models_table, list_models
 
     out.print(format_models_table(list_models()))
 
@@ -18,7 +18,7 @@ def models() -> None:
 @app.command()
 def methods() -> None:
     """List the methods, their stages and default settings."""
-    from .methods import METHODS
+    from ..methods import METHODS
 
     table = Table(title="Methods", title_justify="left", show_lines=True)
     for column in ("method", "stages", "what it does", "defaults", "agent roles (--agent ROLE=MODEL)"):

@@ -102,8 +102,8 @@ def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: l
     A value given both by ``--set`` and by its own flag must agree; two different values are
     refused rather than one silently winning.
     """
-    from .config import RUN_OPTIONS
-    from .pipeline import RunSpec
+    from ..config import RUN_OPTIONS
+    from ..pipeline import RunSpec
 
     assigned = dict(parse_assignment(a) for a in assignments or [])
     named = {key: value for key, value in flags.items() if value is not None}

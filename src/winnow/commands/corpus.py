@@ -24,10 +24,10 @@ def index(
                                                         "`search --retriever dense|hybrid`.")] = False,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
-    from .corpus import load_corpus, source_checksum
-    from .index import build_index, load_embedder
-    from .index.build import check_index_out
-    from .lock import output_lock
+    from ..corpus import load_corpus, source_checksum
+    from ..index import build_index, load_embedder
+    from ..index.build import check_index_out
+    from ..lock import output_lock
 
     started = time.perf_counter()
     # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
@@ -43,7 +43,7 @@ def index(
                     load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
                     embedder=embedder, overwrite=overwrite, progress=True)
     if embedder is not None:
-        from .index.manifest import read_manifest
+        from ..index.manifest import read_manifest
 
         stats = read_manifest(out_dir)["dense"]
         err.print(f"embedded {len(corpus.passages)} passages with {stats['model']} in {stats['seconds']:.1f} s "
@@ -62,8 +62,8 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
-    from .index import open_retriever
-    from .report import no_hits_note, passages_table
+    from ..index import open_retriever
+    from ..report import no_hits_note, passages_table
 
     check_text(query, "the query")
     idx = open_retriever(index_dir, retriever)
