@@ -213,6 +213,10 @@ def check_engine(engine: str, *, ray_address: str | None, ray_workers: int | Non
         raise WinnowError(f"{', '.join(given)} only apply with --engine ray")
     if engine == "ray":
         require("ray", "winnow eval --engine ray")
+        if ray_address:
+            from ..evaluation.ray_engine import check_reachable
+
+            check_reachable(ray_address)
 
 
 def _ask_on_ray(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,

@@ -32,6 +32,7 @@ FEATURE = "winnow eval --engine ray"
 # One batch running and one waiting per worker: the worker starts the next the moment it finishes,
 # and a killed driver has at most two batches per worker to ask again.
 QUEUED_PER_WORKER = 2
+CONNECT_SECONDS = 5
 
 
 class QuestionWorker:
@@ -41,19 +42,38 @@ class QuestionWorker:
         from ..pipeline import Pipeline
 
         self.spec = spec
-        self.pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache, threads=threads)
+        self.error = ""  # why the pipeline did not open, for the driver to report as its own error
+        try:
+            self.pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache, threads=threads)
+        except WinnowError as exc:
+            self.error = str(exc)
 
     def describe(self) -> dict[str, Any]:
         """What the driver checks before it sends a question: the Winnow version and the models."""
-        return {"version": __version__, "host": socket.gethostname(), "models": model_identities(self.pipeline)}
+        found = {"version": __version__, "host": socket.gethostname(), "error": self.error}
+        return found if self.error else {**found, "models": model_identities(self.pipeline)}
 
     def answer(self, batch: Sequence[Any]) -> list[dict[str, Any] | tuple[str, str]]:
         return list(answer_batch(self.pipeline, self.spec, batch))
 
 
+def check_reachable(address: str) -> None:
+    """Fail in seconds when nothing listens at a ``HOST:PORT`` address (``ray.init`` retries for minutes)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or "://" in address or not port.isdigit():
+        return  # ray://…, auto, local: Ray's own forms, left to Ray
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise WinnowError(f"--ray-address {address}: no Ray cluster answers there ({exc.strerror or exc})",
+                          "start one with `ray start --head --port PORT` and give HOST:PORT") from exc
+
+
 def connect(address: str | None) -> Any:
     """Join the Ray cluster at ``address`` (``None``: ``RAY_ADDRESS``, or a new one-machine cluster)."""
     ray = import_extra("ray", "ray", FEATURE)
+    if address:
+        check_reachable(address)
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -67,12 +87,12 @@ def default_workers(ray: Any) -> int:
     return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
 
 
-def worker_error(ray: Any, exc: BaseException) -> str:
-    """The cause a worker raised, as one line (a WinnowError's own message), not Ray's wrapping."""
-    cause = exc.as_instanceof_cause() if isinstance(exc, ray.exceptions.RayTaskError) else exc
+def worker_error(exc: BaseException) -> str:
+    """What a worker raised, as one line: a WinnowError's own message, else the last line of Ray's."""
+    cause = getattr(exc, "cause", None)  # a RayTaskError carries the exception the task raised
     if isinstance(cause, WinnowError):
         return str(cause)
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
 
 
@@ -105,10 +125,12 @@ class RayEngine:
         try:
             described = ray.get([actor.describe.remote() for actor in self.actors])
         except ray.exceptions.RayError as exc:
-            raise WinnowError(f"a Ray worker could not start: {worker_error(ray, exc)}",
+            raise WinnowError(f"a Ray worker could not start: {worker_error(exc)}",
                               "every node needs this Winnow, the index folder at the same path and the models "
                               "(or the endpoints) the run uses") from exc
         for found in described:
+            if found["error"]:
+                raise WinnowError(f"the Ray worker on {found['host']} could not open the run: {found['error']}")
             if found["version"] != __version__:
                 raise WinnowError(f"the Ray worker on {found['host']} runs Winnow {found['version']}, the driver "
                                   f"{__version__}", "install the same Winnow on every node")
@@ -145,7 +167,7 @@ class RayEngine:
             except ray.exceptions.RayActorError as exc:
                 # A worker that died (its node lost, out of memory) fails only its batches: they are
                 # recorded in errors.jsonl and asked again on resume; the other workers go on.
-                reason = f"its Ray worker died: {worker_error(ray, exc)}"
+                reason = f"its Ray worker died: {worker_error(exc)}"
                 for item in batch:
                     self.run.failed(item.id, reason, on_failure, backend=False)
                 if actor in self.actors:
@@ -155,7 +177,7 @@ class RayEngine:
                                       "run the same command again to resume") from exc
                 continue
             except ray.exceptions.RayError as exc:  # what would have stopped the single-process engine too
-                raise WinnowError(f"a Ray worker failed: {worker_error(ray, exc)}") from exc
+                raise WinnowError(f"a Ray worker failed: {worker_error(exc)}") from exc
             for outcome in outcomes:
                 if isinstance(outcome, dict):
                     self.run.keep(outcome, on_answer)
