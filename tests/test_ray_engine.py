@@ -8,22 +8,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from ray_head import SRC, free_port, ray_head
 from winnow.corpus import load_corpus
 from winnow.index import build_bm25_index
 
 ray = pytest.importorskip("ray")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-RAY = Path(sys.executable).with_name("ray")
 CORPUS = [
     ("paris", "Paris", "Paris is the capital and most populous city of France."),
     ("france", "France", "France is a country in Western Europe whose capital is Paris."),
@@ -46,56 +43,11 @@ QUESTIONS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def session_members(session: int) -> list[int]:
-    """Every process in the session the head node was started in (Ray's workers have their own
-    process groups, but not their own sessions)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session:  # after "pid (comm)": state, ppid, pgrp, session
-            members.append(int(stat.parent.name))
-    return members
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """A Ray head node on 127.0.0.1 with 2 CPUs; its workers import this tree's Winnow. Yields HOST:PORT."""
-    port = free_port()
-    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    env = {**os.environ, "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0"}
-    log = (temp / "head.log").open("w")
-    head = subprocess.Popen([str(RAY), "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
-                             "--include-dashboard=false", "--temp-dir", str(temp)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while "Ray runtime started" not in (temp / "head.log").read_text():
-            assert head.poll() is None, (temp / "head.log").read_text()
-            assert time.monotonic() < deadline, "the Ray head node did not start in 2 minutes"
-            time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
-    finally:
-        head.send_signal(signal.SIGTERM)
-        try:
-            head.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        for pid in session_members(head.pid):  # what a slow shutdown left behind
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        head.wait()
-        log.close()
+    with ray_head(cpus=2) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
