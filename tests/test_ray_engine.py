@@ -16,31 +16,17 @@ from pathlib import Path
 import pytest
 
 from ray_head import SRC, free_port, ray_head
+from test_evaluation import CORPUS as EVAL_CORPUS, QUESTIONS as EVAL_QUESTIONS
 from winnow.corpus import load_corpus
 from winnow.index import build_bm25_index
 
 ray = pytest.importorskip("ray")
 
-CORPUS = [
-    ("paris", "Paris", "Paris is the capital and most populous city of France."),
-    ("france", "France", "France is a country in Western Europe whose capital is Paris."),
-    ("mona", "Mona Lisa", "The Mona Lisa is a portrait painted by Leonardo da Vinci."),
-    ("louvre", "Louvre", "The Louvre in Paris houses the Mona Lisa."),
-    ("jupiter", "Jupiter", "Jupiter is the largest planet in the Solar System."),
-    ("saturn", "Saturn", "Saturn is the second-largest planet, known for its rings."),
-    ("rome", "Rome", "Rome is the capital city of Italy."),
-    ("nile", "Nile", "The Nile is a major river in northeastern Africa, the longest in the world."),
-    ("everest", "Everest", "Mount Everest is the highest mountain on Earth, in the Himalayas."),
-    ("tokyo", "Tokyo", "Tokyo is the capital of Japan."),
-]
-QUESTIONS = [
-    {"id": "q1", "question": "What is the capital of France?", "golden_answers": ["Paris"]},
-    {"id": "q2", "question": "Who painted the Mona Lisa?", "golden_answers": ["Leonardo da Vinci", "Leonardo"]},
-    {"id": "q3", "question": "What is the largest planet?", "golden_answers": ["Jupiter"]},
-    {"id": "q4", "question": "What is the capital city of Italy?", "golden_answers": ["Rome"]},
-    {"id": "q5", "question": "What is the longest river?", "golden_answers": ["Nile"]},
-    {"id": "q6", "question": "What is the highest mountain?", "golden_answers": ["Everest"]},
-]
+# The corpus and questions of the single-process eval tests, with two more of each.
+CORPUS = [*EVAL_CORPUS, ("everest", "Everest", "Mount Everest is the highest mountain on Earth, in the Himalayas."),
+          ("tokyo", "Tokyo", "Tokyo is the capital of Japan.")]
+QUESTIONS = [*EVAL_QUESTIONS, {"id": "q5", "question": "What is the highest mountain?", "golden_answers": ["Everest"]},
+             {"id": "q6", "question": "What is the capital of Japan?", "golden_answers": ["Tokyo"]}]
 
 
 @pytest.fixture(scope="module")
