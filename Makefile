@@ -17,7 +17,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(PY) pyproject.toml
-	$(PIP) install -e '.[test,train]'
+	$(PIP) install -e '.[all,test]'
 	touch $@
 
 $(MODELS_STAMP): $(PY) requirements-models.txt

@@ -56,7 +56,7 @@ def smollm2():
 
 @pytest.fixture(scope="session")
 def llama_backend(smollm2):
-    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256, n_ctx=4096)
+    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256, context_size=4096)
     yield backend
     backend.close()
 

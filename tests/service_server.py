@@ -34,8 +34,9 @@ def build_small_index(folder: Path) -> Path:
 
 @contextmanager
 def running_server(index_dir: Path, cache_dir: Path, *args: str, api_key: str = "",
-                   startup_timeout: float = 120.0) -> Iterator[str]:
-    """Start `winnow serve` with smollm2-135m on one llama.cpp thread; yield its base URL."""
+                   startup_timeout: float = 120.0, log: list[str] | None = None) -> Iterator[str]:
+    """Start `winnow serve` with smollm2-135m on one llama.cpp thread; yield its base URL.
+    The server's stderr lines are appended to ``log`` as they arrive, when one is given."""
     env = dict(os.environ, WINNOW_CACHE_DIR=str(cache_dir))
     env.pop("WINNOW_API_KEY", None)
     if api_key:
@@ -44,7 +45,7 @@ def running_server(index_dir: Path, cache_dir: Path, *args: str, api_key: str = 
                "--port", "0", "--threads", "1", *args]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    log: list[str] = []
+    log = [] if log is None else log
 
     def drain() -> None:  # keep reading stderr so the server never blocks on a full pipe
         for line in process.stderr:  # type: ignore[union-attr]

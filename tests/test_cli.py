@@ -86,7 +86,7 @@ def test_bad_corpus_line_is_named(built):
 def test_bad_k_fails_before_loading_a_model(built):
     result = winnow("ask", "--index", str(built / "idx"), "--n", "2", "--k", "4", "q", env_dir=built / "cache",
                     check=False)
-    assert result.returncode == 2 and "cannot exceed --n" in result.stderr
+    assert result.returncode == 2 and "setting 'k' (4) cannot exceed setting 'n' (2)" in result.stderr
 
 
 def test_unknown_model_names_the_known_ones(built):
@@ -142,7 +142,7 @@ def test_unknown_config_key_is_named(built):
 def test_judge_model_for_a_method_without_a_judge_is_refused(built):
     result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "rankrag",
                     "--judge-model", "qwen2.5-coder-0.5b", "q", env_dir=built / "cache", check=False)
-    assert result.returncode == 2 and "--judge-model" in result.stderr
+    assert result.returncode == 2 and "method 'rankrag' has no agent role(s) ['judge']" in result.stderr
 
 
 @pytest.mark.llm
@@ -169,3 +169,50 @@ def test_rerank_by_embedding_needs_no_llm(built):
     assert data["method"] == "embedding" and data["usage"]["calls"] == 0
     assert {r["id"] for r in data["results"][:2]} == {"paris", "france"}
     assert [r["id"] for r in data["results"]] != [p["id"] for p in PASSAGES]  # the order really changed
+
+
+# --- settings from --set and flags: typed, checked once, never silently dropped ---------------------
+
+@pytest.mark.parametrize("assignment, message", [
+    ("window=x", "setting 'window' must be an integer (got 'x')"),
+    ("n=abc", "setting 'n' must be an integer (got 'abc')"),
+    ("listwise_prompt=gpt", "setting 'listwise_prompt' must be one of 'rrr', 'rankgpt' (got 'gpt')"),
+    ("fusion_alpha=2", "setting 'fusion_alpha' must be between 0 and 1 (got 2.0)"),
+])
+def test_a_bad_set_value_is_one_line_naming_the_setting_and_type(built, assignment, message):
+    result = winnow("ask", "--index", str(built / "idx"), "--method", "rankgpt", "--set", assignment, "q",
+                    env_dir=built / "cache", check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_set_and_its_own_flag_must_agree(built):
+    result = winnow("ask", "--index", str(built / "idx"), "--set", "k=1", "--k", "2", "q", env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "--set k=1 and --k 2 disagree" in result.stderr
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("method", ["vanilla", "rankrag"])
+def test_set_values_are_honoured(built, method):
+    """--set n/k/max_answer_tokens/fusion_alpha used to be dropped by the unset flags' None."""
+    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", method,
+                    "--set", "k=1", "--set", "n=3", "--set", "max_answer_tokens=4", "--set", "fusion_alpha=0.5",
+                    "--json", "who designed the eiffel tower", env_dir=built / "cache")
+    data = json.loads(result.stdout)
+    settings = data["settings"]
+    assert (settings["k"], settings["n"], settings["max_answer_tokens"]) == (1, 3, 4)
+    assert len(data["passages"]) == 1
+    [reader] = [s for s in data["trace"]["stages"] if s["kind"] == "reader"]
+    assert reader["settings"]["max_tokens"] == 4 and reader["llm_calls"][0]["completion_tokens"] <= 4
+    if method == "rankrag":
+        assert settings["fusion_alpha"] == 0.5
+        assert [s["kind"] for s in data["trace"]["stages"]][:3] == ["bm25", "pointwise-true", "score-fusion"]
+        assert len(data["trace"]["stages"][0]["output"]) == 3
+
+
+def test_an_agent_role_the_method_lacks_is_refused_naming_its_roles(built):
+    result = winnow("ask", "--index", str(built / "idx"), "--method", "rrr", "--agent", "judge=smollm2-135m", "q",
+                    env_dir=built / "cache", check=False)
+    assert result.returncode == 2
+    assert "method 'rrr' has no agent role(s) ['judge']" in result.stderr and "rewrite, relevance, rerank" in result.stderr

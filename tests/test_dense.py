@@ -365,7 +365,7 @@ def test_the_embedding_reranker_reorders_and_records(embedder, dense):
     candidates = CandidateList(Query("big feline hunter"), [Candidate(p, [StageScore("given", 0.0, rank)])
                                                            for rank, p in enumerate(passages(), start=1)])
     trace = Trace()
-    reranked = EmbeddingReranker(embedder, keep=3).run(candidates, trace)
+    reranked = EmbeddingReranker(embedder, keep=3).rank(candidates, trace)
     assert len(reranked) == 3 and ids(reranked)[0] == "tiger"
     assert ids(reranked) == ids(dense.search("big feline hunter", k=3))  # same model, same order
     assert [s.stage for s in reranked.candidates[0].scores] == ["given", "embedding"]
@@ -376,7 +376,7 @@ def test_the_embedding_reranker_reorders_and_records(embedder, dense):
 
 def test_the_embedding_reranker_on_an_empty_list(embedder):
     trace = Trace()
-    assert len(EmbeddingReranker(embedder).run(CandidateList(Query("anything")), trace)) == 0
+    assert len(EmbeddingReranker(embedder).rank(CandidateList(Query("anything")), trace)) == 0
     assert trace.stages[0].output == []
 
 

@@ -561,3 +561,42 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
     # The weight is part of the run's identity: the paper's setting cannot resume into this folder.
     refused = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2"), check=False)
     assert refused.returncode == 2 and "fusion_alpha: 0.5 → 0.0" in refused.stderr
+
+
+@pytest.mark.llm
+def test_qrels_outside_the_index_are_counted_and_runs_of_one_setting_get_distinct_labels(bench, tmp_path):
+    qrels = tmp_path / "other-corpus.qrels"
+    qrels.write_text("q1 0 paris 1\nq1 0 gone-1 1\nq2 0 gone-2 0\nq3 0 jupiter 1\nq9 0 gone-3 2\n")
+    folders = [tmp_path / name for name in ("first", "second", "third")]
+    result = winnow(*eval_args(bench, folders[0], "--method", "vanilla", "--limit", "2", "--qrels", qrels))
+    # q1 and q2 are asked: of their judgements, only q1's on gone-1 is relevant and unknown.
+    assert ("qrels: 3 of the 5 documents judged in the qrels are not in the index ('gone-1', 'gone-2', 'gone-3'); "
+            "this run's questions have 1 relevant judgement on them, which no ranking can find") in result.stderr
+    coverage = json.loads((folders[0] / "metrics.json").read_text())["qrels"]["index_coverage"]
+    assert coverage == {"judged_documents": 5, "unknown_documents": 3, "unknown_examples": ["gone-1", "gone-2", "gone-3"],
+                        "relevant_judgements_unknown": 1}
+    clean = winnow(*eval_args(bench, folders[0], "--method", "vanilla", "--limit", "2", "--qrels", bench / "qrels.txt"))
+    assert "qrels:" not in clean.stderr
+    assert json.loads((folders[0] / "metrics.json").read_text())["qrels"]["index_coverage"]["unknown_documents"] == 0
+
+    for folder in folders[1:]:  # the same settings again: the label names method, model and settings alike
+        winnow(*eval_args(bench, folder, "--method", "vanilla", "--limit", "2"))
+    report_md = tmp_path / "report.md"
+    winnow("report", *folders, "--out", report_md)
+    rows = [line.split(" | ")[0] for line in report_md.read_text().splitlines() if line.startswith("| vanilla")]
+    assert rows[:3] == ["| vanilla smollm2-135m k=5 (first)", "| vanilla smollm2-135m k=5 (second)",
+                        "| vanilla smollm2-135m k=5 (third)"]
+
+
+def test_runs_of_one_setting_in_folders_of_one_name_are_told_apart_by_path(tmp_path):
+    from winnow.evaluation.report import distinguish_labels
+
+    def run(path, label):
+        return LoadedRun(path, {}, {"run": {"label": label}}, [])
+
+    same_name = [run(tmp_path / "a" / "run", "vanilla m k=5"), run(tmp_path / "b" / "run", "vanilla m k=5")]
+    other = run(tmp_path / "c" / "run", "rankrag m N=20 k=5")
+    distinguish_labels([*same_name, other])
+    assert [r.label for r in same_name] == [f"vanilla m k=5 ({tmp_path / 'a' / 'run'})",
+                                            f"vanilla m k=5 ({tmp_path / 'b' / 'run'})"]
+    assert other.label == "rankrag m N=20 k=5"  # a label no other run shares is left alone

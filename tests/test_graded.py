@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,7 @@ from winnow.llm.choices import scores_over_choices
 from winnow.prompts import graded_prompt, prompt
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace
 from winnow.stages import GradedRelevanceReranker, parse_score, threshold_filter
+from winnow.stages import graded
 from winnow.stages.graded import GRADES
 
 # RRR Appendix A.2 as printed, with the query and document filled in.
@@ -79,6 +81,38 @@ def test_parse_score_on_tag_like_text_gives_a_grade_or_none(text):
 @given(st.integers(1, 5), st.text(alphabet="abc .,\n"), st.text(alphabet="abc .,\n0123456789"))
 def test_parse_score_reads_the_tagged_grade_whatever_surrounds_it(grade, before, after):
     assert parse_score(f"{before}<<Score>>{grade}<</Score>>{after}") == grade
+
+
+# The close-tag pattern as it was before it was made linear (kept here as the reference behaviour).
+_BACKTRACKING_CLOSE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*<<\s*/\s*score\s*>>", re.IGNORECASE)
+
+
+def parse_score_as_before(text):
+    """parse_score with the backtracking close-tag pattern, the rest unchanged."""
+    for pattern in (graded._SCORE_TAG, _BACKTRACKING_CLOSE):
+        if found := pattern.search(text):
+            return graded._grade(found.group(1))
+    numbers = set(graded._ANY_NUMBER.findall(text))
+    return graded._grade(numbers.pop()) if len(numbers) == 1 else None
+
+
+@given(st.text(alphabet="<>/Score 0123456789.\n\t", max_size=80))
+def test_parse_score_reads_what_the_backtracking_pattern_read(text):
+    assert parse_score(text) == parse_score_as_before(text)
+
+
+@given(st.lists(st.sampled_from(["<<Score>>", "<</Score>>", "<< / score >>", "3", "12", "4.5", ".", " ", "x"]),
+                max_size=12))
+def test_parse_score_reads_what_the_backtracking_pattern_read_on_tag_pieces(pieces):
+    text = "".join(pieces)
+    assert parse_score(text) == parse_score_as_before(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 1_000_000, "9" * 1_000_000 + "<</Score>>", "1." * 500_000 + "<</Score>>"])
+def test_parse_score_reads_a_million_digits(text):
+    # The backtracking pattern retried from every digit of the run: 16,000 digits took 7.5 s, a million
+    # would take hours. Now each character is looked at a bounded number of times.
+    assert parse_score(text) is None
 
 
 # --- the A.2 prompt ---------------------------------------------------------------------------
@@ -148,11 +182,11 @@ def test_score_is_the_expected_grade_and_the_trace_has_argmax_and_distribution()
     top = {TEXTS[0]: [("5", math.log(0.5)), ("4", math.log(0.5)), ("<", math.log(1e-9))],
            TEXTS[1]: peaked("1"), TEXTS[2]: peaked("3"), TEXTS[3]: peaked("2")}
     trace = Trace()
-    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top))).run(candidate_list(), trace)
+    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top))).rank(candidate_list(), trace)
     assert [c.passage.id for c in ranked] == ["d0", "d2", "d3", "d1"]
     # 0.5·5 + 0.5·4; "1".."3" are missing from the top tokens and get the lowest seen, 1e-9.
     assert ranked.candidates[0].score == pytest.approx(4.5)
-    grades = {g["id"]: g for g in trace.stages[0].details["grades"]}
+    grades = {g["id"]: g for g in trace.stages[0].details.grades}
     assert grades["d0"]["argmax"] == 4  # a tie goes to the lower grade
     assert grades["d0"]["missing"] == ["1", "2", "3"]
     assert grades["d2"]["argmax"] == 3 and grades["d2"]["source"] == "logprobs"
@@ -166,31 +200,31 @@ def test_unusable_logprobs_fall_back_to_generating_and_parsing():
     answers = {TEXTS[0]: "<<Score>>5", TEXTS[2]: "I cannot tell"}
     backend = ScriptedBackend(top, answers)
     trace = Trace()
-    ranked = GradedRelevanceReranker(LLM(backend)).run(candidate_list(), trace)
+    ranked = GradedRelevanceReranker(LLM(backend)).rank(candidate_list(), trace)
     stage = trace.stages[0]
     assert [kind for kind, _ in backend.requests] == ["choices"] * 4 + ["generate", "generate"]
     assert len(stage.llm_calls) == 6
-    grades = {g["id"]: g for g in stage.details["grades"]}
+    grades = {g["id"]: g for g in stage.details.grades}
     assert grades["d0"] | {"distribution": None} == {
         "id": "d0", "expected": 5.0, "argmax": 5, "distribution": None, "source": "generated",
         "answer": "<<Score>>5", "readable": True}
     assert grades["d2"]["readable"] is False and grades["d2"]["argmax"] == 1
-    assert stage.details["generated_grades"] == 2 and stage.details["unreadable_grades"] == 1
+    assert stage.details.generated_grades == 2 and stage.details.unreadable_grades == 1
     assert [c.passage.id for c in ranked] == ["d0", "d3", "d1", "d2"]
 
 
 def test_without_prefill_every_grade_is_generated():
     backend = ScriptedBackend({t: peaked("3") for t in TEXTS}, {t: "<<Score>>3<</Score>>" for t in TEXTS})
     trace = Trace()
-    GradedRelevanceReranker(LLM(backend), prefill=False).run(candidate_list(), trace)
+    GradedRelevanceReranker(LLM(backend), prefill=False).rank(candidate_list(), trace)
     assert [kind for kind, _ in backend.requests] == ["generate"] * 4
     assert all(messages[-1]["role"] == "user" for _, messages in backend.requests)
-    assert {g["argmax"] for g in trace.stages[0].details["grades"]} == {3}
+    assert {g["argmax"] for g in trace.stages[0].details.grades} == {3}
 
 
 def test_keep_cuts_the_ranked_list():
     top = {t: peaked(g) for t, g in zip(TEXTS, "2453")}
-    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top)), keep=2).run(candidate_list(), Trace())
+    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top)), keep=2).rank(candidate_list(), Trace())
     assert [c.passage.id for c in ranked] == ["d2", "d1"]
 
 
@@ -199,7 +233,7 @@ def test_keep_cuts_the_ranked_list():
 def graded_run(grades: str):
     top = {t: peaked(g) for t, g in zip(TEXTS, grades)}
     trace = Trace()
-    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top))).run(candidate_list(), trace)
+    ranked = GradedRelevanceReranker(LLM(ScriptedBackend(top))).rank(candidate_list(), trace)
     return ranked, trace
 
 
@@ -210,9 +244,9 @@ def test_threshold_prunes_the_lowest_grade_keeps_order_and_notes_the_dropped():
     assert [c.score for c in kept] == [c.score for c in ranked][:2]
     stage = trace.stages[-1]
     assert stage.name == "threshold" and stage.settings["tau"] == 1.0
-    assert [d["id"] for d in stage.details["dropped"]] == ["d0", "d2"]
-    assert stage.details["dropped"][0]["note"] == "dropped by threshold: σ (argmax) = 1 ≤ τ = 1"
-    assert "text" not in stage.details["dropped"][0]
+    assert [d["id"] for d in stage.details.dropped] == ["d0", "d2"]
+    assert stage.details.dropped[0]["note"] == "dropped by threshold: σ (argmax) = 1 ≤ τ = 1"
+    assert "text" not in stage.details.dropped[0]
 
 
 def test_threshold_on_the_expected_grade_and_a_higher_tau():
@@ -248,7 +282,7 @@ def test_llama_cpp_continues_a_prefilled_assistant_turn(llama_backend):
 def test_graded_reranker_with_the_real_model(llm):
     candidates = candidate_list()
     trace = Trace()
-    ranked = GradedRelevanceReranker(llm).run(candidates, trace)
+    ranked = GradedRelevanceReranker(llm).rank(candidates, trace)
     stage = trace.stages[0]
     assert sorted(c.passage.id for c in ranked) == sorted(c.passage.id for c in candidates)
     assert all(1.0 <= c.score <= 5.0 for c in ranked)
@@ -257,20 +291,20 @@ def test_graded_reranker_with_the_real_model(llm):
     assert all(c.scores[0].stage == "bm25" for c in ranked)
     assert len(stage.llm_calls) == len(candidates) and {c.kind for c in stage.llm_calls} == {"choices"}
     assert stage.usage.calls == len(candidates)
-    for grade in stage.details["grades"]:
+    for grade in stage.details.grades:
         assert grade["source"] == "logprobs" and grade["argmax"] in range(1, 6)
         assert sum(grade["distribution"].values()) == pytest.approx(1.0, abs=1e-4)
-    assert "generated_grades" not in stage.details
+    assert stage.details.generated_grades == 0
     # Every σ call is cached (RRR App. B's call database): a second run asks the model nothing.
     again = Trace()
-    GradedRelevanceReranker(llm).run(candidates, again)
+    GradedRelevanceReranker(llm).rank(candidates, again)
     assert again.stages[0].usage.cache_hits == len(candidates) and again.stages[0].usage.calls == 0
 
 
 def test_graded_reranker_generating_with_the_real_model(llm):
     trace = Trace()
-    ranked = GradedRelevanceReranker(llm, prefill=False).run(candidate_list(TEXTS[:2]), trace)
+    ranked = GradedRelevanceReranker(llm, prefill=False).rank(candidate_list(TEXTS[:2]), trace)
     stage = trace.stages[0]
     assert len(stage.llm_calls) == 2 and {c.kind for c in stage.llm_calls} == {"generate"}
     assert all(1.0 <= c.score <= 5.0 for c in ranked)
-    assert all(g["source"] == "generated" for g in stage.details["grades"])
+    assert all(g["source"] == "generated" for g in stage.details.grades)

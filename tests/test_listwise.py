@@ -192,12 +192,12 @@ def test_windows_are_applied_back_to_front_hand_computed():
     # n=5, w=3, s=2: windows (2,5) then (0,3). [a b c d e] → [a b e d c] → [e b a d c]
     trace = Trace()
     backend = WindowReverser()
-    ranked = ListwiseReranker(LLM(backend), window=3, step=2).run(candidate_list(5), trace)
+    ranked = ListwiseReranker(LLM(backend), window=3, step=2).rank(candidate_list(5), trace)
     assert [c.passage.id for c in ranked] == ["d4", "d1", "d0", "d3", "d2"]
     assert [c.score for c in ranked] == [5.0, 4.0, 3.0, 2.0, 1.0]
     assert [c.rank_of("listwise") for c in ranked] == [1, 2, 3, 4, 5]
     assert all(c.score_of("bm25") is not None for c in ranked)
-    windows = trace.stages[0].details["windows"]
+    windows = trace.stages[0].details.windows
     assert [(w["start"], w["end"]) for w in windows] == [(2, 5), (0, 3)]
     assert windows[1]["ids"] == ["d0", "d1", "d4"] and windows[1]["ranked_ids"] == ["d4", "d1", "d0"]
     assert windows[0]["response"] == "[3] > [2] > [1]" and windows[0]["permutation"] == [2, 1, 0]
@@ -212,16 +212,16 @@ def test_a_model_that_copies_the_format_example_is_flagged():
             return [Generation("[1] >> [2]", 50, 8, 0.0) for _ in prompts]
 
     trace = Trace()
-    ranked = ListwiseReranker(LLM(ExampleCopier()), window=3, step=2).run(candidate_list(5), trace)
+    ranked = ListwiseReranker(LLM(ExampleCopier()), window=3, step=2).rank(candidate_list(5), trace)
     assert [c.passage.id for c in ranked] == ["d0", "d1", "d2", "d3", "d4"]
     details = trace.stages[0].details
-    assert (details["windows_sent"], details["windows_unchanged"], details["windows_repaired"]) == (2, 2, 2)
-    assert "unchanged in all 2 window(s)" in details["warning"]
+    assert (details.windows_sent, details.windows_unchanged, details.windows_repaired) == (2, 2, 2)
+    assert "unchanged in all 2 window(s)" in details.warning
 
     reversed_trace = Trace()
-    ListwiseReranker(LLM(WindowReverser()), window=3, step=2).run(candidate_list(5), reversed_trace)
+    ListwiseReranker(LLM(WindowReverser()), window=3, step=2).rank(candidate_list(5), reversed_trace)
     reordered = reversed_trace.stages[0].details
-    assert (reordered["windows_unchanged"], reordered["windows_repaired"]) == (0, 0) and "warning" not in reordered
+    assert (reordered.windows_unchanged, reordered.windows_repaired) == (0, 0) and reordered.warning == ""
 
 
 def test_the_most_relevant_passage_bubbles_up_from_the_bottom():
@@ -232,7 +232,7 @@ def test_the_most_relevant_passage_bubbles_up_from_the_bottom():
             best = next((i for i, p in enumerate(passages) if "number 19." in p), 0)
             return [Generation(f"[{best + 1}]", 50, 3, 0.0)]
 
-    ranked = ListwiseReranker(LLM(Oracle()), window=4, step=2).run(candidate_list(20), Trace())
+    ranked = ListwiseReranker(LLM(Oracle()), window=4, step=2).rank(candidate_list(20), Trace())
     assert ranked.candidates[0].passage.id == "d19"
 
 
@@ -240,14 +240,14 @@ def test_keep_and_a_single_passage_window_is_not_sent():
     trace = Trace()
     backend = WindowReverser()
     # n=5, w=s=4: windows (1,5) then (0,1); the second holds one passage.
-    ranked = ListwiseReranker(LLM(backend), window=4, step=4, keep=3).run(candidate_list(5), trace)
+    ranked = ListwiseReranker(LLM(backend), window=4, step=4, keep=3).rank(candidate_list(5), trace)
     assert len(ranked) == 3 and len(backend.requests) == 1
-    assert trace.stages[0].details["windows"][1]["skipped"] == "a single passage: nothing to rank"
+    assert trace.stages[0].details.windows[1]["skipped"] == "a single passage: nothing to rank"
 
 
 def test_an_empty_list_asks_nothing():
     trace = Trace()
-    ranked = ListwiseReranker(LLM(WindowReverser())).run(candidate_list(0), trace)
+    ranked = ListwiseReranker(LLM(WindowReverser())).rank(candidate_list(0), trace)
     assert len(ranked) == 0 and trace.stages[0].llm_calls == []
 
 
@@ -268,7 +268,7 @@ def test_listwise_reranker_with_the_real_model(llm):
         Candidate(Passage(f"d{i}", t), [StageScore("bm25", 10.0 - i, i + 1)]) for i, t in enumerate(TEXTS)])
     trace = Trace()
     reranker = ListwiseReranker(llm, window=4, step=2, max_words=20)
-    ranked = reranker.run(candidates, trace)
+    ranked = reranker.rank(candidates, trace)
     stage = trace.stages[0]
     windows = sliding_windows(len(TEXTS), 4, 2)
     assert windows == [(2, 6), (0, 4)]
@@ -277,7 +277,7 @@ def test_listwise_reranker_with_the_real_model(llm):
     assert len(stage.llm_calls) == len(windows) and {c.kind for c in stage.llm_calls} == {"generate"}
     assert stage.usage.calls == len(windows)
     assert stage.settings["window"] == 4 and stage.settings["prompt"] == "rrr.listwise"
-    for record, call in zip(stage.details["windows"], stage.llm_calls):
+    for record, call in zip(stage.details.windows, stage.llm_calls):
         assert sorted(record["permutation"]) == [0, 1, 2, 3]
         assert record["response"] == call.output
         assert sorted(record["ranked_ids"]) == sorted(record["ids"])
@@ -294,7 +294,7 @@ def test_the_listwise_prompt_is_a_setting_of_both_listwise_methods(method, llm, 
     assert default.reranker.template.name == "rrr.listwise"
     chosen = build_method(method, index=index, llm=llm, n=4, k=2, listwise_prompt="rankgpt")
     assert chosen.reranker.template.name == "rrr.listwise_rankgpt"
-    with pytest.raises(WinnowError, match="listwise_prompt must be one of rrr, rankgpt"):
+    with pytest.raises(WinnowError, match="setting .listwise_prompt. must be one of .rrr., .rankgpt."):
         build_method(method, index=index, llm=llm, n=4, k=2, listwise_prompt="gpt4")
 
 

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from winnow.errors import WinnowError
+from winnow.settings import SettingError
 from winnow.llm import LLM, CallCache
 from winnow.llm.base import ChoiceScores, Generation
 from winnow.llm.choices import scores_over_choices
@@ -97,18 +98,18 @@ def test_filter_keeps_scores_at_or_above_the_bar_in_descending_order(n, kept):
     assert kept_ids(result) == kept
     [stage] = trace.stages
     assert stage.name == "adaptive_bar" and stage.settings["n"] == n and stage.settings["std"] == "population"
-    assert stage.details["tau"] == pytest.approx(adaptive_judge_bar([2.0, 0.0, -2.0, 4.0], n))
-    assert stage.details["mean"] == 1.0 and stage.details["std"] == pytest.approx(SQRT5)
-    assert stage.details["kept"] == len(kept)
+    assert stage.details.tau == pytest.approx(adaptive_judge_bar([2.0, 0.0, -2.0, 4.0], n))
+    assert stage.details.mean == 1.0 and stage.details.std == pytest.approx(SQRT5)
+    assert stage.details.kept == len(kept)
     assert [c["id"] for c in stage.output] == kept and [c["rank"] for c in stage.output] == list(range(1, len(kept) + 1))
-    assert len(stage.input) == 4 and "fallback" not in stage.details
+    assert len(stage.input) == 4 and stage.details.fallback == ""
 
 
 def test_filter_notes_say_why_with_score_and_tau():
     trace = Trace()
     result = adaptive_bar_filter(judged([2.0, 0.0, -2.0, 4.0]), trace, n=0.0)
     assert [c.note for c in result] == ["kept by adaptive_bar: s = 4 ≥ τ = 1", "kept by adaptive_bar: s = 2 ≥ τ = 1"]
-    dropped = trace.stages[0].details["dropped"]
+    dropped = trace.stages[0].details.dropped
     assert [(d["id"], d["note"]) for d in dropped] == [
         ("d2", "dropped by adaptive_bar: s = 0 < τ = 1"), ("d3", "dropped by adaptive_bar: s = -2 < τ = 1")]
     assert all("text" not in d for d in dropped)
@@ -136,15 +137,15 @@ def test_when_a_negative_n_drops_everything_the_best_is_kept_and_the_trace_says_
     assert kept_ids(result) == ["d1"]  # first of the tied best, in incoming order
     assert result.candidates[0].note.startswith("kept by adaptive_bar as a fallback: s = 1 < τ = 6.05")
     details = trace.stages[0].details
-    assert "every score fell below τ = 6.05" in details["fallback"] and "'d1'" in details["fallback"]
-    assert details["kept"] == 1 and len(details["dropped"]) == 9
-    assert "d1" not in [d["id"] for d in details["dropped"]]
+    assert "every score fell below τ = 6.05" in details.fallback and "'d1'" in details.fallback
+    assert details.kept == 1 and len(details.dropped) == 9
+    assert "d1" not in [d["id"] for d in details.dropped]
 
 
 def test_filter_passes_an_empty_list_through():
     trace = Trace()
     assert len(adaptive_bar_filter(CandidateList(Query("q")), trace)) == 0
-    assert trace.stages[0].details["tau"] is None and trace.stages[0].details["kept"] == 0
+    assert trace.stages[0].details.tau is None and trace.stages[0].details.kept == 0
 
 
 def test_filter_refuses_candidates_the_judge_has_not_scored():
@@ -158,9 +159,9 @@ def test_a_non_negative_n_never_empties_the_list_and_output_is_sorted(scores, n)
     result = adaptive_bar_filter(judged(scores), trace, n=n)
     kept = [c.score_of("judge") for c in result]
     assert kept and kept == sorted(kept, reverse=True)
-    assert "fallback" not in trace.stages[0].details
-    assert len(result) + len(trace.stages[0].details["dropped"]) == len(scores)
-    assert all(s >= trace.stages[0].details["tau"] for s in kept)
+    assert trace.stages[0].details.fallback == ""
+    assert len(result) + len(trace.stages[0].details.dropped) == len(scores)
+    assert all(s >= trace.stages[0].details.tau for s in kept)
 
 
 # --- the judge's score -------------------------------------------------------------------------------
@@ -232,14 +233,16 @@ def test_judge_prompt_is_not_a_passage_template():
 # --- settings ----------------------------------------------------------------------------------------
 
 def test_k_is_not_checked_against_n_since_mainrag_has_no_k():
-    MainRAGSettings(n=4).validate("mainrag")  # default k = 5 > n, harmless: k is unused
+    MainRAGSettings.from_values({"n": 4})  # default k = 5 > n, harmless: k is unused
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"judge_n": math.nan}, "--judge-n"), ({"n": 0}, "--n"), ({"max_document_answer_tokens": 0}, "at least 1")])
-def test_bad_settings_name_the_option(overrides, message):
-    with pytest.raises(WinnowError, match=message):
-        MainRAGSettings(**overrides).validate("mainrag")
+    ({"judge_n": math.nan}, "setting 'judge_n' must be a finite number"), ({"n": 0}, "setting 'n' must be at least 1"),
+    ({"max_document_answer_tokens": 0}, "at least 1"), ({"judge_n": "abc"}, "setting 'judge_n' must be a number")])
+def test_bad_settings_name_the_setting(overrides, message):
+    with pytest.raises(SettingError, match=message) as caught:
+        MainRAGSettings.from_values(overrides)
+    assert caught.value.setting == next(iter(overrides))
 
 
 # --- the method --------------------------------------------------------------------------------------
@@ -295,7 +298,7 @@ class ScriptedPredictor:
 def test_method_judges_each_triplet_and_answers_from_the_survivors_best_first(index):
     predictor = ScriptedPredictor()
     judge = ScriptedJudge({"Paris": 3.0, "France": 5.0, "Berlin": -1.0, "Rome": -3.0})
-    rag = MainRAG(index, LLM(predictor), MainRAGSettings(n=4), judge_llm=LLM(judge))
+    rag = MainRAG(index, LLM(predictor), MainRAGSettings(n=4), agents={"judge": LLM(judge)})
     answer = rag.ask("what is the capital city of france")
     retrieve, predict, judge_stage, bar, final = answer.trace.stages
     retrieved = [c["title"] for c in retrieve.output]
@@ -303,7 +306,7 @@ def test_method_judges_each_triplet_and_answers_from_the_survivors_best_first(in
     # The judge saw each document with the answer Agent-1 gave from that document alone.
     assert sorted(judge.shown) == sorted((t, t) for t in retrieved)
     # τ = mean(5, 3, -1, -3) = 1: France and Paris survive, best first, and only they are read.
-    assert bar.details["tau"] == 1.0
+    assert bar.details.tau == 1.0
     assert [c.passage.title for c in answer.passages] == ["France", "Paris"]
     final_user = predictor.prompts[-1][1]["content"]
     assert final_user.startswith("Document 1: France\n") and "\n\nDocument 2: Paris\n" in final_user
@@ -314,10 +317,10 @@ def test_method_judges_each_triplet_and_answers_from_the_survivors_best_first(in
 
 def test_judge_n_reaches_the_bar(index):
     judge = ScriptedJudge({"Paris": 3.0, "France": 5.0, "Berlin": -1.0, "Rome": -3.0})
-    rag = MainRAG(index, LLM(ScriptedPredictor()), MainRAGSettings(n=4, judge_n=1.0), judge_llm=LLM(judge))
+    rag = MainRAG(index, LLM(ScriptedPredictor()), MainRAGSettings(n=4, judge_n=1.0), agents={"judge": LLM(judge)})
     answer = rag.ask("what is the capital city of france")
     # std = sqrt((16 + 4 + 4 + 16) / 4) = sqrt(10); τ = 1 - sqrt(10) ≈ -2.16 lets Berlin through.
-    assert answer.trace.stages[3].details["tau"] == pytest.approx(1 - math.sqrt(10))
+    assert answer.trace.stages[3].details.tau == pytest.approx(1 - math.sqrt(10))
     assert [c.passage.title for c in answer.passages] == ["France", "Paris", "Berlin"]
     assert answer.settings["judge_n"] == 1.0
 
@@ -337,24 +340,24 @@ def test_mainrag_end_to_end_with_smollm2(index, llm):
     assert judge.usage.calls == 4 and judge.usage.completion_tokens == 0
     assert final.usage.calls == 1 and answer.usage.calls == 9
     # Agent-1: one answer per document, each from a prompt holding that document alone.
-    assert set(predict.details["answers"]) == set(ids)
+    assert set(predict.details.answers) == set(ids)
     assert [c["id"] for c in predict.output] == ids  # unchanged
     for call, pid in zip(predict.llm_calls, ids):
         assert call.messages[1]["content"].count("Document:") == 1
-        assert call.output == predict.details["answers"][pid]
+        assert call.output == predict.details.answers[pid]
     # Agent-2: the triplet in each prompt, a log-odds score per document, ranked by it.
     for call, pid in zip(judge.llm_calls, ids):
-        assert f"LLM Answer: {predict.details['answers'][pid]}" in call.messages[1]["content"]
+        assert f"LLM Answer: {predict.details.answers[pid]}" in call.messages[1]["content"]
         assert set(call.output) == {"Yes", "No"}
         p_yes, p_no = call.output["Yes"], call.output["No"]
-        assert judge.details["scores"][pid] == pytest.approx(math.log(p_yes) - math.log(p_no), abs=1e-4)
+        assert judge.details.scores[pid] == pytest.approx(math.log(p_yes) - math.log(p_no), abs=1e-4)
     scores = [c["score"] for c in judge.output]
     assert scores == sorted(scores, reverse=True)
     # The bar: τ = mean of the judge's scores (n = 0); survivors ≥ τ, best first.
-    assert bar.details["tau"] == pytest.approx(sum(judge.details["scores"].values()) / 4)
+    assert bar.details.tau == pytest.approx(sum(judge.details.scores.values()) / 4)
     kept = [c.score_of("judge") for c in answer.passages]
-    assert kept and all(s >= bar.details["tau"] for s in kept) and kept == sorted(kept, reverse=True)
-    assert len(answer.passages) + len(bar.details["dropped"]) == 4
+    assert kept and all(s >= bar.details.tau for s in kept) and kept == sorted(kept, reverse=True)
+    assert len(answer.passages) + len(bar.details.dropped) == 4
     assert all(c.note.startswith("kept by adaptive_bar") for c in answer.passages)
     # Agent-3 read exactly the survivors, in order.
     [call] = final.llm_calls
@@ -365,7 +368,7 @@ def test_mainrag_end_to_end_with_smollm2(index, llm):
     data = answer.to_dict()
     json.dumps(data)
     assert data["settings"]["method"] == "mainrag" and data["settings"]["judge_n"] == 0.0
-    assert data["trace"]["stages"][2]["details"]["scores"] == judge.details["scores"]
+    assert data["trace"]["stages"][2]["details"]["scores"] == judge.details.scores
 
 
 @pytest.mark.llm
@@ -383,7 +386,7 @@ def test_judge_and_final_predictor_can_be_other_models(index, llama_backend, tmp
     main = LLM(llama_backend, CallCache(tmp_path / "main.sqlite"))
     judge = LLM(llama_backend, CallCache(tmp_path / "judge.sqlite"))
     final = LLM(llama_backend, CallCache(tmp_path / "final.sqlite"))
-    rag = MainRAG(index, main, MainRAGSettings(n=3), judge_llm=judge, final_llm=final)
+    rag = MainRAG(index, main, MainRAGSettings(n=3), agents={"judge": judge, "final": final})
     assert rag.predictor.llm is main and rag.judge.llm is judge and rag.final_predictor.llm is final
     answer = rag.ask("which capital city is the largest")
     assert answer.usage.calls == 3 + 3 + 1

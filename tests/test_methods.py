@@ -66,7 +66,7 @@ def test_answer_json_has_the_promised_fields(index, llm):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"n": 3, "k": 5}, "cannot exceed --n"),
+    ({"n": 3, "k": 5}, "cannot exceed setting .n."),
     ({"n": 0}, "at least 1"),
     ({"temperature": 1}, "no setting"),
 ])

@@ -2,15 +2,22 @@
 
 One server (started once for the module: loading the model is the slow part) answers every test
 here, in file order: later tests rely on what earlier ones cached, as a real client's repeats would.
-Requests stay small (N=4, k=2, 8 answer tokens) so the module runs in well under a minute.
+It runs with --allow-any-host (the Host check itself is tested in test_service_limits.py), and
+its stderr is kept: the last test reads it for tracebacks. Requests stay small (N=4, k=2, 8 answer
+tokens) so the module runs in well under a minute.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import logging
 import re
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -18,6 +25,11 @@ import pytest
 
 from service_server import build_small_index, queue_stats, running_server, wait_for
 from small_corpus import PASSAGES
+from winnow.methods import build_method
+from winnow.service.engine import Plan
+from winnow.service.limits import ApiError
+from winnow.service.runner import _on_worker
+from winnow.service.worker import LLMWorker
 
 pytestmark = pytest.mark.llm
 
@@ -36,11 +48,21 @@ def text_of(doc: str | dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def server_log() -> list[str]:
+    """The server's stderr, line by line, as it arrives."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, server_log):
     folder = tmp_path_factory.mktemp("service-api")
-    with running_server(build_small_index(folder), folder / "cache") as base:
+    with running_server(build_small_index(folder), folder / "cache", "--allow-any-host", log=server_log) as base:
         with httpx.Client(base_url=base, timeout=120) as http:
             yield http
+
+
+def new_lines(log: list[str], since: int, text: str) -> list[str]:
+    return [line for line in log[since:] if text in line]
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +144,42 @@ def test_the_trace_of_an_ask_has_every_stage(client, first_answer):
     assert len(stages["rerank"]["llm_calls"]) == 4 and len(stages["generate"]["llm_calls"]) == 1
     assert stages["generate"]["details"]["answer"] == first_answer["answer"]
     assert {p["id"] for p in first_answer["passages"]} <= set(result["trace"]["documents"])
+
+
+def test_n_and_k_in_options_are_honoured(client):
+    """options.n and options.k reach the method as top-level n and k do: 3 retrieved, 1 read; the
+    same values given both ways are the same request."""
+    body = {"question": "What is the capital of France?", "options": {"n": 3, "k": 1, **TINY}, "include_trace": True}
+    got = client.post("/v1/ask", json=body).json()
+    assert (got["settings"]["n"], got["settings"]["k"], got["settings"]["max_answer_tokens"]) == (3, 1, 8)
+    stages = {s["name"]: s for s in got["trace"]["stages"]}
+    assert len(stages["retrieve"]["output"]) == 3 and len(stages["rerank"]["input"]) == 3
+    assert len(stages["rerank"]["output"]) == 1 and len(got["passages"]) == 1
+    assert [call["completion_tokens"] <= 8 for call in stages["generate"]["llm_calls"]] == [True]
+    same = client.post("/v1/ask", json=dict(body, n=3, k=1)).json()
+    assert same["served_from"] == "answer-cache" and same["settings"] == got["settings"]
+
+
+def test_listwise_options_are_honoured(client):
+    """RankGPT's window and step from options: 3 passages in windows of 2, one apart, back to front."""
+    body = {"question": "What is the capital of Italy?", "method": "rankgpt", "include_trace": True,
+            "options": {"n": 3, "k": 1, "window": 2, "step": 1, **TINY}}
+    got = client.post("/v1/ask", json=body).json()
+    stages = {s["name"]: s for s in got["trace"]["stages"]}
+    windows = stages["listwise"]["details"]["windows"]
+    assert [(w["start"], w["end"]) for w in windows] == [(1, 3), (0, 2)]
+    assert len(stages["listwise"]["llm_calls"]) == 2 and len(got["passages"]) == 1
+
+
+@pytest.mark.parametrize("route", ["/v1/ask", "/v1/rerank"])
+@pytest.mark.parametrize("where", ["top", "inside"])
+def test_json_nested_100000_deep_is_malformed_json(client, route, where):
+    nested = b"[" * 100_000 + b"]" * 100_000
+    body = nested if where == "top" else b'{"question": "x", "query": "x", "options": {"n": ' + nested + b"}}"
+    response = client.post(route, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["type"], error["field"]) == ("malformed_json", "body") and "too deeply" in error["message"]
 
 
 def test_an_unknown_trace_is_a_json_404(client):
@@ -243,10 +301,11 @@ def test_concurrent_requests_each_get_their_own_answer(client, index):
     assert max(waited) > 0.1  # they really queued for the one model
 
 
-def test_cached_requests_skip_the_queue_and_a_closed_stream_frees_its_slot(client, first_answer, first_rerank):
+def test_cached_requests_skip_the_queue_and_a_closed_stream_frees_its_slot(client, first_answer, first_rerank,
+                                                                            server_log):
     long_ask = {"question": "Who painted the Mona Lisa, and when?", "method": "mainrag", "n": 8, "stream": True,
                 "options": {"max_document_answer_tokens": 48, "max_answer_tokens": 48}}
-    before = queue_stats(client)
+    before, since = queue_stats(client), len(server_log)
     with httpx.Client(base_url=str(client.base_url), timeout=60) as streamer:
         with streamer.stream("POST", "/v1/ask", json=long_ask) as stream:
             lines = stream.iter_lines()
@@ -274,12 +333,17 @@ def test_cached_requests_skip_the_queue_and_a_closed_stream_frees_its_slot(clien
     freed = wait_for(lambda: (s := queue_stats(client))["pending"] == 0 and s, timeout=30, what="the slot to free")
     assert freed["cancelled"] == before["cancelled"] + 2 and freed["completed"] == before["completed"]
     assert client.get(f"/v1/traces/{trace_id}").json()["status"] == "cancelled"
+    # Each cancellation is one line in the server's log: the 504 in the queue, the closed stream.
+    [timed_out_line] = wait_for(lambda: new_lines(server_log, since, "timed out"), what="the timeout's log line")
+    assert "no answer within 0.5 s" in timed_out_line
+    [gone] = wait_for(lambda: new_lines(server_log, since, "the client disconnected"), what="the cancellation's line")
+    assert f"ask {trace_id} cancelled" in gone
     after = client.post("/v1/ask", json={"question": "Where is Berlin?", "k": 1, "method": "vanilla", "options": TINY})
     assert after.status_code == 200 and after.json()["served_from"] == "llm"
 
 
-def test_a_timed_out_running_request_is_cancelled_and_the_next_succeeds(client):
-    before = queue_stats(client)
+def test_a_timed_out_running_request_is_cancelled_and_the_next_succeeds(client, server_log):
+    before, since = queue_stats(client), len(server_log)
     slow = {"question": "Which city is the capital of Italy?", "n": 8, "k": 2, "options": TINY}
     started = time.perf_counter()
     response = client.post("/v1/ask", json=dict(slow, timeout=0.5))
@@ -288,6 +352,69 @@ def test_a_timed_out_running_request_is_cancelled_and_the_next_succeeds(client):
     # The job stops at its next LLM call, long before its 8 + 1 calls would be done.
     freed = wait_for(lambda: (s := queue_stats(client))["pending"] == 0 and s, timeout=30, what="the slot to free")
     assert freed["cancelled"] == before["cancelled"] + 1 and freed["completed"] == before["completed"]
+    assert len(wait_for(lambda: new_lines(server_log, since, "timed out"), what="the log line")) == 1
     after = client.post("/v1/ask", json={"question": "Which city is the capital of Italy?", "n": 2, "k": 1,
                                          "options": TINY})
     assert after.status_code == 200 and after.json()["passages"][0]["id"] in CORPUS
+
+
+def test_a_client_that_disconnects_is_one_log_line(client, server_log):
+    """A plain (not streamed) request whose client closes the connection mid-run is cancelled at
+    the model's next call and logged as one line, with no ASGI traceback."""
+    before, since = queue_stats(client), len(server_log)
+    body = json.dumps({"question": "Who painted the Mona Lisa, and in which city is it kept?", "method": "mainrag",
+                       "n": 8, "options": {"max_document_answer_tokens": 48, "max_answer_tokens": 48}}).encode()
+    url = client.base_url
+    with socket.create_connection((url.host, url.port)) as raw:
+        raw.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: %b\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%b" % (url.netloc, len(body), body))
+        wait_for(lambda: queue_stats(client)["running"], what="the request to reach the model")
+    freed = wait_for(lambda: (s := queue_stats(client))["pending"] == 0 and s, timeout=30, what="the slot to free")
+    assert freed["cancelled"] == before["cancelled"] + 1 and freed["completed"] == before["completed"]
+    [line] = wait_for(lambda: new_lines(server_log, since, "the client disconnected"), what="the log line")
+    trace_id = re.search(r"ask ([0-9a-f]{16}) cancelled after [0-9.]+ s", line).group(1)
+    assert client.get(f"/v1/traces/{trace_id}").json()["status"] == "cancelled"
+
+
+def test_an_abandoned_job_leaves_no_exception_unread(llm, index, caplog):
+    """The Cancelled a job ends with after its request timed out must not be copied into an asyncio
+    future nobody reads: asyncio logs those ("Future exception was never retrieved") when the
+    future is garbage-collected. In the server that happens only if its collector runs (the last
+    test reads its log); here the collector runs on purpose, in this process, with a real worker,
+    model and method. The service is a namespace: only its worker is used."""
+    worker = LLMWorker([llm])
+    method = build_method("rankrag", index=index, llm=llm, n=8, k=1, max_answer_tokens=8)
+    plan = Plan(kind="ask", key=None, needs_llm=True, request={}, timeout=0.05,
+                compute=lambda models: method.ask("Which city is the capital of Italy?").to_dict())
+
+    statuses = []
+
+    async def time_out_then_let_the_job_end() -> None:
+        try:
+            await _on_worker(SimpleNamespace(worker=worker, models=None), plan, lambda event: None, None)
+        except ApiError as refusal:  # not kept: its traceback would keep the future alive past gc.collect()
+            statuses.append(refusal.status)
+        while worker.stats()["pending"]:  # the job stops at its next LLM call
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # its outcome's callbacks reach the loop
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        try:
+            asyncio.run(time_out_then_let_the_job_end())
+        finally:
+            worker.close()  # its thread holds the last job until the next one: ended, it lets go
+        gc.collect()
+    assert statuses == [504] and worker.counts["cancelled"] == 1 and worker.counts["completed"] == 0
+    assert not [record.getMessage() for record in caplog.records if "never retrieved" in record.getMessage()]
+
+
+def test_any_host_is_answered_with_allow_any_host(client):
+    assert client.get("/healthz", headers={"Host": "winnow.internal.example:443"}).json()["status"] == "ok"
+
+
+def test_the_server_log_has_no_tracebacks(client, server_log):
+    """Last: every cancellation, timeout and refusal above was logged as at most one line."""
+    client.get("/healthz")
+    log = "".join(server_log)
+    for sign in ("Traceback", "Exception in ASGI application", "never retrieved", "ERROR"):
+        assert sign not in log, log

@@ -1,26 +1,30 @@
-"""Auth and every request limit of `winnow serve`, against a real server with tight limits.
+"""Auth, the Host check and every request limit of `winnow serve`, against a real server with tight limits.
 
-The server runs with an API key (from WINNOW_API_KEY, as a deployment would set it) and small
-ceilings, so each limit can be hit with a small request. Every refusal must be a 4xx JSON body
-``{"error": {"type", "message", "field"}}`` naming the field at fault. Most refusals happen
-before any model work; the queue-full test is the one that needs the model busy.
+The server runs with an API key (from WINNOW_API_KEY, as a deployment would set it), small
+ceilings, so each limit can be hit with a small request, and two --allowed-host names. Every
+refusal must be a 4xx JSON body ``{"error": {"type", "message", "field"}}`` naming the field at
+fault. Most refusals happen before any model work; the queue-full test is the one that needs the
+model busy.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
 
 from service_server import build_small_index, queue_stats, running_server, wait_for
+from winnow.service.hosts import HostPolicy
 
 pytestmark = pytest.mark.llm
 
 KEY = "test-key-5f2c"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LIMITS = ["--max-question-chars", "100", "--max-documents", "4", "--max-document-chars", "200", "--max-n", "6",
-          "--max-k", "3", "--max-body-bytes", "4000", "--max-pending", "1", "--timeout", "20"]
+          "--max-k", "3", "--max-body-bytes", "4000", "--max-pending", "1", "--timeout", "20",
+          "--allowed-host", "API.Example.com", "--allowed-host", "*.example.org"]
 ROUTES = [("GET", "/v1/models"), ("GET", "/v1/methods"), ("GET", "/v1/search?q=rome"),
           ("GET", "/v1/traces/0123456789abcdef"), ("POST", "/v1/ask"), ("POST", "/v1/rerank")]
 
@@ -74,6 +78,51 @@ def test_health_inspector_and_schema_need_no_key(server):
     assert "/v1/ask" in httpx.get(f"{server}/openapi.json").json()["paths"]
 
 
+# ---- the Host header (DNS rebinding) -------------------------------------------------------------
+
+def port_of(server: str) -> int:
+    return httpx.URL(server).port
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "LocalHost.", "10.1.2.3:80",
+                                  "api.example.com:443", "docs.example.org"])
+def test_loopback_names_addresses_and_allowed_hosts_are_answered(server, host):
+    headers = {"Host": host.format(port=port_of(server))}
+    assert httpx.get(f"{server}/healthz", headers=headers).json()["status"] == "ok"
+    assert httpx.get(f"{server}/v1/models", headers=dict(headers, **AUTH)).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "example.org", "api.example.com.evil.example",
+                                  "localhost.evil.example:{port}", ""])
+@pytest.mark.parametrize("path", ["/healthz", "/", "/openapi.json", "/v1/models", "/v1/ask"])
+def test_other_host_names_are_refused_on_every_route(server, host, path):
+    """A DNS-rebinding page sends its own name: refused before the key, the body or the route."""
+    host = host.format(port=port_of(server))
+    response = httpx.request("POST" if path == "/v1/ask" else "GET", server + path,
+                             headers=dict(AUTH, Host=host), json={"question": "x"})
+    error = refused(response, 400, "Host")
+    assert error["type"] == "invalid_host" and repr(host) in error["message"]
+    assert "--allowed-host" in error["message"] and "--allow-any-host" in error["message"]
+
+
+def test_a_request_without_a_host_header_is_answered(server):
+    """HTTP/1.0 tools may send no Host; a browser always does, so there is nothing to check."""
+    with socket.create_connection(("127.0.0.1", port_of(server))) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        reply = b"".join(iter(lambda: raw.recv(65536), b""))
+    assert reply.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in reply
+
+
+def test_the_names_each_bind_address_answers_to():
+    """Listening on every interface adds the machine's name; a name given to --host is its own."""
+    name = socket.gethostname().lower()
+    assert HostPolicy.for_bind("0.0.0.0").allows(f"{name}:8080") and HostPolicy.for_bind("::").allows(name)
+    assert HostPolicy.for_bind("127.0.0.1").allows(f"{name}:8080") == (name == "localhost")
+    assert HostPolicy.for_bind("gpu-box.lan").allows("GPU-box.lan:8080")
+    assert not HostPolicy.for_bind("gpu-box.lan").allows("other-box.lan:8080")
+    assert HostPolicy.for_bind("127.0.0.1", any_host=True).allows("evil.example")
+
+
 def test_the_key_is_checked_before_the_body_is_read(server):
     response = httpx.post(f"{server}/v1/ask", content=b"{not json", headers={"Content-Type": "application/json"})
     refused(response, 401, "Authorization")
@@ -100,10 +149,67 @@ def test_defaults_above_the_ceilings_are_lowered_to_them(client):
 # ---- malformed and oversized bodies -------------------------------------------------------------
 
 @pytest.mark.parametrize("body", [b"{\"question\": ", b"{'question': 'single quotes'}", b"question=what",
-                                  b"{\"question\": \"x\",}"])
+                                  b"{\"question\": \"x\",}", b"{\"question\": \"caf\xe9\"}",
+                                  b"{\"question\": \"\xe2\x82\"}", b"[" * 1900 + b"]" * 1900],
+                         ids=["cut", "quotes", "form", "comma", "latin-1", "cut-utf-8", "deep"])
 def test_malformed_json_is_a_400(client, body):
+    """Not JSON, not UTF-8 (a Latin-1 byte; a character cut short), or nested deeper than JSON can
+    be read (1,900 levels; 100,000 in test_service_api): a 400 naming the body, never a 500."""
     error = refused(client.post("/v1/ask", content=body, headers={"Content-Type": "application/json"}), 400, "body")
     assert error["type"] == "malformed_json"
+    if b"\xe9" in body:
+        assert "not valid UTF-8: byte 0xe9 at position 17" in error["message"]
+    if body.startswith(b"[["):
+        assert "too deeply" in error["message"]
+
+
+def test_nesting_json_can_read_is_refused_by_the_field_check(client):
+    """500 levels parse; the request is then refused for what the field holds, quoted briefly."""
+    body = b"{\"question\": \"x\", \"options\": {\"n\": " + b"[" * 500 + b"]" * 500 + b"}}"
+    error = refused(client.post("/v1/ask", content=body, headers={"Content-Type": "application/json"}),
+                    422, "options.n")
+    assert "must be an integer" in error["message"] and len(error["message"]) < 100
+
+
+# A JSON escape of half a surrogate pair decodes to a str that is not Unicode text: refused by
+# field, whether sent as the escape or as its (invalid) UTF-8 bytes, which Python's json reads the same.
+SURROGATES = [
+    ("/v1/ask", b'{"question": "Where is \\ud800 Rome?"}', "question"),
+    ("/v1/ask", b'{"question": "Where is \xed\xa0\x80 Rome?"}', "question"),
+    ("/v1/ask", b'{"question": "x", "options": {"judge_n": "\\udfff"}}', "options.judge_n"),
+    ("/v1/ask", b'{"question": "x", "options": {"\\ud800": 1}}', "options"),
+    ("/v1/rerank", b'{"query": "\\udc00", "documents": ["a"]}', "query"),
+    ("/v1/rerank", b'{"query": "q", "documents": ["a", "b\\ud800"]}', "documents[1]"),
+    ("/v1/rerank", b'{"query": "q", "documents": [{"text": "\\ud800\\ud800"}]}', "documents[0].text"),
+    ("/v1/rerank", b'{"query": "q", "documents": [{"text": "a", "title": "\\ud83d"}]}', "documents[0].title"),
+    ("/v1/rerank", b'{"query": "q", "documents": [{"text": "a", "id": "\\ud83d"}]}', "documents[0].id"),
+]
+
+
+@pytest.mark.parametrize("path,body,field", SURROGATES, ids=[f"{f}-{i}" for i, (_, _, f) in enumerate(SURROGATES)])
+def test_lone_surrogates_are_refused_naming_the_field(client, path, body, field):
+    error = refused(client.post(path, content=body, headers={"Content-Type": "application/json"}), 422, field)
+    assert error["type"] == "invalid_request" and "lone surrogate" in error["message"]
+
+
+def test_a_lone_surrogate_in_an_extra_field_name_is_refused(client):
+    """/v1/rerank takes unknown fields (hosted APIs' extras); pydantic refuses such a name itself."""
+    body = b'{"query": "q", "documents": ["a"], "\\ud800extra": 1}'
+    error = refused(client.post("/v1/rerank", content=body, headers={"Content-Type": "application/json"}), 422, "body")
+    assert "unicode string" in error["message"]
+
+
+def test_a_pair_of_surrogates_is_one_character_and_accepted(client):
+    """The escape of U+1F600 as a pair is valid: the request passes the text checks and is
+    refused by the next one (the unknown method) instead."""
+    body = b'{"query": "\\ud83d\\ude00", "documents": [{"text": "\\ud83d\\ude00", "title": "t"}], "method": "magic"}'
+    refused(client.post("/v1/rerank", content=body, headers={"Content-Type": "application/json"}), 422, "method")
+
+
+@pytest.mark.parametrize("query,field", [("q=%FF", "q"), ("q=%ED%A0%80", "q"), ("k=2&q=rome%C3%28", "q")])
+def test_search_text_that_is_not_utf8_is_refused(client, query, field):
+    """Starlette would search for U+FFFD in place of the bad bytes; the request is refused instead."""
+    assert "not valid UTF-8" in refused(client.get(f"/v1/search?{query}"), 422, field)["message"]
 
 
 def test_a_form_labelled_body_is_read_as_json(client):
@@ -144,6 +250,17 @@ ASK_REFUSALS = [
     ({"question": "x", "options": {"max_answer_tokens": 513}}, "options.max_answer_tokens"),
     ({"question": "x", "options": {"max_answer_tokens": "8"}}, "options.max_answer_tokens"),
     ({"question": "x", "options": {"temperature": 1}}, "options.temperature"),
+    ({"question": "x", "options": {"n": "abc"}}, "options.n"),
+    ({"question": "x", "options": {"n": 7}}, "options.n"),
+    ({"question": "x", "options": {"k": 4}}, "options.k"),
+    ({"question": "x", "n": 2, "options": {"k": 3}}, "options.k"),  # k above n, k in options
+    ({"question": "x", "method": "rankgpt", "options": {"window": "x"}}, "options.window"),
+    ({"question": "x", "method": "rankgpt", "options": {"window": 2.5}}, "options.window"),
+    ({"question": "x", "method": "rankrag", "options": {"fusion_alpha": "high"}}, "options.fusion_alpha"),
+    ({"question": "x", "method": "mainrag", "options": {"judge_n": True}}, "options.judge_n"),
+    ({"question": "x", "method": "rankrag", "options": {"fusion_alpha": 2}}, "options.fusion_alpha"),
+    ({"question": "x", "method": "rankgpt", "options": {"listwise_prompt": "bogus"}}, "options.listwise_prompt"),
+    ({"question": "x", "options": {"max_answer_tokens": 0}}, "options.max_answer_tokens"),
     ({"question": "x", "timeout": 21}, "timeout"),
     ({"question": "x", "timeout": 0}, "timeout"),
     ({"question": "x", "stream": "yes"}, "stream"),
@@ -155,6 +272,29 @@ ASK_REFUSALS = [
 def test_ask_refusals_name_the_field(client, body, field):
     error = refused(client.post("/v1/ask", json=body), 422, field)
     assert error["type"] == "invalid_request" and field.split(".")[-1] in error["message"]
+
+
+@pytest.mark.parametrize("name", ["n", "k"])
+@pytest.mark.parametrize("top,option", [(2, 3), (3, 2), (2, "2"), (1, True), (2, [2])])
+def test_a_setting_given_top_level_and_in_options_must_agree(client, name, top, option):
+    """`n` and `options.n` (or k) that differ are refused naming both: neither silently wins."""
+    error = refused(client.post("/v1/ask", json={"question": "x", name: top, "options": {name: option}}), 422, name)
+    assert f"{name} is {top}" in error["message"] and f"options.{name} is {option!r}" in error["message"]
+
+
+def test_the_same_setting_twice_with_one_value_is_accepted(client):
+    """Accepted (2.0 is the integer 2, as settings read it): the request passes the settings check
+    and is refused by the next one."""
+    body = {"question": "x", "n": 2, "k": 1, "options": {"n": 2.0, "k": 1}, "timeout": 21}
+    refused(client.post("/v1/ask", json=body), 422, "timeout")
+
+
+@pytest.mark.parametrize("body,field", [(b'{"question": "x", "method": "mainrag", "options": {"judge_n": NaN}}',
+                                         "options.judge_n"),
+                                        (b'{"question": "x", "timeout": Infinity}', "timeout")])
+def test_non_finite_numbers_are_refused_naming_the_field(client, body, field):
+    """Python's JSON reader takes NaN and Infinity; a setting holding one is refused, not run."""
+    refused(client.post("/v1/ask", content=body, headers={"Content-Type": "application/json"}), 422, field)
 
 
 def test_limits_are_inclusive(client):

@@ -365,6 +365,23 @@ def test_transformers_backend_agrees_with_llama_cpp_on_the_same_model(transforme
     assert "Paris" in generation.text and generation.completion_tokens <= 12
 
 
+@pytest.mark.llm
+def test_transformers_backend_counts_tokens_and_says_why_it_stopped(transformers_backend, llama_backend):
+    from winnow.llm import LLM
+
+    ours, theirs = LLM(transformers_backend), LLM(llama_backend)
+    text = "The Mona Lisa is a portrait painted by Leonardo da Vinci, in Florence. " * 30
+    # The same model's tokenizer, read from the GGUF by two libraries, counts alike.
+    assert ours.count_tokens(text) == theirs.count_tokens(text) > 300
+    assert ours.truncate_tokens(text, 25) == theirs.truncate_tokens(text, 25)
+    messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who painted it?"}]
+    assert ours.count_prompt_tokens(messages) == len(transformers_backend.token_ids(messages))
+    assert ours.count_prompt_tokens(messages) == theirs.count_prompt_tokens(messages)
+    assert ours.context_size == 8192 and "max_position_embeddings" in ours.context_size_source
+    [cut] = transformers_backend.generate([[{"role": "user", "content": "Tell me a long story."}]], max_tokens=2)
+    assert (cut.finish_reason, cut.completion_tokens) == ("length", 2)
+
+
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):
     import winnow
 
@@ -387,13 +404,3 @@ def test_core_command_line_does_not_import_torch():
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
-
-
-def test_missing_training_extra_says_how_to_install(monkeypatch):
-    from winnow.models.loading import require_train_extra
-
-    # The extra cannot be uninstalled for one test; a None entry in sys.modules is Python's own way
-    # to make an import fail.
-    monkeypatch.setitem(sys.modules, "peft", None)
-    with pytest.raises(WinnowError, match=r"pip install '\.\[train\]'"):
-        require_train_extra()

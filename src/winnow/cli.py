@@ -14,12 +14,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .config import parse_assignment
 from .errors import WinnowError
 from .pipeline import DEFAULT_MODEL
+from .text import check_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
@@ -58,7 +60,7 @@ def index(
         check_index_out(out_dir, overwrite=overwrite)
         embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
         corpus = load_corpus(source, chunk_words=chunk_words)
-        err.print(corpus.report.summary())
+        err.print(corpus.report.summary(), soft_wrap=True)
         if not corpus.passages:
             raise WinnowError(f"{source}: no passages to index",
                               "check the file: every record was skipped or it is empty")
@@ -86,8 +88,9 @@ def search(
 ) -> None:
     """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
     from .index import open_retriever
-    from .report import passages_table
+    from .report import no_hits_note, passages_table
 
+    check_text(query, "the query")
     idx = open_retriever(index_dir, retriever)
     started = time.perf_counter()
     hits = idx.search(query, k=k)
@@ -95,8 +98,11 @@ def search(
     if as_json:
         out.print_json(data={"query": query, "retriever": idx.name, "passages": hits.to_dicts(),
                              "seconds": round(seconds, 4)})
+    elif not hits:
+        err.print(no_hits_note(query, idx.name), highlight=False, soft_wrap=True)
     else:
         out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
+    if not as_json:
         err.print(f"{seconds * 1000:.1f} ms")
 
 
@@ -135,30 +141,57 @@ RetrieverOption = Annotated[Optional[str], typer.Option("--retriever", help="bm2
                                                                           "(dense needs `winnow index --dense`).")]
 NOption = Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")]
 KOption = Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")]
-JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model.")]
-FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model.")]
+JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model "
+                                                                          "(the same as --agent judge=MODEL).")]
+FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model "
+                                                                          "(the same as --agent final=MODEL).")]
+AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, ROLE=MODEL "
+                                                                        "(repeatable): mainrag judge, final; rrr "
+                                                                        "rewrite, relevance, rerank.")]
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
                                                                       "e.g. --set window=20.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
 FusionAlphaOption = Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
                                                                                    "scores (0 = the paper).")]
+ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help="Tokens of prompt and answer the "
+                                                                              "model's context holds (llama.cpp "
+                                                                              "default 4096); longer passages are "
+                                                                              "cut to fit, and the trace says so.")]
 MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
                                                               help="Longest answer the reader may write.")]
 
 
-RUN_FLAGS = ("method", "model", "backend", "base_url", "retriever", "judge_model", "final_model")
+def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: list[str] | None = None,
+                agents_for_method: bool = True, **flags: Any):
+    """The RunSpec of a command's options: the config file, then ``--set`` values and named flags
+    (run options such as ``model=`` and method settings such as ``n=`` alike; ``None`` = not given).
 
-
-def resolve_run(config: Path | None, assignments: list[str] | None, *, agents_for_method: bool = True,
-                **flags: Any):
-    """The RunSpec of a command's options: the config file, then ``--set`` values, then named flags
-    (run options such as ``model=`` and method settings such as ``n=`` alike; ``None`` = not given)."""
+    A value given both by ``--set`` and by its own flag must agree; two different values are
+    refused rather than one silently winning.
+    """
+    from .config import RUN_OPTIONS
     from .pipeline import RunSpec
 
-    settings = dict(parse_assignment(a) for a in assignments or [])
-    settings.update({key: value for key, value in flags.items() if key not in RUN_FLAGS})
-    run = {key: value for key, value in flags.items() if key in RUN_FLAGS}
+    assigned = dict(parse_assignment(a) for a in assignments or [])
+    named = {key: value for key, value in flags.items() if value is not None}
+    for key in sorted(assigned.keys() & named.keys()):
+        if assigned[key] != named[key]:
+            raise WinnowError(f"--set {key}={assigned[key]!r} and --{key.replace('_', '-')} {named[key]!r} disagree",
+                              "give the value once")
+    values = {**assigned, **named}
+    if agents:
+        values["agents"] = {**(values.get("agents") or {}), **dict(parse_role(a) for a in agents)}
+    run = {key: value for key, value in values.items() if key in RUN_OPTIONS}
+    settings = {key: value for key, value in values.items() if key not in RUN_OPTIONS}
     return RunSpec.resolve(config=config, settings=settings, run=run, agents_for_method=agents_for_method)
+
+
+def parse_role(text: str) -> tuple[str, str]:
+    """``--agent judge=qwen2.5-coder-1.5b`` as (role, model)."""
+    role, sep, model = text.partition("=")
+    if not sep or not role.strip() or not model.strip():
+        raise WinnowError(f"--agent {text!r} is not ROLE=MODEL", "e.g. --agent judge=qwen2.5-coder-1.5b")
+    return role.strip(), model.strip()
 
 
 @contextmanager
@@ -182,8 +215,10 @@ def ask(
     k: KOption = None,
     fusion_alpha: FusionAlphaOption = None,
     max_answer_tokens: MaxAnswerTokensOption = None,
+    context_size: ContextSizeOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
+    agents: AgentOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     no_cache: NoCacheOption = False,
@@ -193,9 +228,11 @@ def ask(
     from .pipeline import Pipeline
     from .report import print_answer, summary_line
 
-    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model,
-                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
+    check_text(question, "the question")
+    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
+                       base_url=base_url, retriever=retriever, judge_model=judge_model, final_model=final_model,
+                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
+                       context_size=context_size)
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)
@@ -232,40 +269,30 @@ def rerank(
     """Rerank the passages of a JSONL file for QUERY: Winnow as a reranker in your own pipeline."""
     from .corpus import load_corpus
     from .llm import load_llm
-    from .records import Candidate, CandidateList, Query, StageScore, Trace
+    from .rerank import check_rerank_method, rerank as rerank_passages
     from .report import passages_table, summary_line, usage_table
-    from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
 
-    rerankers = {"pointwise": lambda llm: PointwiseTrueReranker(llm, keep=top_n),
-                 "graded": lambda llm: GradedRelevanceReranker(llm, keep=top_n),
-                 "listwise": lambda llm: ListwiseReranker(llm, window=window, step=step, keep=top_n),
-                 "embedding": None}
-    if method not in rerankers:
-        raise WinnowError(f"unknown --method {method!r}", f"choose one of: {', '.join(rerankers)}")
+    check_rerank_method(method)
     corpus = load_corpus(passages_file)
     if corpus.report.kept != corpus.report.read:
         err.print(corpus.report.summary())
     count = len(corpus.passages)
-    candidates = CandidateList(Query(query), [Candidate(p, [StageScore("input", float(count - i), i + 1)])
-                                              for i, p in enumerate(corpus.passages)])
-    trace = Trace()
-    started = time.perf_counter()
+    options: dict[str, Any] = {"keep": top_n, "window": window, "step": step}
     if method == "embedding":  # the LLM-free baseline: nothing to load but the embedder
         from .index import load_embedder
 
-        ranked = EmbeddingReranker(load_embedder(), keep=top_n).run(candidates, trace)
+        done = rerank_passages(query, corpus.passages, method, embedder=load_embedder(), **options)
     else:
         progress = StageProgress(err)
         with err.status(f"loading {model or DEFAULT_MODEL}"):
             llm = load_llm(model or DEFAULT_MODEL, backend=backend or "llama.cpp", base_url=base_url or "",
                            api_key=api_key, cache=not no_cache, progress=progress)
-        started = time.perf_counter()
         try:
             with progress.bar:
-                ranked = rerankers[method](llm).run(candidates, trace)
+                done = rerank_passages(query, corpus.passages, method, llm=llm, **options)
         finally:
             llm.close()
-    trace.seconds = time.perf_counter() - started
+    ranked, trace = done.ranked, done.trace
     if as_json:
         out.print_json(data={"query": query, "method": method, "results": ranked.to_dicts(),
                              "usage": trace.usage.to_dict(), "trace": trace.to_dict()})
@@ -289,11 +316,12 @@ def methods() -> None:
     from .methods import METHODS
 
     table = Table(title="Methods", title_justify="left", show_lines=True)
-    for column in ("method", "stages", "what it does", "defaults"):
+    for column in ("method", "stages", "what it does", "defaults", "agent roles (--agent ROLE=MODEL)"):
         table.add_column(column)
     for name, cls in METHODS.items():
         defaults = "\n".join(f"{k}={v}" for k, v in cls.Settings().to_dict().items())
-        table.add_row(name, "\n".join(cls.stages), cls.summary, defaults)
+        roles = "\n".join(f"{role}: {what}" for role, what in cls.roles.items()) or "-"
+        table.add_row(name, "\n".join(cls.stages), cls.summary, defaults, roles)
     out.print(table)
 
 
@@ -310,7 +338,8 @@ def main() -> None:
     except WinnowError as exc:
         if STATE["debug"]:
             raise
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escape: a message may hold brackets (pip install 'winnow[serve]') that rich would take for markup
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -18,7 +18,6 @@ Top-level settings a method does not have are ignored for it (``window`` means n
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,11 @@ import yaml
 
 from .errors import InputError, WinnowError
 
-RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "judge_model", "final_model")
+#: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
+#: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
+#: of MAIN-RAG's two roles.
+RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "context_size", "agents", "judge_model",
+               "final_model")
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -62,7 +65,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 def resolve(method_settings_type: type, method: str, config: dict[str, Any], flags: dict[str, Any],
             config_path: str | Path = "config") -> dict[str, Any]:
     """The settings overrides for ``method``: config top level < config[method] < flags."""
-    known = {f.name for f in fields(method_settings_type)}
+    known = set(method_settings_type.field_types())
     merged = {k: v for k, v in config.items() if k in known}
     own = config.get(method, {})
     if not isinstance(own, dict):

@@ -14,12 +14,14 @@ from typing import Any, Callable
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
 from .records import Answer
+from .settings import SettingError
 
 DEFAULT_METHOD = "rankrag"
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 DEFAULT_BACKEND = "llama.cpp"
 DEFAULT_RETRIEVER = "bm25"
-AGENT_ROLES = ("judge_model", "final_model")  # MAIN-RAG's agents that may run on another model
+#: Run options that give one agent role its own model (older spellings of ``agents={"judge": …}``).
+ROLE_OPTIONS = {"judge_model": "judge", "final_model": "final"}
 
 
 @dataclass
@@ -31,8 +33,8 @@ class RunSpec:
     backend: str = DEFAULT_BACKEND
     base_url: str = ""
     retriever: str = DEFAULT_RETRIEVER
-    judge_model: str | None = None
-    final_model: str | None = None
+    context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
+    agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, checked
 
     @classmethod
@@ -40,39 +42,71 @@ class RunSpec:
                 settings: dict[str, Any] | None = None, agents_for_method: bool = True) -> RunSpec:
         """Merge a config file (TOML/YAML) with explicit values; explicit values that are not None win.
 
-        ``run`` holds run options (method, model, backend, base_url, retriever, judge_model,
-        final_model); ``settings`` holds method settings (n, k, window, ...). Unknown keys in the
-        file, and settings the method does not have, are errors naming the file and key. With
-        ``agents_for_method``, a judge or final model for a method without such agents is refused
-        (a server, whose requests choose their method, keeps them for the methods that have them).
+        ``run`` holds run options (method, model, backend, base_url, retriever, agents, and the
+        older judge_model / final_model); ``settings`` holds method settings (n, k, window, ...),
+        coerced and checked by the method's typed settings. Unknown keys in the file, settings the
+        method does not have and values of the wrong type are errors naming the key. With
+        ``agents_for_method``, an agent role the method does not have is refused (a server, whose
+        requests choose their method, keeps roles for the methods that have them).
         """
         from .methods import check_agent_roles, method_class, method_settings
 
         file_settings = read_config(config) if config else {}
         if config:
             check_config_keys(file_settings, config)
-        chosen = {key: file_settings.get(key) for key in RUN_OPTIONS if key != "api_key"}
+        chosen: dict[str, Any] = {key: file_settings.get(key) for key in RUN_OPTIONS if key != "api_key"}
         chosen.update({key: value for key, value in (run or {}).items() if value is not None})
-        spec = cls(**{key: value for key, value in chosen.items() if value is not None and key in _SPEC_FIELDS})
+        agents = agent_models(chosen.pop("agents", None) or {}, config or "agents")
+        for option, role in ROLE_OPTIONS.items():
+            if chosen.get(option):
+                agents[role] = chosen[option]
+        spec = cls(**{key: value for key, value in chosen.items() if value is not None and key in _SPEC_FIELDS},
+                   agents=agents)
+        if spec.context_size is not None:
+            from .settings import coerce_value
+
+            spec.context_size = coerce_value("context_size", int, spec.context_size)
+            if spec.context_size < 64:
+                raise SettingError("context_size", f"setting 'context_size' must be at least 64 tokens "
+                                                   f"(got {spec.context_size})")
         spec.settings = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
                                 config or "config")
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
         if agents_for_method:
-            check_agent_roles(spec.method, [role.replace("_model", "_llm") for role in AGENT_ROLES if getattr(spec, role)])
+            check_agent_roles(spec.method, spec.agents)
         return spec
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as run folders record it. MAIN-RAG's roles keep their older keys
+        (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
+        # Options added after run folders existed are left out at their default, so those folders resume.
+        described = {key: value for key, value in asdict(self).items()
+                     if key != "agents" and not (key == "context_size" and value is None)}
+        described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
+        others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
+        if others:
+            described["agents"] = others
+        return described
 
 
-_SPEC_FIELDS = {f.name for f in fields(RunSpec)}
+_SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents"}
+
+
+def agent_models(value: Any, source: str | Path) -> dict[str, str]:
+    """``agents`` as given in a config file or by ``--agent ROLE=MODEL``: a table of role -> model."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InputError(source, "agents must be a table of role = model name, e.g. judge = \"qwen2.5-coder-1.5b\"",
+                         field="agents")
+    from .methods import role_name
+
+    return {role_name(role): model for role, model in value.items()}
 
 
 def check_config_keys(config: dict[str, Any], path: str | Path) -> None:
     """Refuse keys that are neither run options, method names nor any method's settings."""
     from .methods import METHODS
 
-    known = set(RUN_OPTIONS) | set(METHODS) | {f.name for m in METHODS.values() for f in fields(m.Settings)}
+    known = set(RUN_OPTIONS) | set(METHODS) | {name for m in METHODS.values() for name in m.Settings.field_types()}
     unknown = sorted(set(config) - known)
     if unknown:
         raise InputError(path, f"unknown setting(s) {unknown}", hint="`winnow methods` lists every method's settings")
@@ -102,18 +136,22 @@ class Pipeline:
             if loading:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
+                           context_size=spec.context_size,
                            progress=progress, threads=threads)
             self.llms.append(llm)
             return llm
 
         try:
             self.llm = llm_for(spec.model)
-            agents = {role.replace("_model", "_llm"): llm_for(getattr(spec, role))
-                      for role in AGENT_ROLES if getattr(spec, role) and getattr(spec, role) != spec.model}
-            self.agents = agents  # role -> LLM, for methods built per request (winnow serve)
+            loaded = {spec.model: self.llm}
+            for model in spec.agents.values():
+                if model not in loaded:
+                    loaded[model] = llm_for(model)
+            # role -> LLM, for methods built per request (winnow serve) among those that have the role
+            self.agents = {role: loaded[model] for role, model in spec.agents.items() if model != spec.model}
             own = agent_roles(spec.method)
             self.method = build_method(spec.method, index=self.index, llm=self.llm,
-                                       agents={role: llm for role, llm in agents.items() if role in own},
+                                       agents={role: llm for role, llm in self.agents.items() if role in own},
                                        **spec.settings)
         except BaseException:
             self.close()
@@ -122,11 +160,15 @@ class Pipeline:
     def ask(self, question: str) -> Answer:
         return self.method.ask(question)
 
+    def ask_batch(self, questions: list[str]) -> list[Answer]:
+        """Answer many questions together, each stage over all of them (see :mod:`winnow.stages.contract`)."""
+        return self.method.ask_batch(questions)
+
     def describe(self) -> dict[str, Any]:
         """The resolved settings as `--json` output and run folders record them."""
         described = {"model": self.spec.model, "backend": self.spec.backend, "index": str(self.index_dir),
                      "retriever": getattr(self.index, "name", self.spec.retriever)}
-        described.update({role: getattr(self.spec, role) for role in AGENT_ROLES if getattr(self.spec, role)})
+        described.update({f"{role}_model": model for role, model in self.spec.agents.items()})
         return described
 
     def close(self) -> None:

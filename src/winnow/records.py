@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .details import TRACE_SCHEMA, StageDetails, details_for
+
 
 @dataclass(frozen=True, slots=True)
 class Passage:
@@ -167,6 +169,7 @@ class LLMCall:
     completion_tokens: int
     seconds: float
     cached: bool
+    finish_reason: str = ""  # "length" when the token limit cut a generated answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,17 +177,27 @@ class LLMCall:
 
 @dataclass(slots=True)
 class StageTrace:
-    """What one stage did: its settings, its input and output lists, its time and LLM use."""
+    """What one stage did for one question: its settings, its input and output lists, its typed
+    details (:mod:`winnow.details`, one record per stage kind), its time and LLM use.
+
+    A stage run over a batch of questions gives each question its own StageTrace; ``batch`` is the
+    number of questions it ran with and ``seconds`` this question's share of the stage's wall time.
+    """
 
     name: str
     kind: str
     settings: dict[str, Any] = field(default_factory=dict)
     input: list[dict[str, Any]] = field(default_factory=list)
     output: list[dict[str, Any]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: StageDetails = None  # type: ignore[assignment]  # set from ``kind`` when not given
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     llm_calls: list[LLMCall] = field(default_factory=list)
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        if self.details is None:
+            self.details = details_for(self.kind)
 
     def record(self, call: LLMCall) -> None:
         """Add one LLM call to this stage's record and cost."""
@@ -210,8 +223,9 @@ class StageTrace:
             "settings": self.settings,
             "input": slim(self.input),
             "output": slim(self.output),
-            "details": self.details,
+            "details": self.details.to_dict(),
             "seconds": round(self.seconds, 3),
+            **({"batch": self.batch} if self.batch > 1 else {}),
             "usage": self.usage.to_dict(),
             "llm_calls": [c.to_dict() for c in self.llm_calls],
         }
@@ -233,6 +247,7 @@ class Trace:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema": TRACE_SCHEMA,
             "stages": [s.to_dict() for s in self.stages],
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),
@@ -254,10 +269,17 @@ class Answer:
     def usage(self) -> Usage:
         return self.trace.usage
 
+    @property
+    def cut_by_token_limit(self) -> bool:
+        """True when the answer stopped at its token limit rather than where the model ended it."""
+        readers = [s for s in self.trace.stages if s.kind == "reader"]
+        return bool(readers) and bool(getattr(readers[-1].details, "cut_by_token_limit", False))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "answer": self.text,
+            "answer_cut_by_token_limit": self.cut_by_token_limit,
             "method": self.method,
             "settings": self.settings,
             "passages": self.passages.to_dicts(),

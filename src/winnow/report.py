@@ -39,6 +39,13 @@ def passages_table(candidates: CandidateList, title: str = "Passages") -> Table:
     return table
 
 
+def no_hits_note(query: str, retriever: str) -> str:
+    """What to say instead of an empty table when a search finds nothing."""
+    why = ("none of its words is in the index once English stop words are removed; try other words"
+           if retriever == "bm25" else "the index gave no passages")
+    return f"no passages matched {query!r} ({retriever}): {why}"
+
+
 def usage_table(stages: list[StageTrace], title: str = "LLM usage") -> Table:
     """Cost per stage name (stages of the same name, e.g. over several questions, are added up)."""
     by_name: dict[str, tuple[Usage, list[float]]] = {}
@@ -66,6 +73,21 @@ def print_answer(console: Console, answer: Answer) -> None:
                         title=f"[b]{answer.method}[/b]: {answer.question}", title_align="left"))
     console.print(passages_table(answer.passages, title=f"Passages the answer was read from ({len(answer.passages)})"))
     console.print(usage_table(answer.trace.stages))
+    for note in answer_notes(answer):
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def answer_notes(answer: Answer) -> list[str]:
+    """What a reader of the answer must not miss: an answer cut by its token limit, passages cut to
+    fit the model's context, and any stage's warning."""
+    notes = []
+    for stage in answer.trace.stages:
+        if stage.details.warning:
+            notes.append(f"{stage.name}: {stage.details.warning}")
+        if stage.details.fitted:
+            notes.append(f"{stage.name}: {len(stage.details.fitted)} passage(s) shortened to fit the model's context "
+                         f"of {stage.details.fitted[0]['context_size']} tokens (--context-size raises it)")
+    return notes
 
 
 def summary_line(usage: Usage, seconds: float) -> str:
@@ -77,4 +99,4 @@ def summary_line(usage: Usage, seconds: float) -> str:
     return line
 
 
-__all__ = ["passages_table", "print_answer", "snippet", "summary_line", "usage_table"]
+__all__ = ["answer_notes", "passages_table", "print_answer", "snippet", "summary_line", "usage_table"]

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from ..cli import (
+    AgentOption,
+    ContextSizeOption,
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
@@ -99,6 +102,8 @@ def evaluate(
     max_answer_tokens: MaxAnswerTokensOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
+    agents: AgentOption = None,
+    context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
@@ -108,6 +113,9 @@ def evaluate(
     qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
                                                                   "Recall@k per stage.")] = None,
     capped: Annotated[bool, typer.Option("--capped", help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
+                                                                       "the LLM calls of the whole batch at once "
+                                                                       "(answers are the same as one at a time).")] = 8,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -116,10 +124,11 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
+    from ..evaluation.qrels_coverage import unknown_documents_note
     from ..evaluation.runner import EvalRun
     from ..pipeline import Pipeline
 
-    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
@@ -144,7 +153,7 @@ def evaluate(
             with stages.bar:
                 progress = RunProgress(stages, spec.method, len(run.selected), run.answered())
                 try:
-                    run.ask_all(pipeline, pending, on_answer=progress,
+                    run.ask_all(pipeline, pending, on_answer=progress, batch_size=batch_size,
                                 on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}",
                                                                       highlight=False))
                 except KeyboardInterrupt:
@@ -153,6 +162,8 @@ def evaluate(
     if run.failures:
         err.print(f"[yellow]{len(run.failures)} question(s) failed and were skipped[/] (see "
                   f"{run.folder.errors_path}); run the same command again to retry them", highlight=False)
+    if metrics["qrels"] and (note := unknown_documents_note(metrics["qrels"]["index_coverage"])):
+        err.print(f"[yellow]qrels:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if run.run_files_error:
         err.print(f"[yellow]TREC run files not written:[/] {run.run_files_error}", highlight=False)
     if as_json:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import JsonOption, app, err, out
+from ..extras import require
 
 
 @app.command(name="report")
@@ -21,6 +22,7 @@ def report(
 ) -> None:
     """Side-by-side table of runs (methods × metrics × cost, first-stage baseline included) and plots:
     answer Recall@k before/after reranking, accuracy and time against N, MAIN-RAG's judge scores."""
+    require("eval", "winnow report")
     from ..evaluation.report import write_report
 
     written = write_report(run_dirs, out_file, question=question, title=title)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import socket
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli import (BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
+from ..cli import (AgentOption, ContextSizeOption, BackendOption, BaseUrlOption, ConfigOption, FinalModelOption, IndexOption, JudgeModelOption, KOption,
                    ModelOption, NoCacheOption, NOption, RetrieverOption, SetOption, app, err, resolve_run,
                    spinner_while_loading)
 from ..errors import WinnowError
+from ..extras import require
 
 
 def _is_loopback(host: str) -> bool:
@@ -36,6 +38,16 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging set-up, plus the service's own one-line notes (a request cancelled
+    because its client went away or its time ran out) in the same format on stderr."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["winnow.service"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
 @app.command()
 def serve(
     index_dir: IndexOption,
@@ -52,6 +64,8 @@ def serve(
     k: KOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
+    agents: AgentOption = None,
+    context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
@@ -60,6 +74,13 @@ def serve(
     api_key: Annotated[str, typer.Option("--api-key", envvar="WINNOW_API_KEY", show_default=False,
                                          help="Require 'Authorization: Bearer KEY' on every /v1 route "
                                               "(or WINNOW_API_KEY).")] = "",
+    allowed_hosts: Annotated[Optional[list[str]], typer.Option(
+        "--allowed-host", metavar="NAME", show_default=False,
+        help="Also answer requests whose Host header is NAME (repeatable; *.example.com for subdomains). "
+             "IP addresses, localhost and the --host name are always answered; others get 400, "
+             "against DNS rebinding.")] = None,
+    allow_any_host: Annotated[bool, typer.Option("--allow-any-host", help="Answer any Host header (behind a "
+                                                                          "proxy that checks it).")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
                                                                             "(default: all cores).")] = None,
     max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
@@ -76,12 +97,14 @@ def serve(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
+    require("serve", "winnow serve")
     import uvicorn
 
     from ..pipeline import Pipeline
     from ..service import Limits, Service, create_app
+    from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, method=method, model=model, backend=backend, base_url=base_url,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
                        retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
@@ -101,8 +124,9 @@ def serve(
               f"API key {'required' if api_key else 'not required'}", highlight=False, soft_wrap=True)
     err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, schema at /openapi.json",
               highlight=False, soft_wrap=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key), log_level="warning",
-                                           timeout_graceful_shutdown=5))
+    hosts = HostPolicy.for_bind(host, allowed_hosts or (), any_host=allow_any_host)
+    server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key, hosts=hosts), log_level="warning",
+                                           log_config=_log_config(), timeout_graceful_shutdown=5))
     try:
         server.run(sockets=[sock])
     finally:

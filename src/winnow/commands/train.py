@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..cli import app, err, out
+from ..extras import require
 
 train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
                                                     "fine-tune a model on it.")
@@ -95,6 +96,7 @@ def sft(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete an earlier run in --out first.")] = False,
 ) -> None:
     """Fine-tune a model on a blend: loss on the last assistant turn only (RankRAG §4.1)."""
+    require("train", "winnow train sft")  # before the progress bar takes the terminal
     from ..training.sft import SFTSettings, train_sft
 
     settings = SFTSettings(base=base, data=str(data), out=str(out_dir), lora=lora, max_steps=max_steps, epochs=epochs,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import WinnowError
-from .beir import BeirDataset, is_beir_folder, load_beir, load_beir_corpus
+from .beir import BeirDataset, beir_parts_present, is_beir_folder, load_beir, load_beir_corpus
 from .checksum import source_checksum
 from .chunking import split_into_passages, split_sentences
 from .corpus import Corpus
@@ -41,11 +41,17 @@ def load_corpus(source: str | Path, *, chunk_words: int = 150) -> Corpus:
     if path.is_dir():
         if is_beir_folder(path):
             return load_beir_corpus(path, source=label)
+        if beir_parts := beir_parts_present(path):
+            raise WinnowError(f"{label}: a BEIR folder (it has {' and '.join(beir_parts)}) without its "
+                              "corpus.jsonl", "put the corpus.jsonl of the BEIR download beside queries.jsonl, "
+                                              "or give a folder of .txt/.md files")
         return load_text_folder(path, chunk_words=chunk_words, source=label)
     if path.is_file():
         if is_jsonl(path):
             return load_jsonl(path, source=label)
         raise WinnowError(f"{label}: not a corpus file", ACCEPTED_KINDS)
+    if path.exists():  # a FIFO, a socket, a device: reading it could block forever
+        raise WinnowError(f"{label}: not a regular file or folder", ACCEPTED_KINDS)
     raise WinnowError(f"{label}: no such file or folder", ACCEPTED_KINDS)
 
 

@@ -43,6 +43,15 @@ def is_beir_folder(folder: Path) -> bool:
     return beir_file(folder, "corpus") is not None
 
 
+def beir_parts_present(folder: Path) -> list[str]:
+    """The BEIR files other than the corpus that ``folder`` holds ("queries.jsonl", "qrels/*.tsv"):
+    a folder with them but no corpus is a BEIR download missing its corpus, not a text folder."""
+    parts = ["queries.jsonl"] if beir_file(folder, "queries") is not None else []
+    if any((folder / "qrels").glob("*.tsv")):
+        parts.append("qrels/*.tsv")
+    return parts
+
+
 def load_beir_corpus(folder: Path, *, source: str | None = None) -> Corpus:
     """The passages of the folder's ``corpus.jsonl``."""
     return load_jsonl(_require(folder, "corpus"), source=source if source is not None else str(folder), kind="beir")

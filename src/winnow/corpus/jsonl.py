@@ -7,7 +7,6 @@ something other than what the user meant.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from ..errors import InputError
 from ..records import Passage
 from .corpus import Corpus
+from .json_line import parse_json_line
 from .lines import read_lines
 from .report import Location, collect_passages
 
@@ -47,11 +47,7 @@ def read_json_lines(path: Path, *, hint: str) -> Iterator[tuple[int, Any]]:
     for line, text in read_lines(path):
         if not text.strip():
             continue
-        try:
-            yield line, json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"not valid JSON: {error.msg} at column {error.colno}", line=line,
-                             hint=hint) from error
+        yield line, parse_json_line(text, path, line, hint=hint)
 
 
 def passage_from_record(record: Any, path: Path, line: int) -> Passage:

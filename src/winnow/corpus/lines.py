@@ -21,7 +21,11 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
     Line endings are removed; a UTF-8 byte-order mark at the start is dropped.
     """
     opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as stream:
+    try:
+        stream = opener(path, "rb")
+    except OSError as error:
+        raise unreadable(path, error, hint="make it readable (e.g. chmod u+r) or give another file") from error
+    with stream:
         try:
             for number, raw in enumerate(stream, start=1):
                 if number == 1:
@@ -35,3 +39,10 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
         except (gzip.BadGzipFile, EOFError, zlib.error) as error:
             raise InputError(path, f"not a readable gzip file: {error}",
                              hint="re-compress it with gzip, or give the uncompressed file") from error
+        except OSError as error:  # after BadGzipFile, which is an OSError too
+            raise unreadable(path, error, hint="check the disk, or copy the file elsewhere and give the copy") from error
+
+
+def unreadable(path: Path, error: OSError, *, hint: str) -> InputError:
+    """The error for a file the system will not let us read (permissions, a read error, a folder)."""
+    return InputError(path, f"cannot read this file: {error.strerror or error}", hint=hint)

@@ -36,6 +36,18 @@ class Location:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file of a folder corpus that was not read because it is not a regular file: ``kind`` is
+    "FIFO", "socket", "character device", …"""
+
+    file: str
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "kind": self.kind}
+
+
 @dataclass(slots=True)
 class LoadReport:
     """Counts of what a corpus load read and kept, with the location of every skipped record."""
@@ -45,6 +57,7 @@ class LoadReport:
     kept: int = 0
     empty_skipped: list[Location] = field(default_factory=list)
     duplicate_ids_skipped: list[Location] = field(default_factory=list)
+    not_regular_skipped: list[SkippedFile] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the user, e.g. ``"9 passages from c.jsonl; skipped 2 with empty text
@@ -56,6 +69,8 @@ class LoadReport:
             count = len(self.duplicate_ids_skipped)
             skipped.append(f"{count} duplicate {'id' if count == 1 else 'ids'} "
                            f"({_duplicates(self.duplicate_ids_skipped)})")
+        if self.not_regular_skipped:
+            skipped.append(not_regular_files(self.not_regular_skipped))
         kept = f"{self.kept} {'passage' if self.kept == 1 else 'passages'} from {self.source}"
         return f"{kept}; skipped {' and '.join(skipped)}" if skipped else kept
 
@@ -66,6 +81,7 @@ class LoadReport:
             "kept": self.kept,
             "empty_skipped": [location.to_dict() for location in self.empty_skipped],
             "duplicate_ids_skipped": [location.to_dict() for location in self.duplicate_ids_skipped],
+            "not_regular_skipped": [entry.to_dict() for entry in self.not_regular_skipped],
         }
 
 
@@ -116,3 +132,10 @@ def _duplicates(locations: list[Location]) -> str:
             text += f", first seen at {f'line {first.line}' if same_file else _where(first)}"
         described.append(text)
     return "; ".join(described) + _more(len(locations))
+
+
+def not_regular_files(entries: list[SkippedFile]) -> str:
+    """"2 files that are not regular files (docs/a.txt, a FIFO; docs/b.txt, a socket)"."""
+    count = len(entries)
+    named = "; ".join(f"{entry.file}, a {entry.kind}" for entry in entries[:SHOWN_LOCATIONS]) + _more(count)
+    return f"{count} {'file that is not a regular file' if count == 1 else 'files that are not regular files'} ({named})"

@@ -6,40 +6,85 @@ they stay stable across runs and when other files are added or edited.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import InputError, WinnowError
 from ..records import Passage
+from ..text import lone_surrogate
 from .chunking import split_into_passages
 from .corpus import Corpus
-from .report import Location, collect_passages
+from .lines import unreadable
+from .report import Location, SkippedFile, collect_passages, not_regular_files
 
 TEXT_SUFFIXES = (".txt", ".md")
+REGULAR = "regular file"
+UNREADABLE_HINT = "make it readable (e.g. chmod u+r), or move it out of the folder"
+_SPECIAL_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+                  stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 _MARKDOWN_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 
 def load_text_folder(folder: Path, *, chunk_words: int, source: str | None = None) -> Corpus:
     """The passages of every ``.txt``/``.md`` file under ``folder``; hidden files and folders are skipped."""
     label = source if source is not None else str(folder)
-    files = list_text_files(folder)
+    files, not_regular = list_text_files(folder)
     if not files:
-        raise WinnowError(f"{label}: no .txt or .md files in this folder",
+        found = f" (skipped {not_regular_files(not_regular)})" if not_regular else ""
+        raise WinnowError(f"{label}: no .txt or .md files in this folder{found}",
                           "a folder corpus is read from its .txt and .md files (hidden ones are skipped)")
     passages, report = collect_passages(iter_text_passages(folder, files, chunk_words), source=label)
+    report.not_regular_skipped = not_regular
     return Corpus(passages, label, "textdir", files, report)
 
 
-def list_text_files(folder: Path) -> list[Path]:
-    """The ``.txt``/``.md`` files under ``folder``, recursively, sorted by relative path."""
-    found = []
+def list_text_files(folder: Path) -> tuple[list[Path], list[SkippedFile]]:
+    """The ``.txt``/``.md`` files under ``folder``, recursively, sorted by relative path, and those
+    skipped because they are not regular files (a FIFO would block the read forever, a device
+    would never end). A symbolic link to a regular file is followed; a broken one is an error."""
+    found, skipped = [], []
     for directory, subfolders, names in os.walk(folder, onerror=_raise_unreadable):
         subfolders[:] = [name for name in subfolders if not name.startswith(".")]  # don't descend
-        found += [Path(directory, name) for name in names
-                  if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES)]
-    return sorted(found, key=lambda file: file.relative_to(folder).as_posix())
+        for name in names:
+            if name.startswith(".") or not name.lower().endswith(TEXT_SUFFIXES):
+                continue
+            file = Path(directory, name)
+            if (kind := _file_kind(file)) == REGULAR:
+                found.append(file)
+            else:
+                skipped.append(SkippedFile(str(file), kind))
+    found.sort(key=lambda file: file.relative_to(folder).as_posix())
+    skipped.sort(key=lambda entry: entry.file)
+    return found, skipped
+
+
+def _file_kind(file: Path) -> str:
+    """What ``file`` is once symbolic links are followed: "regular file", "FIFO", "socket", …;
+    an :class:`InputError` for a name that is not UTF-8 or a link that leads nowhere."""
+    if lone_surrogate(str(file)) is not None:
+        raise InputError(os.fsencode(file).decode("utf-8", "backslashreplace"),
+                         "the file name is not UTF-8, so it cannot be a passage id",
+                         hint="rename it, or move it out of the folder")
+    try:
+        mode = file.stat().st_mode
+    except OSError as error:
+        if file.is_symlink():
+            raise InputError(file, _broken_link(file, error),
+                             hint="remove the link or point it at a file, or move it out of the folder") from error
+        raise unreadable(file, error, hint=UNREADABLE_HINT) from error
+    if stat.S_ISREG(mode):
+        return REGULAR
+    return _SPECIAL_KINDS.get(stat.S_IFMT(mode), "special file")
+
+
+def _broken_link(file: Path, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "a symbolic link that leads back to itself (a loop)"
+    return f"a symbolic link to {os.readlink(file)}, which does not exist"
 
 
 def iter_text_passages(folder: Path, files: list[Path], chunk_words: int) -> Iterator[tuple[Passage, Location]]:
@@ -57,7 +102,10 @@ def iter_text_passages(folder: Path, files: list[Path], chunk_words: int) -> Ite
 
 
 def read_utf8(file: Path) -> str:
-    data = file.read_bytes()
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise unreadable(file, error, hint=UNREADABLE_HINT) from error
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -75,4 +123,5 @@ def title_of(file: Path, text: str) -> str:
 
 def _raise_unreadable(error: OSError) -> None:
     # os.walk skips folders it cannot list unless told otherwise: that would lose files silently.
-    raise InputError(error.filename, f"cannot read this folder: {error.strerror}") from error
+    raise InputError(error.filename, f"cannot read this folder: {error.strerror}",
+                     hint="make it readable (e.g. chmod u+rx), or move it out of the corpus folder") from error

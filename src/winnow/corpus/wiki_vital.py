@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import InputError, WinnowError
 from ..records import Passage
 from .corpus import Corpus
+from .json_line import describe_json_error
 from .jsonl import json_type
 from .report import Location, collect_passages
 
@@ -67,7 +68,7 @@ def _read_json_object(path: Path) -> dict[str, Any]:
         with path.open(encoding="utf-8") as stream:
             data = json.load(stream)
     except json.JSONDecodeError as error:
-        raise InputError(path, f"not valid JSON: {error.msg}", line=error.lineno,
+        raise InputError(path, f"not valid JSON: {describe_json_error(error)}", line=error.lineno,
                          hint=f"reinstall it: {INSTALL_HINT}") from error
     except UnicodeDecodeError as error:
         raise InputError(path, f"not UTF-8 text ({error.reason})", hint=f"reinstall it: {INSTALL_HINT}") from error

@@ -27,13 +27,13 @@ import gzip
 import importlib.metadata
 import importlib.util
 import io
-import json
 import zipfile
 import zlib
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
+from ..corpus.json_line import parse_json_line
 from ..errors import InputError, WinnowError
 from .qa import REGEX, QAItem
 from .trec import Qrels, parse_qrels
@@ -132,10 +132,7 @@ def parse_json_lines(text: str, label: str) -> Iterator[tuple[int, str, list[str
     for line, row in numbered_lines(text):
         if not row.strip():
             continue
-        try:
-            record = json.loads(row)
-        except json.JSONDecodeError as error:
-            raise InputError(label, f"not valid JSON: {error.msg}", line=line) from error
+        record = parse_json_line(row, label, line, hint='each line must be {"question": "...", "answer": [...]}')
         if not isinstance(record, dict) or not isinstance(record.get("question"), str):
             raise InputError(label, 'expected {"question": "...", "answer": [...]}', line=line, field="question")
         yield line, record["question"], _checked_answers(record.get("answer"), label, line)

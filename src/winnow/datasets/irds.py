@@ -1,6 +1,6 @@
 """Queries and judgments from ``ir_datasets`` (MacAvaney et al. 2021), for users who are online.
 
-``ir_datasets`` is optional and imported only here, when asked for. It downloads data on first use
+``ir_datasets`` (the `data` extra) is imported only here, when asked for. It downloads data on first use
 and caches it; a missing package or a failed download is a :class:`WinnowError` saying what to do.
 Queries become :class:`QAItem` records; a query type with an ``answers`` field (such as
 ``dpr-w100/natural-questions/dev``) gives the gold answers.
@@ -11,25 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import WinnowError
+from ..extras import import_extra
 from .dataset import QA, RETRIEVAL, Dataset
 from .qa import QAItem
 from .trec import Qrels, add_judgment
 
-INSTALL_HINT = "pip install ir-datasets, or use the data bundled in pyserini 0.21.0 (`winnow data list`)"
 PREFIX = "irds:"
-
-
-def import_ir_datasets() -> Any:
-    try:
-        import ir_datasets
-    except ImportError as error:
-        raise WinnowError("ir_datasets is not installed", INSTALL_HINT) from error
-    return ir_datasets
 
 
 def load_ir_dataset(dataset_id: str) -> Dataset:
     """The queries (and qrels, if any) of the ``ir_datasets`` dataset ``dataset_id``."""
-    ir_datasets = import_ir_datasets()
+    ir_datasets = import_extra("ir_datasets", "data", "an irds:<id> dataset",
+                               alternative="use the data bundled in pyserini 0.21.0 (`winnow data list`)")
     try:
         dataset = ir_datasets.load(dataset_id)
     except KeyError as error:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..corpus.jsonl import json_type, read_json_lines, require_object
 from ..errors import InputError
+from ..text import TEXT_HINT, text_problem
 from ..atomic import write_lines
 
 REGEX = "regex"
@@ -77,6 +78,9 @@ def qa_item_from_record(record: Any, path: Path, line: int) -> QAItem:
         got = "nothing" if "question" not in record else json_type(question)
         raise InputError(path, f"question must be a non-empty string, got {got}", line=line, field="question",
                          hint=QA_HINT)
+    if (problem := text_problem(question)) is not None:
+        raise InputError(path, f"the question {problem}", line=line, field="question",
+                         hint=TEXT_HINT)
     answers = record.get("golden_answers")
     if not isinstance(answers, list):
         got = "nothing" if "golden_answers" not in record else json_type(answers)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..atomic import staged_file
+from ..extras import import_extra
 
 # Colour-blind-safe (Okabe-Ito); the first stage is always drawn in grey.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -22,8 +24,7 @@ BASELINE = "#7f7f7f"
 
 
 def _pyplot():
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "eval", "the report's plots (winnow report)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
+from ..details import JudgeDetails
 from ..records import Answer, CandidateList, StageTrace
 from .retrieval import answer_ranks
 
@@ -45,19 +46,23 @@ def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> dic
     texts = {c["id"]: c.get("text", "") for c in [*stage.input, *stage.output]}
     output_ids = [c["id"] for c in stage.output]
     # A reranker that keeps only the top k records its whole order (see stages.pointwise).
-    ids = list(stage.details.get("ranked_ids") or output_ids)
+    ids = list(getattr(stage.details, "ranked_ids", None) or output_ids)
     entry: dict[str, Any] = {"stage": label, "kind": stage.kind, "ids": ids,
                              "answer_ranks": matcher.ranks(ids, texts),
                              "passthrough": bool(stage.input) and ids == [c["id"] for c in stage.input]}
     if output_ids == ids:
         entry["scores"] = [round(float(c.get("score", 0.0)), 6) for c in stage.output]
-    details = {key: value for key, value in stage.details.items()
-               if isinstance(value, SCALAR_DETAILS) and not (isinstance(value, str) and len(value) > 300)}
+    # Empty strings and zero counts say nothing; leaving them out keeps lines as they were before
+    # the details were typed (every record now has every field of its kind).
+    details = {key: value for key, value in stage.details.to_dict().items()
+               if isinstance(value, SCALAR_DETAILS) and value != "" and value is not False
+               and not (type(value) is int and value == 0 and key != "kept")
+               and not (isinstance(value, str) and len(value) > 300)}
     if details:
         entry["details"] = details
-    if stage.kind == "noisy-document-judge" and isinstance(stage.details.get("scores"), dict):
+    if isinstance(stage.details, JudgeDetails):
         # MAIN-RAG's judge scores in retrieval order, for the score-distribution plot.
-        entry["judge_scores"] = {pid: round(float(s), 6) for pid, s in stage.details["scores"].items()}
+        entry["judge_scores"] = {pid: round(float(s), 6) for pid, s in stage.details.scores.items()}
     entry["seconds"] = round(stage.seconds, 4)
     entry["usage"] = stage.usage.to_dict()
     return entry

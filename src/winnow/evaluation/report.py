@@ -31,10 +31,12 @@ class LoadedRun:
     config: dict[str, Any]
     metrics: dict[str, Any]
     records: list[dict[str, Any]]  # the chosen questions that were answered, in metrics order
+    folder_label: str = ""  # set by distinguish_labels when another run has the same settings
 
     @property
     def label(self) -> str:
-        return self.metrics["run"]["label"]
+        label = self.metrics["run"]["label"]
+        return f"{label} ({self.folder_label})" if self.folder_label else label
 
     @property
     def question_ids(self) -> tuple[str, ...]:
@@ -57,6 +59,19 @@ def load_run(path: str | Path) -> LoadedRun:
     # metrics.json names the questions it scored; answers.jsonl may hold more (a --limit that shrank).
     records = [answered[qid] for qid in metrics.get("question_ids", []) if qid in answered]
     return LoadedRun(folder.path, config, metrics, records)
+
+
+def distinguish_labels(runs: Sequence[LoadedRun]) -> None:
+    """Runs of the same settings share a label (it names the method, model and settings): add each
+    one's folder name, or its whole path when the names agree too, so every row names one run."""
+    groups: dict[str, list[LoadedRun]] = defaultdict(list)
+    for run in runs:
+        groups[run.metrics["run"]["label"]].append(run)
+    for members in groups.values():
+        if len(members) > 1:
+            names_differ = len({run.path.name for run in members}) == len(members)
+            for run in members:
+                run.folder_label = run.path.name if names_differ else str(run.path)
 
 
 # --- formatting -------------------------------------------------------------------------------------
@@ -301,6 +316,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     runs = [run for run in runs if run.records]
     if not runs:
         raise WinnowError("none of the runs has an answered question yet", "let `winnow eval` finish a question first")
+    distinguish_labels(runs)
     make_parent(out)
     bases, by_run = baselines(runs)
     images: list[tuple[str, Path]] = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..answers import mean
+from ..extras import import_extra
 
 ANSWER_RECALL_KS = (1, 5, 10, 20, 50, 100)
 
@@ -63,8 +64,8 @@ def qrels_metrics(qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, S
     ``judged_questions`` says how many questions were scored; questions of ``ranked`` with no
     relevant document in ``qrels`` are counted in ``unjudged_questions`` and left out.
     """
-    import ir_measures
-    from ir_measures import RR, R, nDCG
+    ir_measures = import_extra("ir_measures", "eval", "qrels metrics (winnow eval --qrels)")
+    RR, R, nDCG = ir_measures.RR, ir_measures.R, ir_measures.nDCG
 
     recall_ks = list(recall_ks)
     relevant = {qid: sum(1 for grade in docs.values() if grade >= 1) for qid, docs in qrels.items()}

@@ -23,10 +23,12 @@ from typing import Any
 
 from ..atomic import write_json
 from ..errors import BackendError, WinnowError
+from ..extras import require
 from ..index.manifest import file_sha256
 from ..lock import output_lock
 from ..records import Query
 from .metrics import compute_metrics
+from .qrels_coverage import unknown_documents
 from .record import question_record
 from .runfolder import RunFolder, library_versions, now
 
@@ -88,6 +90,8 @@ class EvalRun:
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise WinnowError(f"--limit must be at least 1 (got {self.limit})")
+        if self.qrels is not None:  # checked now, not after the last question has been asked
+            require("eval", "qrels metrics (winnow eval --qrels)")
         self.folder = RunFolder(self.out)
         self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
         self.items: list[Any] = []
@@ -152,35 +156,57 @@ class EvalRun:
 
     def ask_all(self, pipeline: Any, pending: Sequence[Any],
                 on_answer: Callable[[dict[str, Any]], None] | None = None,
-                on_failure: Callable[[str, str], None] | None = None) -> None:
-        """Ask each pending question and append its record the moment it is finished."""
+                on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1) -> None:
+        """Ask the pending questions ``batch_size`` at a time, each stage over the whole batch (its
+        LLM calls sent together), and append each question's record the moment its batch is done.
+
+        A batch the backend fails is asked again one question at a time, so one bad question costs
+        only itself (its calls that succeeded are in the call cache).
+        """
+        if batch_size < 1:
+            raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
+        self._in_a_row = 0
+        for start in range(0, len(pending), batch_size):
+            batch = list(pending[start:start + batch_size])
+            try:
+                self._ask_batch(pipeline, batch, on_answer)
+            except BackendError:
+                if len(batch) == 1:
+                    self._failed(batch[0], sys.exc_info()[1], on_failure)  # type: ignore[arg-type]
+                    continue
+                for item in batch:
+                    try:
+                        self._ask_batch(pipeline, [item], on_answer)
+                    except BackendError as exc:
+                        self._failed(item, exc, on_failure)
+
+    def _ask_batch(self, pipeline: Any, batch: list[Any], on_answer: Callable[[dict[str, Any]], None] | None) -> None:
         depth = first_stage_depth(self.spec)
         retriever = getattr(pipeline.index, "name", self.spec.retriever)
-        in_a_row = 0
-        for item in pending:
-            started = time.perf_counter()
-            first_stage = pipeline.index.search(Query(item.question, id=item.id), k=depth)
-            searched = time.perf_counter()
-            try:
-                answer = pipeline.method.ask(Query(item.question, id=item.id))
-            except BackendError as exc:
-                in_a_row += 1
-                self.failures[item.id] = str(exc)
-                self.folder.append_error({"id": item.id, "error": str(exc), "at": now()})
-                if on_failure:
-                    on_failure(item.id, str(exc))
-                if in_a_row >= MAX_CONSECUTIVE_FAILURES:
-                    raise WinnowError(f"the backend failed {in_a_row} questions in a row; last: {exc}",
-                                      "fix the backend and run the same command again to resume") from exc
-                continue
-            in_a_row = 0
-            record = question_record(item, answer, first_stage, retriever=retriever,
-                                     seconds=time.perf_counter() - started, first_stage_seconds=searched - started)
+        started = time.perf_counter()
+        first_stages = [pipeline.index.search(Query(item.question, id=item.id), k=depth) for item in batch]
+        searched = time.perf_counter()
+        answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
+        share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
+        self._in_a_row = 0
+        for item, first_stage, answer in zip(batch, first_stages, answers):
+            record = question_record(item, answer, first_stage, retriever=retriever, seconds=share,
+                                     first_stage_seconds=(searched - started) / len(batch))
             self.folder.append(record)
             self.records[item.id] = record
             self.new_answers += 1
             if on_answer:
                 on_answer(record)
+
+    def _failed(self, item: Any, exc: BackendError, on_failure: Callable[[str, str], None] | None) -> None:
+        self._in_a_row += 1
+        self.failures[item.id] = str(exc)
+        self.folder.append_error({"id": item.id, "error": str(exc), "at": now()})
+        if on_failure:
+            on_failure(item.id, str(exc))
+        if self._in_a_row >= MAX_CONSECUTIVE_FAILURES:
+            raise WinnowError(f"the backend failed {self._in_a_row} questions in a row; last: {exc}",
+                              "fix the backend and run the same command again to resume") from exc
 
     # --- scoring -----------------------------------------------------------------------------------
 
@@ -192,15 +218,17 @@ class EvalRun:
         """Write ``metrics.json`` and the TREC run files from every finished chosen question."""
         from ..datasets.trec import read_qrels
 
+        records = self.answered()
         qrels = qrels_info = None
         if self.qrels is not None:
             qrels = read_qrels(self.qrels)
-            qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels))}
+            qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels)),
+                          "index_coverage": unknown_documents(qrels, indexed_ids(self.index_dir),
+                                                              [r["id"] for r in records])}
         spec = self.spec
         run = {"method": spec.method, "model": spec.model, "backend": spec.backend, "retriever": spec.retriever,
                "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
                "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
-        records = self.answered()
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped)
         metrics["questions"]["failed_this_session"] = len(self.failures)
@@ -221,6 +249,14 @@ class EvalRun:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def indexed_ids(index_dir: Path) -> set[str]:
+    """The passage ids of the index folder (read from its passages, without loading the BM25 arrays)."""
+    from ..index.bm25 import read_passages
+    from ..index.build import PASSAGES
+
+    return {passage.id for passage in read_passages(Path(index_dir) / PASSAGES)}
 
 
 def run_label(spec: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Sequence
 import bm25s
 import Stemmer
 
+from ..errors import WinnowError
 from ..records import Passage
 
 STOPWORDS = "en"
@@ -35,6 +36,15 @@ def tokenize_corpus(texts: Sequence[str], stemmer: Stemmer.Stemmer) -> bm25s.tok
     """Term ids per text plus the vocabulary (term → id), the form ``bm25s.BM25.index`` takes."""
     return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=stemmer, return_ids=True,
                           show_progress=False)
+
+
+def require_indexable_words(tokens: bm25s.tokenization.Tokenized, source: str) -> None:
+    """Refuse a corpus none of whose passages has a term left after analysis: BM25 has nothing to
+    index (and bm25s fails on the empty vocabulary with a bare ``ValueError``)."""
+    if not tokens.vocab:
+        raise WinnowError(f"{source}: no passage has a word to index: every word is a stop word, a single "
+                          "character or punctuation", "BM25 indexes words of two or more letters or digits that "
+                                                      "are not English stop words; check that the corpus holds text")
 
 
 def tokenize_queries(texts: Sequence[str], stemmer: Stemmer.Stemmer) -> list[list[str]]:

@@ -19,7 +19,8 @@ from rich.progress import MofNCompleteColumn, Progress
 from ..atomic import atomic_folder, check_replaceable
 from ..errors import WinnowError
 from ..records import Passage
-from .analysis import FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, tokenize_corpus
+from .analysis import (FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, require_indexable_words,
+                       tokenize_corpus)
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
 
@@ -69,6 +70,7 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
                           report=bar.console.print) as temp:
         task = bar.add_task("tokenising", total=5)
         tokens = tokenize_corpus([indexed_text(p) for p in passages], stemmer)
+        require_indexable_words(tokens, source)
         bar.update(task, advance=1, description="indexing")
         model = bm25s.BM25(method=METHOD, k1=k1, b=b)
         model.index(tokens, show_progress=False)

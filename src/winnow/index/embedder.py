@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ModelError
+from ..extras import import_extra
 
 if TYPE_CHECKING:  # both are imported on first use: BM25-only commands need neither
     import onnxruntime
@@ -107,18 +108,9 @@ def available_cores() -> int:
 
 
 def import_runtime() -> tuple[Any, Any]:
-    """onnxruntime and tokenizers, or a ModelError saying which package to install."""
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise ModelError(f"dense retrieval needs onnxruntime, which cannot be imported: {exc}",
-                         "pip install onnxruntime==1.31.1") from exc
-    try:
-        import tokenizers
-    except ImportError as exc:
-        raise ModelError(f"dense retrieval needs tokenizers, which cannot be imported: {exc}",
-                         "pip install tokenizers==0.23.3") from exc
-    return onnxruntime, tokenizers
+    """onnxruntime and tokenizers, or a MissingExtra naming the 'dense' extra."""
+    feature = "dense retrieval (--dense, --retriever dense|hybrid, rerank --method embedding)"
+    return import_extra("onnxruntime", "dense", feature), import_extra("tokenizers", "dense", feature)
 
 
 class Embedder:

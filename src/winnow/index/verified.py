@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from ..atomic import write_json
 from ..errors import WinnowError

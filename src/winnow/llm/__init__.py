@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import WinnowError
+from ..extras import require
 from ..paths import llm_cache_path
 from .base import ChoiceScores, Generation, LLMBackend, Messages
 from .cache import CallCache
@@ -14,7 +15,7 @@ BACKENDS = ("llama.cpp", "openai", "transformers")
 
 
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str = "",
-             api_key: str = "", cache: bool | str | Path = True, n_ctx: int = 4096,
+             api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None) -> LLM:
     """An :class:`LLM` ready for stages.
 
@@ -24,22 +25,29 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     LoRA adapter or Hugging Face model folder, or a GGUF model dequantised) with Hugging Face
     transformers, which needs the ``[train]`` extra. ``cache`` is True for the default call cache, a
     path for another, False for none.
+
+    ``context_size`` is the tokens of prompt and answer the model's context holds, exposed as
+    ``llm.context_size``: llama.cpp allocates it (default 4,096); an OpenAI-compatible server's own
+    report wins when it gives one and this is larger (:mod:`winnow.llm.context_size`); for
+    transformers it defaults to the model's ``max_position_embeddings``.
     """
     if backend == "llama.cpp":
         from ..models import resolve_model
-        from .llamacpp import LlamaCppBackend
+        from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend
 
+        require("llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)  # before assembling the model
         resolved = resolve_model(model)
         engine: LLMBackend = LlamaCppBackend(resolved.path, model_name=resolved.name,
-                                             model_sha256=resolved.sha256, n_ctx=n_ctx, threads=threads)
+                                             model_sha256=resolved.sha256, context_size=context_size,
+                                             threads=threads)
     elif backend == "openai":
         from .openai_http import OpenAICompatibleBackend
 
-        engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key)
+        engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size)
     elif backend == "transformers":
         from .transformers_backend import TransformersBackend
 
-        engine = TransformersBackend(model, threads=threads)
+        engine = TransformersBackend(model, threads=threads, context_size=context_size)
     else:
         raise WinnowError(f"unknown backend {backend!r}", f"choose one of: {', '.join(BACKENDS)}")
     call_cache = None

@@ -9,14 +9,18 @@ need, and it costs one forward pass and a single output token per prompt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from .tokens import TokenCounter
 
 Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    """Generated text and what it cost."""
+    """Generated text, what it cost, and why it ended: ``finish_reason`` is "stop" (the model ended
+    its answer or hit a stop string), "length" (``max_tokens`` cut it) or "" (the server did not say)."""
 
     text: str
     prompt_tokens: int
@@ -47,7 +51,16 @@ class ChoiceScores:
 
 class LLMBackend(Protocol):
     """A language model that can be asked two things. Implementations must be deterministic at
-    temperature 0 so that the call cache is sound."""
+    temperature 0 so that the call cache is sound.
+
+    Each also says how many tokens its context holds (prompt and answer together; see
+    :mod:`winnow.llm.context_size`) and counts tokens with the model's own tokenizer (``tokens``,
+    see :mod:`winnow.llm.tokens`), so that stages can fit prompts to the context.
+    """
+
+    context_size: int
+    context_size_source: str  # where context_size came from, for the trace
+    tokens: TokenCounter
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -55,7 +68,7 @@ class LLMBackend(Protocol):
 
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = ()) -> list[Generation]:
-        """Complete each chat prompt."""
+        """Complete each chat prompt; ``finish_reason`` is "length" when ``max_tokens`` cut the answer."""
 
     def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
         """Score the next token of each chat prompt over ``choices``."""

@@ -8,20 +8,47 @@ from typing import Any, Callable, Sequence, TypeVar
 from ..records import LLMCall, StageTrace
 from .base import ChoiceScores, Generation, LLMBackend, Messages
 from .cache import CallCache, call_key
+from .context_size import resolve_context_size
+from .tokens import EstimatedTokens, TokenCounter
 
 T = TypeVar("T")
 ProgressHook = Callable[[str, int, int], None]  # (stage name, prompts done, prompts in the batch)
 
 
+def _offers(backend: object, name: str) -> bool:
+    """Whether ``backend`` has attribute ``name``, without evaluating a property to find out."""
+    return name in getattr(backend, "__dict__", {}) or any(name in vars(k) for k in type(backend).__mro__)
+
+
+def traces_per_prompt(stage: StageTrace | Sequence[StageTrace], count: int) -> list[StageTrace]:
+    """One StageTrace per prompt: a stage over one question passes its trace, a stage over a batch
+    passes each prompt's question's own trace, so every call is recorded where it belongs."""
+    if isinstance(stage, StageTrace):
+        return [stage] * count
+    traces = list(stage)
+    if len(traces) != count:
+        raise ValueError(f"{len(traces)} stage traces for {count} prompts: give one per prompt")
+    return traces
+
+
 class LLM:
     """Wraps a backend: looks each prompt up in the cache, sends only the misses (as one batch),
-    stores their answers, and records every call, hit or miss, in the calling stage's trace."""
+    stores their answers, and records every call, hit or miss, in the calling stage's trace (or,
+    for a stage over many questions, in the trace of the question each prompt belongs to)."""
 
     def __init__(self, backend: LLMBackend, cache: CallCache | None = None,
                  progress: ProgressHook | None = None) -> None:
         self.backend = backend
         self.cache = cache
         self.progress = progress
+        # A backend written elsewhere may offer only the two verbs: it gets the default context and
+        # the estimate, and the trace says so. (Checked without reading the attributes: an
+        # OpenAI-compatible backend asks its server only when they are first used.)
+        self._counts_tokens = _offers(backend, "tokens")
+        self._knows_context = _offers(backend, "context_size")
+        self._estimate = EstimatedTokens(
+            f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
+        self._default_context = resolve_context_size(None, None, "")
 
     def _in_chunks(self, stage: str, items: list[Messages], run: Callable[[list[Messages]], list[T]]) -> list[T]:
         """Run ``items`` through the backend in chunks of its preferred batch size, reporting progress
@@ -38,18 +65,57 @@ class LLM:
     def identity(self) -> dict[str, Any]:
         return self.backend.identity
 
+    # --- fitting prompts to the context (see winnow.stages.fitting) ----------------------------
+
+    @property
+    def context_size(self) -> int:
+        """Tokens of prompt and answer the model's context holds."""
+        return self.backend.context_size if self._knows_context else self._default_context[0]
+
+    @property
+    def context_size_source(self) -> str:
+        """Where :attr:`context_size` came from (the option, the server's report, a default)."""
+        return self.backend.context_size_source if self._knows_context else self._default_context[1]
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none."""
+        return self.backend.tokens if self._counts_tokens else self._estimate
+
+    @property
+    def token_counting(self) -> str:
+        """How tokens are counted, for the trace: "exact: …" or "estimated …"."""
+        return self.token_counter.description
+
+    @property
+    def token_counts_exact(self) -> bool:
+        return self.token_counter.exact
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's own tokenizer."""
+        return self.token_counter.count(text)
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> tuple[str, bool]:
+        """``text`` cut to at most ``max_tokens`` of the model's tokens, and whether it was cut."""
+        return self.token_counter.truncate(text, max_tokens)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Tokens of a whole chat prompt as the backend sends it (chat template applied)."""
+        return self.token_counter.count_prompt(messages)
+
     def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
                 ) -> tuple[list[str], list[dict[str, Any] | None]]:
         keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
         hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
         return keys, hits
 
-    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace, max_tokens: int,
+    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
+        traces = traces_per_prompt(stage, len(prompts))
         params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop)}
         keys, hits = self._cached("generate", prompts, params)
         misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses], lambda chunk: self.backend.generate(
+        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses], lambda chunk: self.backend.generate(
             chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
         results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
         for i, generation in zip(misses, fresh):
@@ -58,17 +124,19 @@ class LLM:
             if self.cache is not None and temperature == 0.0:
                 self.cache.put(keys[i], "generate", asdict(generation))
         for i, generation in enumerate(results):
-            stage.record(LLMCall(stage.name, "generate", list(prompts[i]), generation.text,
+            traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
                                  generation.prompt_tokens, generation.completion_tokens,
-                                 generation.seconds, cached=hits[i] is not None))
+                                 generation.seconds, cached=hits[i] is not None,
+                                 finish_reason=generation.finish_reason))
         return results  # type: ignore[return-value]
 
-    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *, stage: StageTrace
-                      ) -> list[ChoiceScores]:
+    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
+                      stage: StageTrace | Sequence[StageTrace]) -> list[ChoiceScores]:
+        traces = traces_per_prompt(stage, len(prompts))
         params = {"choices": list(choices)}
         keys, hits = self._cached("choices", prompts, params)
         misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(stage.name, [prompts[i] for i in misses],
+        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses],
                                 lambda chunk: self.backend.choice_logprobs(chunk, choices))
         results: list[ChoiceScores | None] = [
             ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
@@ -77,7 +145,7 @@ class LLM:
             if self.cache is not None:
                 self.cache.put(keys[i], "choices", asdict(scores))
         for i, scores in enumerate(results):
-            stage.record(LLMCall(stage.name, "choices", list(prompts[i]),
+            traces[i].record(LLMCall(traces[i].name, "choices", list(prompts[i]),
                                  {c: round(scores.probability(c), 6) for c in choices},
                                  scores.prompt_tokens, 0, scores.seconds, cached=hits[i] is not None))
         return results  # type: ignore[return-value]
@@ -86,3 +154,7 @@ class LLM:
         self.backend.close()
         if self.cache is not None:
             self.cache.close()
+
+
+def _name(traces: list[StageTrace]) -> str:
+    return traces[0].name if traces else ""

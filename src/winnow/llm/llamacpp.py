@@ -2,6 +2,8 @@
 
 xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
 own template, as RankRAG Appendix D asks) and repeated prompt prefixes are served from the KV cache.
+The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
+with llama.cpp's own tokenizer.
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ModelError
+from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
+from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
 from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
+from .server_tokens import LlamaServerTokenIds, llama_server_context
+from .tokens import ModelTokens, TokenCounter
 
 #: How many next-token alternatives to read; llama.cpp sorts the full vocabulary anyway, so a
 #: generous number costs nothing and makes a missing choice practically impossible.
 TOP_LOGPROBS = 100
+LLAMACPP_FEATURE = "the llama.cpp backend (the default --backend)"
+LLAMACPP_ALTERNATIVE = "use --backend openai --base-url URL with your own server"
 
 
 class LlamaCppBackend:
@@ -26,20 +34,28 @@ class LlamaCppBackend:
     batch_size = 1  # llama.cpp here decodes one sequence at a time; smaller batches mean finer progress
 
     def __init__(self, model_path: str | Path, *, model_name: str = "", model_sha256: str = "",
-                 n_ctx: int = 4096, threads: int | None = None) -> None:
-        import xllamacpp
+                 context_size: int | None = None, threads: int | None = None) -> None:
+        import httpx
+
+        xllamacpp = import_extra("xllamacpp", "llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)
 
         path = Path(model_path)
         if not path.is_file():
             raise ModelError(f"model file not found: {path}", "run `winnow models` to see installed models")
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
-        params.n_ctx = n_ctx
+        requested = checked_context_size(context_size) or DEFAULT_CONTEXT_SIZE
+        params.n_ctx = requested
         threads = threads or max(1, os.cpu_count() or 1)
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.n_parallel = 1
-        params.cache_prompt = True  # shared prefixes (system prompt) are computed once
+        # Each prompt is computed from scratch. Reusing the KV cache of the previous prompt's common
+        # prefix changes how the rest is split into batches, and so the floating-point sums: the
+        # same prompt then scores differently depending on what was asked before it (P("True")
+        # -0.680 or -0.721 for one passage), which breaks the call cache's soundness and makes a
+        # batch of questions answer differently from the same questions one at a time.
+        params.cache_prompt = False
         # llama.cpp also keeps whole past prompts in RAM (8 GiB by default). Exact repeats are
         # already answered by Winnow's call cache, so this would only cost memory and make timings
         # depend on history.
@@ -48,12 +64,22 @@ class LlamaCppBackend:
         self._path = path
         self._name = model_name or path.stem
         self._sha256 = model_sha256
-        self._n_ctx = n_ctx
         try:
             self._server = xllamacpp.Server(params)
         except Exception as exc:  # xllamacpp raises plain RuntimeError/ValueError on a bad file
             raise ModelError(f"llama.cpp could not load {path}: {exc}",
                              "is it a valid GGUF file? `winnow models` verifies the registry models") from exc
+        # xllamacpp serves llama.cpp's HTTP routes on loopback; its tokenizer and chat template are
+        # reached there (the Python object offers chat completions but no /tokenize).
+        address = self._server.listening_address
+        self._http = httpx.Client(timeout=600.0)
+        source = f"llama.cpp ({self._name})"
+        reported = llama_server_context(self._http, address)
+        self.tokens: TokenCounter = ModelTokens(LlamaServerTokenIds(self._http, address, source),
+                                                "exact: llama.cpp's tokenizer")
+        #: The context per sequence llama.cpp really allocated (it reports it in /props).
+        self.context_size = (reported and reported[0]) or requested
+        self.context_size_source = f"llama.cpp in-process, started with context_size={requested}"
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -66,7 +92,7 @@ class LlamaCppBackend:
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
-        response = self._server.handle_chat_completions(body)
+        response = self._server.handle_chat_completions({**body, "cache_prompt": False})
         return response, time.perf_counter() - started
 
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
@@ -75,7 +101,7 @@ class LlamaCppBackend:
         for messages in prompts:
             response, seconds = self._call(generation_request(messages, max_tokens=max_tokens,
                                                               temperature=temperature, stop=stop))
-            results.append(read_generation(response, seconds, f"llama.cpp ({self._name})"))
+            results.append(read_generation(response, seconds, f"llama.cpp ({self._name})", max_tokens=max_tokens))
         return results
 
     def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
@@ -86,4 +112,5 @@ class LlamaCppBackend:
         return results
 
     def close(self) -> None:
+        self._http.close()
         self._server = None

@@ -2,16 +2,20 @@
 
 Both backends speak it: llama.cpp's server object takes the same dict in-process that an
 OpenAI-compatible server (vLLM, llama.cpp, TGI, hosted APIs) takes over HTTP, so building requests
-and reading answers lives here once.
+and reading answers lives here once. Answers are read defensively (:mod:`.response_checks`): a
+malformed one is a :class:`~winnow.errors.BackendError` naming the server, never a crash.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from ..errors import BackendError
+from . import response_checks as checks
 from .base import ChoiceScores, Generation, Messages
 from .choices import scores_over_choices
+from .response_checks import MalformedResponse, malformed, preview
 
 
 def generation_request(messages: Messages, *, max_tokens: int, temperature: float,
@@ -30,42 +34,94 @@ def choice_request(messages: Messages, *, top_logprobs: int) -> dict[str, Any]:
             "logprobs": True, "top_logprobs": top_logprobs}
 
 
-def _checked_choice(response: dict[str, Any], source: str) -> dict[str, Any]:
-    if "error" in response:
+def continuation_fields(messages: Messages) -> dict[str, Any]:
+    """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
+
+    llama.cpp's server continues a final assistant message by itself; vLLM needs
+    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs that
+    reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
+    reads its score from the generated ``<<Score>>n`` text instead.
+    """
+    if not messages or messages[-1].get("role") != "assistant" or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off":
+        return {}
+    return {"continue_final_message": True, "add_generation_prompt": False}
+
+
+def _first_choice(response: Any, source: str) -> dict[str, Any]:
+    """``choices[0]`` of a chat-completions answer; an ``error`` object becomes its message."""
+    if isinstance(response, dict) and response.get("error") is not None:
         error = response["error"]
-        message = error.get("message", error) if isinstance(error, dict) else error
-        raise BackendError(f"{source} returned an error: {message}")
-    try:
-        return response["choices"][0]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise BackendError(f"{source} returned a response without choices: {str(response)[:300]}") from exc
+        message = error.get("message") if isinstance(error, dict) else error
+        shown = message if isinstance(message, str) else preview(error)
+        raise BackendError(f"{source} returned an error: {' '.join(shown.split())[:500]}")
+    checks.obj(response, "the response")
+    return checks.obj(checks.items(response.get("choices"), "choices")[0], "choices[0]")
 
 
 def _usage(response: dict[str, Any]) -> tuple[int, int]:
-    usage = response.get("usage") or {}
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    """(prompt tokens, completion tokens); a server that reports no usage costs 0 (the spec makes
+    ``usage`` optional), but a usage that is there must be counts."""
+    usage = response.get("usage")
+    if usage is None:
+        return 0, 0
+    checks.obj(usage, "usage")
+    return (checks.count(usage.get("prompt_tokens"), "usage.prompt_tokens", optional=True),
+            checks.count(usage.get("completion_tokens"), "usage.completion_tokens", optional=True))
 
 
-def read_generation(response: dict[str, Any], seconds: float, source: str) -> Generation:
-    choice = _checked_choice(response, source)
-    text = (choice.get("message") or {}).get("content") or ""
-    prompt_tokens, completion_tokens = _usage(response)
-    return Generation(text.strip(), prompt_tokens, completion_tokens, seconds, choice.get("finish_reason") or "")
+def read_generation(response: Any, seconds: float, source: str, sent: Any = None, *,
+                    max_tokens: int | None = None) -> Generation:
+    """The generated text, its cost and why it stopped. ``sent`` is the raw body, shown in errors.
 
-
-def read_choice_scores(response: dict[str, Any], choices: Sequence[str], seconds: float, source: str
-                       ) -> ChoiceScores:
-    choice = _checked_choice(response, source)
+    A server that names no ``finish_reason`` but spent all ``max_tokens`` was cut by the limit, and
+    the answer says "length", so a truncated answer never looks complete.
+    """
     try:
-        first = choice["logprobs"]["content"][0]
-    except (KeyError, IndexError, TypeError) as exc:
+        choice = _first_choice(response, source)
+        message = checks.obj(choice.get("message"), "choices[0].message")
+        content = checks.text(message.get("content"), "choices[0].message.content", optional=True)
+        finish_reason = checks.text(choice.get("finish_reason"), "choices[0].finish_reason", optional=True)
+        prompt_tokens, completion_tokens = _usage(response)
+    except MalformedResponse as exc:
+        raise malformed(source, exc, response if sent is None else sent) from exc
+    if not finish_reason and max_tokens is not None and completion_tokens >= max_tokens:
+        finish_reason = "length"
+    return Generation(content.strip(), prompt_tokens, completion_tokens, seconds, finish_reason)
+
+
+def _top_alternatives(choice: dict[str, Any], source: str) -> list[tuple[str, float]]:
+    """(token, log-probability) of the first output token's top alternatives (or of the token
+    itself when the server lists none)."""
+    logprobs = choice.get("logprobs")
+    content = None if logprobs is None else checks.obj(logprobs, "choices[0].logprobs").get("content")
+    if content is None or content == []:
         raise BackendError(
             f"{source} returned no log-probabilities",
             "the server must support `logprobs` and `top_logprobs` in chat completions "
-            "(vLLM, llama.cpp server and OpenAI do)") from exc
-    top = [(entry["token"], float(entry["logprob"])) for entry in first.get("top_logprobs") or []]
+            "(vLLM, llama.cpp server and OpenAI do)")
+    where = "choices[0].logprobs.content"
+    first = checks.obj(checks.items(content, where)[0], f"{where}[0]")
+    listed = first.get("top_logprobs")
+    entries = [] if listed is None else checks.items(listed, f"{where}[0].top_logprobs", nonempty=False)
+    top = []
+    for i, entry in enumerate(entries):
+        at = f"{where}[0].top_logprobs[{i}]"
+        entry = checks.obj(entry, at)
+        top.append((checks.text(entry.get("token"), f"{at}.token"), checks.logprob(entry.get("logprob"), f"{at}.logprob")))
     if not top:
-        top = [(first["token"], float(first["logprob"]))]
+        top = [(checks.text(first.get("token"), f"{where}[0].token"),
+                checks.logprob(first.get("logprob"), f"{where}[0].logprob"))]
+    return top
+
+
+def read_choice_scores(response: Any, choices: Sequence[str], seconds: float, source: str, sent: Any = None
+                       ) -> ChoiceScores:
+    """Scores over ``choices`` from the first output token's top log-probabilities."""
+    try:
+        choice = _first_choice(response, source)
+        top = _top_alternatives(choice, source)
+        prompt_tokens, _ = _usage(response)
+    except MalformedResponse as exc:
+        raise malformed(source, exc, response if sent is None else sent) from exc
     logprobs, missing = scores_over_choices(top, choices)
-    prompt_tokens, _ = _usage(response)
     return ChoiceScores(logprobs, prompt_tokens, seconds, missing, raw_top=dict(top[:10]))

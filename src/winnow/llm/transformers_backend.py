@@ -19,8 +19,12 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from ..errors import BackendError
+from ..extras import require
 from .base import ChoiceScores, Generation, Messages
 from .choices import normalise_token, scores_over_choices
+from .context_size import resolve_context_size
+from .tokens import ModelTokens, TokenCounter
 
 RAW_TOP = 10  # next-token alternatives kept in the trace
 
@@ -29,10 +33,10 @@ class TransformersBackend:
     """One causal LM in this process (CPU, or the first GPU when there is one)."""
 
     def __init__(self, model: str, *, dtype: str = "float32", threads: int | None = None,
-                 batch_size: int | None = None) -> None:
-        from ..models.loading import load_model, locate_model, require_train_extra
+                 batch_size: int | None = None, context_size: int | None = None) -> None:
+        from ..models.loading import load_model, locate_model
 
-        require_train_extra()
+        require("train", "the transformers backend (--backend transformers)")
         import torch
 
         if threads:
@@ -49,6 +53,11 @@ class TransformersBackend:
         self.batch_size = batch_size or (8 if self._device == "cuda" else 1)
         self._vocab_text: list[str] | None = None
         self._choice_ids: dict[tuple[str, ...], dict[str, list[int]]] = {}
+        trained = getattr(self._model.config, "max_position_embeddings", None)
+        self.context_size, self.context_size_source = resolve_context_size(
+            context_size, trained if isinstance(trained, int) and trained > 0 else None,
+            "the model's max_position_embeddings")
+        self.tokens: TokenCounter = ModelTokens(self, "exact: the model's transformers tokenizer")
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -67,6 +76,15 @@ class TransformersBackend:
                                                       continue_final_message=prefilled, tokenize=True,
                                                       return_dict=True)
         return list(encoded["input_ids"])
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(ids))
+
+    def prompt_length(self, messages: Messages) -> int:
+        return len(self.token_ids(messages))
 
     def _padded(self, rows: list[list[int]]) -> tuple[Any, Any]:
         width = max(len(r) for r in rows)
@@ -106,6 +124,11 @@ class TransformersBackend:
             logprobs = self._next_token_logprobs(rows)
             seconds = (time.perf_counter() - started) / len(rows)
             for row, dist in zip(rows, logprobs):
+                if not bool(self._torch.isfinite(dist).all()):
+                    # Broken weights or an overflow in float16 give NaN logits; a NaN score would
+                    # silently sort anywhere, so it is refused like a server's NaN.
+                    raise BackendError(f"transformers ({self._source.name}) computed non-finite next-token "
+                                       "log-probabilities", "check the model: a fine-tuning run that diverged leaves NaN weights")
                 spelled = [(self._tokenizer.convert_ids_to_tokens(i), float(dist[i]))
                            for ids in ids_by_choice.values() for i in ids]
                 top_values, top_ids = dist.topk(RAW_TOP)

@@ -1,15 +1,13 @@
-"""The methods by name, with their stages and defaults."""
+"""The methods by name, with their stages, settings, agent roles and defaults."""
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import fields
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import WinnowError
 from ..llm.client import LLM
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import Method, MethodSettings, check_roles, role_name
 from .mainrag import MainRAG
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
@@ -26,41 +24,31 @@ def method_class(name: str) -> type[Method]:
 
 
 def method_settings(name: str, **overrides: Any) -> MethodSettings:
-    """The method's defaults with ``overrides`` applied (``None`` values are ignored)."""
-    settings_type = method_class(name).Settings
-    known = {f.name for f in fields(settings_type)}
-    unknown = sorted(k for k, v in overrides.items() if v is not None and k not in known)
-    if unknown:
-        raise WinnowError(f"method {name!r} has no setting(s) {unknown}", f"known settings: {sorted(known)}")
-    settings = settings_type(**{k: v for k, v in overrides.items() if v is not None})
-    settings.validate(name)
-    return settings
+    """The method's defaults with ``overrides`` applied (``None`` values are ignored), coerced to
+    their types and checked; a bad value raises :class:`~winnow.settings.SettingError` naming it."""
+    return method_class(name).Settings.from_values(overrides, owner=f"method {name!r}")
 
 
-def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: dict[str, LLM] | None = None,
+def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str, LLM] | None = None,
                  **overrides: Any) -> Method:
     """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``.
 
     ``agents`` gives some roles their own model where the method has such roles, e.g.
-    ``{"judge_llm": other}`` for MAIN-RAG's judge.
+    ``{"judge": other}`` for MAIN-RAG's judge (``winnow methods`` lists every method's roles).
     """
-    agents = agents or {}
-    check_agent_roles(name, agents)
-    return method_class(name)(index, llm, method_settings(name, **overrides), **agents)
+    cls = method_class(name)
+    return cls(index, llm, method_settings(name, **overrides), agents)  # type: ignore[call-arg]
 
 
-def agent_roles(name: str) -> set[str]:
-    """The agent roles (``judge_llm``, ``final_llm``) the method can give a model of their own."""
-    return {p for p in inspect.signature(method_class(name).__init__).parameters if p.endswith("_llm")}
+def agent_roles(name: str) -> dict[str, str]:
+    """The agent roles of a method that may run on a model of their own: role -> what it does."""
+    return dict(method_class(name).roles)
 
 
 def check_agent_roles(name: str, roles: Any) -> None:
-    """Refuse agent roles the method does not have, naming the command-line option."""
-    misplaced = sorted(set(roles) - agent_roles(name))
-    if misplaced:
-        options = ", ".join("--" + role.replace("_llm", "-model") for role in misplaced)
-        raise WinnowError(f"method {name!r} has no separate {', '.join(misplaced)}",
-                          f"{options} applies to methods with such agents (mainrag)")
+    """Refuse agent roles the method does not have, naming the roles it has."""
+    check_roles(name, agent_roles(name), {role_name(role): None for role in roles})
 
 
-__all__ = ["METHODS", "Method", "MethodSettings", "agent_roles", "build_method", "check_agent_roles", "method_class", "method_settings"]
+__all__ = ["METHODS", "Method", "MethodSettings", "agent_roles", "build_method", "check_agent_roles", "method_class",
+           "method_settings", "role_name"]

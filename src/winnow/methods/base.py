@@ -1,37 +1,38 @@
-"""What a method is: a named recipe of stages with the paper's defaults, asked one question at a time."""
+"""What a method is: a named recipe of stages with the paper's defaults, run over a batch of questions.
+
+A method builds its stages once (:meth:`Method.__init__`) and runs them over a batch of
+:class:`~winnow.stages.contract.QuestionState` (:meth:`Method.run_batch`): each stage sees every
+question of the batch at once, so its LLM calls go to the backend together. :meth:`Method.ask` is
+the batch of one. Agent roles (MAIN-RAG's judge, RRR's rewriter, …) are named in ``roles``; each
+may run on a model of its own.
+"""
 
 from __future__ import annotations
 
-import time
-from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 from ..errors import WinnowError
-from ..records import Answer, CandidateList, Query, Trace
+from ..llm.client import LLM
+from ..records import Answer, CandidateList, Query
+from ..settings import Settings, at_least
+from ..stages.contract import QuestionState, Stage, run_stages
 
 
 @dataclass
-class MethodSettings:
+class MethodSettings(Settings):
     """Settings every method has; subclasses add their own. ``n`` passages are retrieved,
     ``k`` reach the reader."""
 
+    owner: ClassVar[str] = "the method"
     n: int = 20
     k: int = 5
     max_answer_tokens: int = 32
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def validate(self, method: str) -> None:
-        """Refuse settings that cannot work, naming the option."""
-        if self.n < 1 or self.k < 1:
-            raise WinnowError(f"--n and --k must be at least 1 (got n={self.n}, k={self.k})")
-        if method != "vanilla" and self.k > self.n:
-            raise WinnowError(f"--k ({self.k}) cannot exceed --n ({self.n}): the k answered from are chosen "
-                              f"among the N retrieved")
-        if self.max_answer_tokens < 1:
-            raise WinnowError(f"--max-answer-tokens must be at least 1 (got {self.max_answer_tokens})")
+    def check(self) -> None:
+        at_least(self, 1, "n", "k", "max_answer_tokens")
+        self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): the k "
+                                            "answered from are chosen among the N retrieved")
 
 
 @dataclass
@@ -40,32 +41,70 @@ class RerankingSettings(MethodSettings):
 
     fusion_alpha: float = 0.0  # blend with the first-stage score; 0 reproduces the paper
 
-    def validate(self, method: str) -> None:
-        super().validate(method)
-        if not 0.0 <= self.fusion_alpha <= 1.0:
-            raise WinnowError(f"--fusion-alpha must be between 0 and 1 (got {self.fusion_alpha})",
-                              "0 reproduces the paper, 1 keeps the retriever's order")
+    def check(self) -> None:
+        super().check()
+        self.require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha",
+                     f"setting 'fusion_alpha' must be between 0 and 1 (got {self.fusion_alpha})",
+                     "0 reproduces the paper, 1 keeps the retriever's order")
 
 
-class Method(ABC):
+def role_name(role: str) -> str:
+    """``judge``, whether written ``judge``, ``judge_llm`` or ``judge_model`` (older spellings)."""
+    for suffix in ("_llm", "_model"):
+        if role.endswith(suffix):
+            return role[: -len(suffix)]
+    return role
+
+
+class Method:
+    """A named recipe of stages. Subclasses set the class attributes and build ``self.recipe``
+    (a linear list of stages) or override :meth:`run_batch` for a recipe with a loop (RRR)."""
+
     name: ClassVar[str]
     summary: ClassVar[str]
     stages: ClassVar[tuple[str, ...]]
     #: The method's settings type: MethodSettings or a subclass adding the method's own knobs.
     Settings: ClassVar[type[MethodSettings]] = MethodSettings
+    #: Agent roles that may run on a model of their own: role -> what it does.
+    roles: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, settings: MethodSettings) -> None:
+    def __init__(self, settings: MethodSettings, llm: LLM, agents: Mapping[str, LLM] | None = None) -> None:
         self.settings = settings
+        self.llm = llm
+        self.agents = {role_name(role): agent for role, agent in (agents or {}).items()}
+        check_roles(self.name, self.roles, self.agents)
+        self.recipe: list[Stage] = []
 
-    @abstractmethod
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        """Run the stages; return the answer and the passages it was read from, best first."""
+    def llm_for(self, role: str) -> LLM:
+        """The model of ``role``: its own if one was given, else the method's model."""
+        return self.agents.get(role, self.llm)
+
+    def run_batch(self, batch: Sequence[QuestionState]) -> None:
+        """Run the recipe over ``batch``; afterwards each state holds its answer and final passages."""
+        run_stages(self.recipe, batch)
+
+    def ask_batch(self, questions: Sequence[str | Query]) -> list[Answer]:
+        """Answer many questions, each stage over all of them at once; answers in question order."""
+        batch = [QuestionState(q if isinstance(q, Query) else Query(text=q)) for q in questions]
+        if batch:
+            self.run_batch(batch)
+        return [self._answer(state) for state in batch]
 
     def ask(self, question: str | Query) -> Answer:
-        query = question if isinstance(question, Query) else Query(text=question)
-        trace = Trace()
-        started = time.perf_counter()
-        text, passages = self._run(query, trace)
-        trace.seconds = time.perf_counter() - started
-        return Answer(question=query.text, text=text, method=self.name, passages=passages, trace=trace,
-                      settings={"method": self.name, **self.settings.to_dict()})
+        [answer] = self.ask_batch([question])
+        return answer
+
+    def _answer(self, state: QuestionState) -> Answer:
+        state.trace.seconds = sum(stage.seconds for stage in state.trace.stages)
+        passages: CandidateList = state.ranked
+        return Answer(question=state.query.text, text=state.answer.text if state.answer else "", method=self.name,
+                      passages=passages, trace=state.trace, settings={"method": self.name, **self.settings.to_dict()})
+
+
+def check_roles(method: str, roles: Mapping[str, str], given: Mapping[str, Any]) -> None:
+    """Refuse agent roles the method does not have, naming the roles it has."""
+    unknown = sorted(set(given) - set(roles))
+    if unknown:
+        have = ", ".join(roles) if roles else "none"
+        raise WinnowError(f"method {method!r} has no agent role(s) {unknown}",
+                          f"its roles: {have} (`winnow methods` lists every method's roles)")

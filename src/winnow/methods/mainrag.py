@@ -18,18 +18,14 @@ inherited ``k`` setting is not used (and not checked against ``n``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Mapping
 
-from ..errors import WinnowError
 from ..llm.client import LLM
 from ..prompts import prompt
-from ..records import CandidateList, Query, Trace
-from ..stages.adaptive_bar import adaptive_bar_filter
-from ..stages.judge import NoisyDocumentJudge
-from ..stages.predictor import PerDocumentPredictor
-from ..stages.reader import Reader
-from ..stages.retrieve import Retriever, SearchIndex
+from ..settings import at_least
+from ..stages import AdaptiveJudgeBar, NoisyDocumentJudge, PerDocumentPredictor, Reader, Retriever
+from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
 
 
@@ -38,23 +34,16 @@ class MainRAGSettings(MethodSettings):
     """``n`` documents are retrieved (paper: 20); ``k`` is unused (MAIN-RAG keeps all survivors).
 
     ``judge_n`` is the bar's n in τ = mean − n·std (named apart from ``n``, the documents
-    retrieved); ``max_document_answer_tokens`` bounds each Agent-1 answer and
-    ``max_answer_tokens`` the final one.
+    retrieved; the paper tries n in {-0.5, 0, 0.5, 1}, 0 its default); ``max_document_answer_tokens``
+    bounds each Agent-1 answer and ``max_answer_tokens`` the final one.
     """
 
     judge_n: float = 0.0
     max_document_answer_tokens: int = 32
 
-    def validate(self, method: str) -> None:
-        # Not MethodSettings.validate: it refuses k > n, and k means nothing to MAIN-RAG.
-        if self.n < 1:
-            raise WinnowError(f"--n must be at least 1 (got n={self.n})")
-        if self.max_answer_tokens < 1 or self.max_document_answer_tokens < 1:
-            raise WinnowError(f"--max-answer-tokens and --max-document-answer-tokens must be at least 1 (got "
-                              f"{self.max_answer_tokens} and {self.max_document_answer_tokens})")
-        if not math.isfinite(self.judge_n):
-            raise WinnowError(f"--judge-n must be a finite number (got {self.judge_n})",
-                              "the paper uses n in {-0.5, 0, 0.5, 1}; 0 is its default")
+    def check(self) -> None:
+        # Not MethodSettings.check: it refuses k > n, and k means nothing to MAIN-RAG.
+        at_least(self, 1, "n", "max_answer_tokens", "max_document_answer_tokens")
 
 
 class MainRAG(Method):
@@ -65,21 +54,15 @@ class MainRAG(Method):
     stages = ("retrieve(N)", "predict per document (Agent-1)", "judge Yes/No log-odds (Agent-2)",
               "adaptive judge bar τ = mean − n·std", "final predict from survivors (Agent-3)")
     Settings = MainRAGSettings
+    roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings, *, judge_llm: LLM | None = None,
-                 final_llm: LLM | None = None) -> None:
-        settings.validate(self.name)
-        super().__init__(settings)
-        self.settings: MainRAGSettings = settings
+    def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        super().__init__(settings, llm, agents)
         self.retriever = Retriever(index, n=settings.n)
         self.predictor = PerDocumentPredictor(llm, max_tokens=settings.max_document_answer_tokens)
-        self.judge = NoisyDocumentJudge(judge_llm or llm)
-        self.final_predictor = Reader(final_llm or llm, max_tokens=settings.max_answer_tokens,
+        self.judge = NoisyDocumentJudge(self.llm_for("judge"))
+        self.bar = AdaptiveJudgeBar(n=settings.judge_n, scored_by=self.judge.name)
+        self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
-
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        retrieved = self.retriever.run(query, trace)
-        retrieved, answers = self.predictor.run(retrieved, trace)
-        judged = self.judge.run(retrieved, answers, trace)
-        survivors = adaptive_bar_filter(judged, trace, n=self.settings.judge_n, scored_by=self.judge.name)
-        return self.final_predictor.run(survivors, trace), survivors
+        self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]

@@ -1,18 +1,18 @@
 """RankGPT (Sun et al., 2023): retrieve N, rerank listwise with a sliding window, answer from the top k.
 
-This is RRR without the rewrite-retrieve loop (the ablation of GAR-meets-RAG §4), with RRR's
-re-ranker settings (Table 4: window 10, step 5; passages cut to 300 words as RankGPT does).
+RRR's re-ranker h on the first retrieval alone, without the rewrite-retrieve loop, with RRR's
+re-ranker settings (§4(D): window 10, step 5; passages cut to 300 words as RankGPT does).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import listwise_prompt
-from ..records import CandidateList, Query, Trace
-from ..stages import ListwiseReranker, Reader, Retriever
-from ..stages.fusion import ScoreFusion
+from ..settings import at_least
+from ..stages import KeepTop, ListwiseReranker, Reader, Retriever, ScoreFusion
 from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
@@ -23,11 +23,20 @@ class RankGPTSettings(RerankingSettings):
     window: int = 10
     step: int = 5
     max_passage_words: int = 300
-    listwise_prompt: str = "rrr"  # or "rankgpt" (stages.listwise.LISTWISE_PROMPTS)
+    listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # stages.listwise.LISTWISE_PROMPTS
 
-    def validate(self, method: str) -> None:
-        super().validate(method)
-        check_listwise_prompt(self.listwise_prompt)
+    def check(self) -> None:
+        super().check()
+        check_window(self)
+
+
+def check_window(settings: Any) -> None:
+    """A sliding window (RankGPT's and RRR's settings alike) needs 1 ≤ s ≤ w: a larger step would
+    skip passages."""
+    at_least(settings, 1, "window", "step", "max_passage_words")
+    settings.require(settings.step <= settings.window, "step",
+                     f"setting 'step' ({settings.step}) cannot exceed setting 'window' ({settings.window}): "
+                     "passages between windows would never be ranked")
 
 
 class RankGPT(Method):
@@ -36,17 +45,13 @@ class RankGPT(Method):
     stages = ("retrieve(N)", "listwise rerank (w, s)", "[fuse with first stage, α]", "keep top k", "generate")
     Settings = RankGPTSettings
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        super().__init__(settings, llm, agents)
         self.retriever = Retriever(index, n=settings.n)
         self.reranker = ListwiseReranker(llm, window=settings.window, step=settings.step,
                                          max_words=settings.max_passage_words, keep=None,
                                          template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        retrieved = self.retriever.run(query, trace)
-        reranked = self.fusion.run(self.reranker.run(retrieved, trace), trace)
-        top = reranked.truncated(self.settings.k)
-        return self.reader.run(top, trace), top
+        self.recipe = [self.retriever, self.reranker, self.fusion, KeepTop(settings.k), self.reader]

@@ -7,10 +7,10 @@ paper retrieves N=100 for its 8B model; on a CPU the default is N=20.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..llm.client import LLM
-from ..records import CandidateList, Query, Trace
-from ..stages import PointwiseTrueReranker, Reader, Retriever
-from ..stages.fusion import ScoreFusion
+from ..stages import KeepTop, PointwiseTrueReranker, Reader, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
 
@@ -21,18 +21,14 @@ class RankRAG(Method):
     stages = ("retrieve(N)", "rerank: pointwise P(True)", "[fuse with first stage, α]", "keep top k", "generate")
     Settings = RerankingSettings
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: RerankingSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, index: SearchIndex, llm: LLM, settings: RerankingSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        super().__init__(settings, llm, agents)
         self.retriever = Retriever(index, n=settings.n)
         fusing = settings.fusion_alpha > 0
         # With fusion every passage must keep its P(True) until the blend decides which k survive.
         self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k)
         # The blend keeps its whole order (the trace and `winnow eval` show it); the reader takes the top k.
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.name, reranker=self.reranker.name)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        retrieved = self.retriever.run(query, trace)
-        reranked = self.fusion.run(self.reranker.run(retrieved, trace), trace)
-        top = reranked.truncated(self.settings.k)
-        return self.reader.run(top, trace), top
+        self.recipe = [self.retriever, self.reranker, self.fusion, KeepTop(settings.k), self.reader]

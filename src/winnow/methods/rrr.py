@@ -10,27 +10,34 @@
         q_{t+1} = g(q_t; π_t)
     order S by σ(q, ·); S* = h(S)                         RankGPT listwise, window w, step s
 
-Defaults follow Table 4 (N_rw=5, N_aug=3, τ=1, w=10, s=5) except N: the paper retrieves 100, a CPU
+Defaults follow §4(D) (N_rw=5, N_aug=3, τ=1, w=10, s=5) except N: the paper retrieves 100, a CPU
 default of 20 keeps a question within minutes. Relevance grades are memoised per document within a
 question (a document retrieved again by a later rewrite is not graded twice) and, across runs, by
-the LLM call cache, which the paper (§4D) credits with cutting relevance calls by about 40%.
+the LLM call cache, which the paper (App. B) credits with cutting relevance calls by about 40%.
 The reader answers from the top k of S*.
+
+Over a batch, each round's retrieval, grading, filtering and rewriting run for all questions still
+in the loop at once; a question that reached |S| ≥ N (or whose rewrite came back empty) leaves the
+loop and waits for the rest at the final ordering.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
 
 from ..llm.client import LLM
+from ..details import PoolDetails
 from ..prompts import listwise_prompt
-from ..records import Candidate, CandidateList, Query, StageScore, Trace
-from ..stages import GradedRelevanceReranker, ListwiseReranker, Reader
-from ..stages.base import stage_record
-from ..stages.graded import RelevanceGrade
+from ..records import Candidate, CandidateList, StageScore
+from ..settings import at_least
+from ..stages import (GradedRelevanceReranker, KeepTop, ListwiseReranker, QueryRewriter, Reader, Retriever,
+                      ThresholdFilter)
+from ..stages.contract import QuestionState, recording
 from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex
-from ..stages.rewrite import QueryRewriter
 from .base import Method, MethodSettings
+from .rankgpt import check_window
 
 
 @dataclass
@@ -42,11 +49,23 @@ class RRRSettings(MethodSettings):
     step: int = 5  # RankGPT step s
     max_passage_words: int = 300  # RankGPT truncates passages to 300 words
     max_rewrite_tokens: int = 48
-    listwise_prompt: str = "rrr"  # App. A.3 as printed; or "rankgpt" (stages.listwise.LISTWISE_PROMPTS)
+    listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # App. A.3 as printed, or RankGPT's released prompt
 
-    def validate(self, method: str) -> None:
-        super().validate(method)
-        check_listwise_prompt(self.listwise_prompt)
+    def check(self) -> None:
+        super().check()
+        at_least(self, 1, "rewrites", "max_rewrite_tokens")
+        at_least(self, 0, "feedback_docs")
+        check_window(self)
+
+
+@dataclass
+class _Loop:
+    """One question's Algorithm 1 bookkeeping: S in the order found, and a record per round."""
+
+    found: dict[str, Candidate] = field(default_factory=dict)
+    found_in_round: dict[str, int] = field(default_factory=dict)
+    rounds: list[dict] = field(default_factory=list)
+    first_retrieval: CandidateList | None = None
 
 
 class RRR(Method):
@@ -56,97 +75,87 @@ class RRR(Method):
     stages = ("retrieve(q_t, N)", "relevance σ 1-5", "filter σ > τ", "rewrite (until |S| ≥ N)",
               "order by σ", "listwise rerank (w, s)", "generate(top k)")
     Settings = RRRSettings
+    roles = {"rewrite": "the rewriter g", "relevance": "the relevance model σ", "rerank": "the listwise re-ranker h"}
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings, *, rewrite_llm: LLM | None = None,
-                 relevance_llm: LLM | None = None, rerank_llm: LLM | None = None) -> None:
-        super().__init__(settings)
-        self.index = index
-        self.relevance = GradedRelevanceReranker(relevance_llm or llm, name="relevance")
-        self.rewriter = QueryRewriter(rewrite_llm or llm, max_tokens=settings.max_rewrite_tokens)
-        self.reranker = ListwiseReranker(rerank_llm or llm, window=settings.window, step=settings.step,
+    def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        super().__init__(settings, llm, agents)
+        self.settings: RRRSettings = settings
+        self.retriever = Retriever(index, n=settings.n)
+        # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
+        self.relevance = GradedRelevanceReranker(self.llm_for("relevance"), name="relevance", reorder=False)
+        self.filter = ThresholdFilter(tau=settings.tau, graded_by=self.relevance.name, name="filter")
+        self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
+                                      feedback_docs=settings.feedback_docs)
+        self.reranker = ListwiseReranker(self.llm_for("rerank"), window=settings.window, step=settings.step,
                                          max_words=settings.max_passage_words, keep=None,
                                          template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
+        self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
 
-    def _retrieve_and_filter(self, query: Query, rewrite: str, round_number: int, trace: Trace,
-                             grades: dict[str, RelevanceGrade]) -> tuple[CandidateList, list[Candidate]]:
-        """Algorithm 1 lines 4-6 for one round: R_t, its grades against q, and F_t."""
-        s = self.settings
-        with stage_record(trace, "retrieve", getattr(self.index, "name", "retrieve"),
-                          {"n": s.n, "round": round_number, "query": rewrite}) as stage:
-            retrieved = self.index.search(rewrite, k=s.n)
-            stage.output = retrieved.to_dicts()
-        # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
-        against_original = CandidateList(query, retrieved.candidates)
-        with stage_record(trace, "relevance", "graded", {"round": round_number, "prompt": self.relevance.template.name,
-                                                         "against": "original query"}, against_original) as stage:
-            unseen = CandidateList(query, [c for c in retrieved if c.passage.id not in grades])
-            for grade in self.relevance.grade(unseen, stage):
-                grades[grade.passage_id] = grade
-            stage.details["grades"] = [grades[c.passage.id].to_dict() for c in retrieved]
-            stage.details["already_graded"] = len(retrieved) - len(unseen)
-            stage.output = stage.input
-        with stage_record(trace, "filter", "threshold", {"round": round_number, "tau": s.tau,
-                                                         "rule": "keep σ > τ"}, retrieved) as stage:
-            kept, dropped = [], []
-            for c in retrieved:
-                sigma = grades[c.passage.id].argmax
-                scored = Candidate(c.passage, [*c.scores, StageScore("relevance", float(sigma), 0)])
-                if sigma > s.tau:
-                    kept.append(scored)
-                else:
-                    dropped.append({"id": c.passage.id, "title": c.passage.title, "note": f"σ = {sigma} ≤ τ = {s.tau:g}"})
-            stage.details["dropped"] = dropped
-            stage.output = CandidateList(query, kept).to_dicts()
-        return retrieved, kept
-
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        s = self.settings
-        grades: dict[str, RelevanceGrade] = {}
-        found: dict[str, Candidate] = {}  # S, in the order documents were first found
-        found_in_round: dict[str, int] = {}
-        history: list[tuple[str, list]] = []
-        rounds: list[dict] = []
-        rewrite = query.text
-        first_retrieval = CandidateList(query)
-        for round_number in range(1, s.rewrites + 1):
-            retrieved, kept = self._retrieve_and_filter(query, rewrite, round_number, trace, grades)
-            if round_number == 1:
-                first_retrieval = retrieved
-            new = [c for c in kept if c.passage.id not in found]
-            for c in new:
-                found[c.passage.id] = c
-                found_in_round[c.passage.id] = round_number
-            rounds.append({"round": round_number, "query": rewrite, "retrieved": len(retrieved),
-                           "kept": [c.passage.id for c in kept], "new": [c.passage.id for c in new],
-                           "total": len(found)})
-            if len(found) >= s.n or round_number == s.rewrites:
-                break  # line 8, or the last round: a rewrite nobody will use is not generated
-            history.append((rewrite, retrieved.passages[: s.feedback_docs]))
-            with stage_record(trace, "rewrite", "rewriter", {"round": round_number,
-                                                             "feedback_docs": s.feedback_docs}) as stage:
-                next_query = self.rewriter.rewrite(query.text, history, stage)
-            if not next_query:
-                rounds[-1]["stopped"] = "the rewriter gave no query"
+    def run_batch(self, batch: Sequence[QuestionState]) -> None:
+        loops = [_Loop() for _ in batch]
+        for round_number in range(1, self.settings.rewrites + 1):
+            active = [i for i, state in enumerate(batch) if not state.done]
+            if not active:
                 break
-            rewrite = next_query
-        with stage_record(trace, "order", "sort", {"by": "σ(q, ·) then E[σ], then order found"}) as stage:
-            ordered = sorted(found.values(), key=lambda c: (-grades[c.passage.id].argmax,
-                                                            -grades[c.passage.id].expected))
-            pool = CandidateList(query, [
-                Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
-                          note=f"found in round {found_in_round[c.passage.id]}")
-                for rank, c in enumerate(ordered, start=1)])
-            stage.details["rounds"] = rounds
-            if not pool.candidates:
-                # Nothing cleared τ in any round: rather than answer from nothing, use the first
-                # retrieval ordered by E[σ], and say so.
-                expected = [grades[c.passage.id].expected for c in first_retrieval]
-                pool = first_retrieval.ranked_by("relevance", expected)
-                for c in pool:
-                    c.note = "no document cleared τ"
-                stage.details["fallback"] = "no document cleared τ: using the first retrieval ordered by E[σ]"
-            stage.output = pool.to_dicts()
-        reranked = self.reranker.run(pool, trace) if len(pool) > 1 else pool
-        top = reranked.truncated(s.k)
-        return self.reader.run(top, trace), top
+            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active])
+        self._order_by_sigma(batch, loops)
+        self.reranker.run([state for state in batch if len(state.ranked) > 1])
+        self.keep_top.run(batch)
+        self.reader.run(batch)
+
+    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop]) -> None:
+        """Algorithm 1 lines 3-12 for every question still in the loop."""
+        s = self.settings
+        for state in batch:
+            state.round = round_number
+        self.retriever.run(batch)  # R_t = f(q_t, N)
+        retrieved = [state.ranked for state in batch]
+        self.relevance.run(batch)  # σ(q, z) for z in R_t
+        self.filter.run(batch)  # F_t = {z : σ > τ}
+        for state, loop, r_t in zip(batch, loops, retrieved):
+            loop.first_retrieval = loop.first_retrieval or r_t
+            kept = state.ranked.candidates
+            new = [c for c in kept if c.passage.id not in loop.found]
+            for c in new:  # S = S ∪ F_t
+                loop.found[c.passage.id] = c
+                loop.found_in_round[c.passage.id] = round_number
+            loop.rounds.append({"round": round_number, "query": state.search_text, "retrieved": len(r_t),
+                                "kept": [c.passage.id for c in kept], "new": [c.passage.id for c in new],
+                                "total": len(loop.found)})
+            # Line 8, or the last round: a rewrite nobody will use is not generated.
+            state.done = len(loop.found) >= s.n or round_number == s.rewrites
+            if not state.done:
+                state.feedback.append((state.search_text, r_t.passages[: s.feedback_docs]))  # π_t
+        rewriting = [(state, loop) for state, loop in zip(batch, loops) if not state.done]
+        if rewriting:
+            self.rewriter.run([state for state, _ in rewriting])  # q_{t+1} = g(q_t; π_t)
+        for state, loop in rewriting:
+            if state.done:
+                loop.rounds[-1]["stopped"] = "the rewriter gave no query"
+
+    def _order_by_sigma(self, batch: Sequence[QuestionState], loops: list[_Loop]) -> None:
+        """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives."""
+        with recording(batch, "order", "sort", {"by": "σ(q, ·) then E[σ], then order found"},
+                       with_input=False) as traces:
+            for state, loop, stage in zip(batch, loops, traces):
+                grades = state.grades
+                ordered = sorted(loop.found.values(), key=lambda c: (-grades[c.passage.id].argmax,
+                                                                     -grades[c.passage.id].expected))
+                pool = CandidateList(state.query, [
+                    Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
+                              note=f"found in round {loop.found_in_round[c.passage.id]}")
+                    for rank, c in enumerate(ordered, start=1)])
+                details: PoolDetails = stage.details  # type: ignore[assignment]
+                details.rounds = loop.rounds
+                if not pool.candidates and loop.first_retrieval is not None:
+                    # Nothing cleared τ in any round: rather than answer from nothing, use the first
+                    # retrieval ordered by E[σ], and say so.
+                    first = loop.first_retrieval
+                    pool = first.ranked_by("relevance", [grades[c.passage.id].expected for c in first])
+                    for c in pool:
+                        c.note = "no document cleared τ"
+                    details.fallback = "no document cleared τ: using the first retrieval ordered by E[σ]"
+                state.candidates = pool
+                stage.output = pool.to_dicts()

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Mapping
+
 from ..llm.client import LLM
-from ..records import CandidateList, Query, Trace
+from ..settings import at_least
 from ..stages import Reader, Retriever
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
+
+
+@dataclass
+class VanillaSettings(MethodSettings):
+    """``k`` passages are retrieved and read; ``n`` is not used."""
+
+    def check(self) -> None:
+        at_least(self, 1, "n", "k", "max_answer_tokens")
 
 
 class VanillaRAG(Method):
     name = "vanilla"
     summary = "retrieve the top k passages and answer from them with the RankRAG RAG prompt (D.2)"
     stages = ("retrieve(k)", "generate")
+    Settings = VanillaSettings
 
-    def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        super().__init__(settings, llm, agents)
         self.retriever = Retriever(index, n=settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-
-    def _run(self, query: Query, trace: Trace) -> tuple[str, CandidateList]:
-        passages = self.retriever.run(query, trace)
-        return self.reader.run(passages, trace), passages
+        self.recipe = [self.retriever, self.reader]

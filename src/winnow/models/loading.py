@@ -20,32 +20,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from ..atomic import staged_folder
 from ..errors import ModelError, WinnowError
+from ..extras import require
 from ..lock import output_lock
 from ..paths import cache_root
 
 TRAINED_MODEL_DIR = "model"
 MODEL_RECORD = "winnow-model.json"
-INSTALL_HINT = "install the training extra: pip install '.[train]' (torch, transformers, trl, peft, accelerate, gguf)"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja")
-
-
-def require_train_extra() -> None:
-    """Fail with one clear message when the ``[train]`` extra is not installed."""
-    missing = []
-    for module in ("torch", "transformers", "peft", "gguf"):
-        try:
-            import_module(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
-        raise WinnowError(f"this needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed",
-                          INSTALL_HINT)
 
 
 @dataclass(frozen=True)
@@ -158,7 +144,7 @@ def torch_dtype(name: str) -> Any:
 def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) for ``source``. An adapter is loaded on its base and, with
     ``merge_adapter``, merged into it (same outputs, no adapter overhead per token)."""
-    require_train_extra()
+    require("train", "loading a model with transformers")
     quiet_libraries()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -3,7 +3,8 @@
 Routes: ``POST /v1/ask``, ``POST /v1/rerank`` (the request and response shape of hosted rerank
 APIs), ``GET /v1/search``, ``GET /v1/traces/{id}``, ``GET /v1/models``, ``GET /v1/methods``,
 ``GET /healthz``, the inspector at ``/`` and the schema at ``/openapi.json``. With an API key, every
-``/v1`` route needs ``Authorization: Bearer <key>``. Every error is JSON
+``/v1`` route needs ``Authorization: Bearer <key>``; the others never do. Every route checks the
+``Host`` header (:mod:`winnow.service.hosts`). Every error is JSON
 ``{"error": {"type", "message", "field"}}`` with a 4xx status when the request is at fault.
 """
 
@@ -12,17 +13,23 @@ from __future__ import annotations
 import hmac
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import parse_qsl
+
+from ..extras import require
+
+require("serve", "winnow.service (the HTTP API)")
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .engine import Service
-from .limits import ApiError
-from .runner import execute, open_record, stream
+from .hosts import HostPolicy
+from .limits import ApiError, check_unicode, invalid
+from .runner import ClientGone, execute, open_record, stream
 from .schemas import (AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse)
 
 STATIC = Path(__file__).parent / "static"
@@ -35,18 +42,25 @@ def _error(status: int, kind: str, message: str, field: str | None = None,
 
 
 class Guard:
-    """ASGI middleware for ``/v1``: the bearer key (checked before the body is even read, so a
-    malformed body without a key is still a 401) and the body size limit (413)."""
+    """ASGI middleware: the ``Host`` header on every route (400 when not one the server answers
+    to), then for ``/v1`` the bearer key (checked before the body is even read, so a malformed
+    body without a key is still a 401) and the body size limit (413)."""
 
-    def __init__(self, app: Any, *, api_key: str, max_body_bytes: int) -> None:
+    def __init__(self, app: Any, *, api_key: str, max_body_bytes: int, hosts: HostPolicy | None) -> None:
         self.app = app
         self.api_key = api_key.encode()
         self.max_body_bytes = max_body_bytes
+        self.hosts = hosts
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1"):
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.hosts is not None and not self.hosts.allows(headers.get("host")):
+            response = _error(400, "invalid_host", self.hosts.refusal(headers["host"]), "Host")
+            return await response(scope, receive, send)
+        if not scope["path"].startswith("/v1"):
+            return await self.app(scope, receive, send)
         if self.api_key and not self._authorised(headers.get("authorization", "")):
             response = _error(401, "unauthorized", "missing or wrong API key: send 'Authorization: Bearer <key>'",
                               "Authorization", {"WWW-Authenticate": "Bearer"})
@@ -107,14 +121,38 @@ def _field(loc: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-def create_app(service: Service, *, api_key: str = "") -> FastAPI:
+def _unreadable_body(cause: BaseException | None) -> str:
+    """Why a body that is not a JSON decode error could not be read (the cause FastAPI wraps in a
+    bare 400 "There was an error parsing the body")."""
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"the body is not valid UTF-8: byte 0x{cause.object[cause.start]:02x} at position {cause.start:,} "
+                f"({cause.reason}); send JSON text encoded as UTF-8")
+    if isinstance(cause, RecursionError):
+        return "the body nests arrays or objects too deeply to read (about 1,000 levels at most); flatten it"
+    return f"the body could not be read as JSON: {type(cause).__name__}: {cause}"
+
+
+def _check_query_utf8(query_string: bytes) -> None:
+    """Refuse a query parameter that is not UTF-8 once percent-decoded (Starlette would quietly
+    turn the bad bytes into U+FFFD and search for that)."""
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, encoding="latin-1"):
+        try:
+            value.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise invalid(name, f"{name} is not valid UTF-8 once percent-decoded (byte 0x{exc.object[exc.start]:02x} "
+                                f"at position {exc.start}); percent-encode the UTF-8 bytes of the text") from exc
+
+
+def create_app(service: Service, *, api_key: str = "", hosts: HostPolicy | None = None) -> FastAPI:
+    """The app over ``service``. ``hosts`` says which ``Host`` headers to answer (`winnow serve`
+    passes one for its bound address); None answers any."""
     from ..version import __version__
 
     app = FastAPI(title="Winnow", version=__version__, docs_url=None, redoc_url=None,
                   description="LLM-in-the-loop retrieval-augmented generation: ask, rerank, search, and "
                               "the trace of every decision. Errors are JSON {error: {type, message, field}}.")
     app.state.service = service
-    app.add_middleware(Guard, api_key=api_key, max_body_bytes=service.limits.max_body_bytes)
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=service.limits.max_body_bytes, hosts=hosts)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -134,8 +172,14 @@ def create_app(service: Service, *, api_key: str = "") -> FastAPI:
             message += f" (and {len(errors) - 1} more problem(s))"
         return _error(422, "invalid_request", message, field)
 
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request": nobody is there to receive it
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # the body is not UTF-8, or nests too deeply
+            return _error(400, "malformed_json", _unreadable_body(exc.__cause__), "body")
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error(exc.status_code, kind, str(exc.detail), headers=getattr(exc, "headers", None))
 
@@ -158,6 +202,7 @@ def create_app(service: Service, *, api_key: str = "") -> FastAPI:
     @v1.post("/ask", response_model=AskResponse, tags=["rag"],
              summary="Answer a question: retrieve, rerank/filter, answer; with the passages' per-stage scores")
     async def ask(body: AskRequest, request: Request) -> Any:
+        check_unicode(body)
         plan = service.plan_ask(body)
         if body.stream:
             return StreamingResponse(stream(service, plan), media_type="text/event-stream",
@@ -168,14 +213,16 @@ def create_app(service: Service, *, api_key: str = "") -> FastAPI:
     @v1.post("/rerank", response_model=RerankResponse, tags=["rag"],
              summary="Rerank documents for a query (the shape of hosted rerank APIs)")
     async def rerank(body: RerankRequest, request: Request) -> Any:
+        check_unicode(body)
         plan = service.plan_rerank(body)
         return JSONResponse(await execute(service, plan, open_record(service, plan),
                                           disconnected=request.is_disconnected))
 
     @v1.get("/search", response_model=SearchResponse, tags=["rag"], summary="First-stage retrieval only")
-    async def search(q: str = Query(..., description="The query."),
+    async def search(request: Request, q: str = Query(..., description="The query."),
                      k: Optional[int] = Query(None, description="How many passages (default 10, at most "
                                                                 "the server's max N).")) -> Any:
+        _check_query_utf8(request.scope["query_string"])
         return JSONResponse(await run_in_threadpool(service.search, q, k))
 
     @v1.get("/traces/{trace_id}", tags=["service"],

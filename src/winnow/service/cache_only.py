@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from ..llm.base import ChoiceScores, Generation, Messages
 from ..llm.cache import CallCache
 from ..llm.client import LLM
+from ..llm.tokens import TokenCounter
 
 
 class CacheMiss(Exception):
@@ -22,12 +23,26 @@ class CacheMiss(Exception):
 
 
 class CacheOnlyBackend:
-    """Looks like the real backend to the cache; never computes anything."""
+    """Looks like the real backend to the cache; never computes anything. It counts tokens and
+    knows the context as the real one does, so prompts fitted to the context match its keys."""
 
     batch_size = 1
 
-    def __init__(self, identity: dict[str, Any]) -> None:
+    def __init__(self, identity: dict[str, Any], real: LLM) -> None:
         self._identity = dict(identity)
+        self._real = real
+
+    @property
+    def context_size(self) -> int:
+        return self._real.context_size
+
+    @property
+    def context_size_source(self) -> str:
+        return self._real.context_size_source
+
+    @property
+    def tokens(self) -> TokenCounter:
+        return self._real.token_counter
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -48,4 +63,4 @@ def cache_only(llm: LLM) -> LLM | None:
     ``llm`` has no cache."""
     if llm.cache is None:
         return None
-    return LLM(CacheOnlyBackend(llm.identity), CallCache(llm.cache.path))
+    return LLM(CacheOnlyBackend(llm.identity, llm), CallCache(llm.cache.path))

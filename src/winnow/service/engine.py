@@ -23,18 +23,14 @@ from typing import Any, Callable
 
 from ..llm.client import LLM
 from ..pipeline import Pipeline
+from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
-from .limits import ApiError, Limits, check_range, check_settings, check_text, invalid, within_ceilings
+from .limits import (ApiError, Limits, check_range, check_settings, check_text, invalid, request_overrides,
+                     within_ceilings)
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
 
-RERANK_METHODS = {
-    "pointwise": "RankRAG P(\"True\") per document (one forward pass each)",
-    "graded": "RRR relevance grade 1-5, expected over the next-token probabilities",
-    "listwise": "RankGPT sliding-window permutation (window, step)",
-    "embedding": "all-MiniLM-L6-v2 cosine; no LLM, never queued",
-}
 
 
 @dataclass
@@ -116,7 +112,7 @@ class Service:
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
-        overrides = {**request.options, **{k: v for k, v in (("n", request.n), ("k", request.k)) if v is not None}}
+        overrides = request_overrides(request.n, request.k, request.options)
         settings = check_settings(method, base, overrides, limits)
         key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
 
@@ -146,7 +142,7 @@ class Service:
         return build_method(method, index=self.pipeline.index, llm=models.llm, agents=agents, **settings)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
-        from ..records import Candidate, CandidateList, Passage, Query, StageScore, Trace
+        from ..records import Passage
 
         limits = self.limits
         query = check_text("query", request.query, limits.max_question_chars)
@@ -174,24 +170,11 @@ class Service:
                     [p.to_dict() for p in passages]) if self.answers.capacity else None)
 
         def compute(models: Models | None) -> dict[str, Any]:
-            from ..stages import (EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker,
-                                  PointwiseTrueReranker)
-
-            candidates = CandidateList(Query(query), [Candidate(p, [StageScore("input", float(count - i), i + 1)])
-                                                      for i, p in enumerate(passages)])
-            trace = Trace()
-            started = time.perf_counter()
-            if method == "embedding":
-                stage: Any = EmbeddingReranker(self.embedder())
-            else:
-                assert models is not None
-                stage = {"pointwise": lambda: PointwiseTrueReranker(models.llm),
-                         "graded": lambda: GradedRelevanceReranker(models.llm),
-                         "listwise": lambda: ListwiseReranker(models.llm, window=window, step=step)}[method]()
-            ranked = stage.run(candidates, trace)
-            trace.seconds = time.perf_counter() - started
-            results = [{"index": int(c.passage.id), "relevance_score": _relevance(method, c.score, rank, count),
-                        "score": c.score} for rank, c in enumerate(ranked, start=1)]
+            done = rerank(query, passages, method, llm=models.llm if models else None,
+                          embedder=self.embedder() if method == "embedding" else None, window=window, step=step)
+            trace = done.trace
+            results = [{"index": int(c.passage.id), "relevance_score": relevance_score(method, c.score, rank, count),
+                        "score": c.score} for rank, c in enumerate(done.ranked, start=1)]
             trace_dict = trace.to_dict()
             trace_dict["documents"] = {p.id: {"title": p.title, "text": p.text} for p in passages}
             return {"query": query, "method": method, "model": model_name, "results": results,
@@ -265,7 +248,7 @@ class Service:
 
     def model_list(self) -> dict[str, Any]:
         roles = {id(self.pipeline.llm): "default"}
-        roles.update({id(llm): role.replace("_llm", "") for role, llm in self.pipeline.agents.items()})
+        roles.update({id(llm): role for role, llm in self.pipeline.agents.items()})
         data = [{"id": llm.identity.get("model", ""), "object": "model", "owned_by": "winnow",
                  "role": roles.get(id(llm), "agent"), "identity": llm.identity} for llm in self.pipeline.llms]
         data.append({"id": "all-MiniLM-L6-v2", "object": "model", "owned_by": "winnow",
@@ -276,7 +259,7 @@ class Service:
         from ..methods import METHODS
 
         spec = self.pipeline.spec
-        methods = [{"name": name, "summary": cls.summary, "stages": list(cls.stages),
+        methods = [{"name": name, "summary": cls.summary, "stages": list(cls.stages), "roles": dict(cls.roles),
                     "defaults": within_ceilings(name, cls.Settings().to_dict(), self.limits)}
                    for name, cls in METHODS.items()]
         return {"default": spec.method, "default_settings": within_ceilings(spec.method, spec.settings, self.limits),
@@ -296,15 +279,6 @@ class Service:
             for llm in {id(m): m for m in [self.cached_models.llm, *self.cached_models.agents.values()]}.values():
                 llm.close()
         self.pipeline.close()
-
-
-def _relevance(method: str, score: float, rank: int, count: int) -> float:
-    """The stage's score on a 0-1 scale where the method has one (hosted rerank APIs' convention)."""
-    if method == "graded":
-        return (score - 1.0) / 4.0
-    if method == "listwise":
-        return 1.0 - (rank - 1) / count
-    return score
 
 
 __all__ = ["ApiError", "Models", "Plan", "RERANK_METHODS", "Service", "new_trace_id"]

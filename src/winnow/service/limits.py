@@ -7,9 +7,12 @@ ceiling; a request over it is refused before any work starts, with the field and
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Container
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from pydantic import BaseModel
 
 from ..errors import WinnowError
 
@@ -75,13 +78,39 @@ def check_range(field_name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-def _has_type(value: Any, expected: type) -> bool:
-    """JSON's types against a setting's default: an int is a float, a bool is not a number."""
-    if expected is bool or isinstance(value, bool):
-        return isinstance(value, bool) and expected is bool
-    if expected is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, expected)
+def _lone_surrogate(text: str) -> int | None:
+    """Where ``text`` holds half a UTF-16 surrogate pair (a JSON ``\\ud800`` escape alone), if it does:
+    such a string is not Unicode text and can be neither encoded nor hashed nor tokenised."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def check_unicode(body: Any) -> None:
+    """Refuse a request with a lone surrogate in any string or key, naming the field
+    (``documents[2].title``). Walked without recursion: a body may nest as deep as JSON allows."""
+    pending: list[tuple[str, Any]] = [("", body)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, BaseModel):
+            value = dict(value)  # the declared fields and the extra ones
+        if isinstance(value, str):
+            position = _lone_surrogate(value)
+            if position is not None:
+                raise invalid(path, f"{path} has a lone surrogate ({value[position]!r} at character {position + 1}), "
+                                    f"which is not Unicode text: send valid UTF-8 (a \\uD800-\\uDFFF escape "
+                                    f"must be one half of a pair)")
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                key = str(key)
+                if _lone_surrogate(key) is not None:
+                    raise invalid(path or "body", f"a key in {path or 'the body'} has a lone surrogate ({key!r}): "
+                                                  f"send valid UTF-8")
+                pending.append((f"{path}.{key}" if path else key, item))
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
 
 
 def _k_ceiling(method: str, n: int, limits: Limits) -> int:
@@ -101,30 +130,62 @@ def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
     return out
 
 
+_NOT_GIVEN = object()
+
+
+def request_overrides(n: Any, k: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The settings a request asks for, keyed by the field that asked: ``n``, ``k``,
+    ``options.window``. N and k may come top-level or in ``options``; given both ways, they must
+    be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is not ``1``), or
+    the request is refused naming both fields: neither silently wins."""
+    asked = {f"options.{key}": value for key, value in options.items()}
+    for name, value in (("n", n), ("k", k)):
+        if value is None:
+            continue
+        duplicate = asked.pop(f"options.{name}", _NOT_GIVEN)
+        if duplicate is not _NOT_GIVEN and (duplicate != value or isinstance(duplicate, bool)):
+            raise invalid(name, f"{name} is {value!r} but options.{name} is {reprlib.repr(duplicate)}: give "
+                                f"{name} once (top-level or in options), or the same value in both")
+        asked[name] = value
+    return asked
+
+
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits) -> dict[str, Any]:
-    """The method's settings for one request: ``base`` (the server's), then ``overrides`` (the
-    request's n, k and options), each option type-checked against the method's defaults, the
-    costly ones capped, N and k kept in range (defaults lowered to the ceilings, requested values
-    refused above them). Returns the full resolved settings."""
+    """The method's settings for one request: ``base`` (the server's), then ``overrides`` (what the
+    request asked, keyed by field as :func:`request_overrides` gives them), each coerced to the
+    setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
+    ceilings, requested values refused above them). Returns the full resolved settings."""
     from ..methods import method_class, method_settings
+    from ..settings import SettingError, coerce_value
 
     settings_type = method_class(method).Settings
-    defaults = {f.name: f.default for f in fields(settings_type)}
-    for key, value in overrides.items():
-        name = key if key in ("n", "k") else f"options.{key}"
-        if key not in defaults:
+    types = settings_type.field_types()
+    defaults = settings_type().to_dict()
+    asked: dict[str, Any] = {}
+    for name, value in overrides.items():
+        key = name.removeprefix("options.")
+        if key not in types:
             raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
-        expected = type(defaults[key])
-        if not _has_type(value, expected):
-            raise invalid(name, f"{key} must be a {expected.__name__} (got {value!r})")
+        try:
+            value = coerce_value(key, types[key], value)
+        except SettingError as exc:
+            raise invalid(name, str(exc)) from exc
         if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
-            raise invalid(name, f"{key} must be between 0 and {limits.setting_caps[key]} (got {value})")
+            raise invalid(name, f"{name} must be between 0 and {limits.setting_caps[key]} (got {value})")
+        asked[key] = value
     merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
-                                      **{k: v for k, v in base.items() if k in defaults}, **overrides},
-                             limits, asked=overrides)
-    n = check_range("n", merged["n"], 1, limits.max_n)
-    check_range("k", merged["k"], 1, _k_ceiling(method, n, limits))
+                                      **{k: v for k, v in base.items() if k in defaults}, **asked},
+                             limits, asked=asked)
+    asked_as = {name.removeprefix("options."): name for name in overrides}  # options.n or n, as the request put it
+
+    def field_of(key: str) -> str:
+        return asked_as.get(key, key if key in ("n", "k") else f"options.{key}")
+
+    n = check_range(field_of("n"), merged["n"], 1, limits.max_n)
+    check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits))
     try:
         return method_settings(method, **merged).to_dict()
+    except SettingError as exc:
+        raise invalid(field_of(exc.setting), str(exc)) from exc
     except WinnowError as exc:
         raise invalid("options", str(exc)) from exc

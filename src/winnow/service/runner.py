@@ -2,13 +2,15 @@
 
 Every request gets a trace record (status, progress, the full payload when done) that
 ``GET /v1/traces/{id}`` shows, and events (queued, started, progress) for a streaming client. A
-request that times out, or whose client goes away, cancels its job, which frees its slot.
+request that times out, or whose client goes away, cancels its job, which frees its slot: a
+normal event, logged as one line on the ``winnow.service`` logger.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -20,6 +22,7 @@ from .limits import ApiError
 from .worker import Cancelled, QueueFull
 
 Emit = Callable[[dict[str, Any]], None]
+log = logging.getLogger("winnow.service")
 
 
 class ClientGone(Exception):
@@ -66,9 +69,13 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
                 served_from = "llm"
     except ApiError as exc:
         record.update(status="timeout" if exc.status == 504 else "failed", error=exc.body()["error"])
+        if exc.status == 504:
+            log.info("%s %s timed out: %s", plan.kind, record["trace_id"], exc.message)
         raise
     except (ClientGone, asyncio.CancelledError):
         record.update(status="cancelled")
+        log.info("%s %s cancelled after %.1f s: the client disconnected", plan.kind, record["trace_id"],
+                 time.perf_counter() - started)
         raise
     except BackendError as exc:
         record.update(status="failed", error={"type": "backend_error", "message": str(exc)})
@@ -93,19 +100,26 @@ async def _on_worker(service: Service, plan: Plan, on_event: Emit,
     loop = asyncio.get_running_loop()
     deadline = loop.time() + plan.timeout
     future = asyncio.wrap_future(job.future)
+
+    def abandon(reason: str) -> None:
+        # Cancelling the asyncio twin first means the job's eventual Cancelled exception is never
+        # copied into a future nobody reads ("Future exception was never retrieved").
+        future.cancel()
+        service.worker.cancel(job, reason)
+
     try:
         while not future.done():
             remaining = deadline - loop.time()
             if remaining <= 0:
-                service.worker.cancel(job, "timed out")
+                abandon("timed out")
                 raise ApiError(504, "timeout", f"no answer within {plan.timeout:g} s; the request was cancelled "
                                                f"and its slot freed", "timeout")
             await asyncio.wait({future}, timeout=min(0.5, remaining))
             if not future.done() and disconnected is not None and await disconnected():
-                service.worker.cancel(job, "client disconnected")
+                abandon("client disconnected")
                 raise ClientGone()
     except asyncio.CancelledError:  # the client went away (a stream is cancelled by Starlette)
-        service.worker.cancel(job, "client disconnected")
+        abandon("client disconnected")
         raise
     try:
         return future.result(), job.queue_seconds

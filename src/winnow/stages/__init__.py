@@ -1,19 +1,20 @@
-"""Stages: small units with one verb over a candidate list, reusable by every method."""
+"""Stages: small units with one verb over a batch of questions in flight (see :mod:`.contract`)."""
 
-from .adaptive_bar import adaptive_bar_filter, adaptive_judge_bar
-from .base import stage_record
+from .adaptive_bar import AdaptiveJudgeBar, adaptive_bar_filter, adaptive_judge_bar
+from .contract import ListStage, QuestionState, Stage, recording, run_stages
 from .embedding import EmbeddingReranker
-from .fusion import ScoreFusion
+from .fusion import KeepTop, ScoreFusion
+from .graded import GradedRelevanceReranker, ThresholdFilter, parse_score, threshold_filter
 from .judge import NoisyDocumentJudge
-from .predictor import PerDocumentPredictor
-from .rewrite import QueryRewriter, parse_rewrite
-from .graded import GradedRelevanceReranker, parse_score, threshold_filter
 from .listwise import ListwiseReranker, parse_permutation, sliding_windows
 from .pointwise import PointwiseTrueReranker
+from .predictor import PerDocumentPredictor
 from .reader import Reader
 from .retrieve import Retriever
+from .rewrite import QueryRewriter, parse_rewrite
 
-__all__ = ["EmbeddingReranker", "GradedRelevanceReranker", "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor",
-           "PointwiseTrueReranker", "QueryRewriter", "Reader", "Retriever", "ScoreFusion", "adaptive_bar_filter",
-           "adaptive_judge_bar", "parse_permutation", "parse_rewrite", "parse_score", "sliding_windows",
-           "stage_record", "threshold_filter"]
+__all__ = ["AdaptiveJudgeBar", "EmbeddingReranker", "GradedRelevanceReranker", "KeepTop", "ListStage",
+           "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor", "PointwiseTrueReranker", "QueryRewriter",
+           "QuestionState", "Reader", "Retriever", "ScoreFusion", "Stage", "ThresholdFilter", "adaptive_bar_filter",
+           "adaptive_judge_bar", "parse_permutation", "parse_rewrite", "parse_score", "recording", "run_stages",
+           "sliding_windows", "threshold_filter"]

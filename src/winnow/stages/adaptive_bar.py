@@ -19,9 +19,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ..details import FilterDetails
 from ..records import Candidate, CandidateList, Trace
-from .base import stage_record
+from .contract import ListStage, QuestionState, recording
 
 
 def adaptive_judge_bar(scores: Sequence[float], n: float = 0.0) -> float:
@@ -44,47 +46,59 @@ def adaptive_judge_bar(scores: Sequence[float], n: float = 0.0) -> float:
     return mean - n * statistics.pstdev(values, mu=mean)
 
 
-def adaptive_bar_filter(candidates: CandidateList, trace: Trace, *, n: float = 0.0, scored_by: str = "judge",
-                        name: str = "adaptive_bar") -> CandidateList:
+@dataclass
+class AdaptiveJudgeBar(ListStage):
     """Keep the candidates whose ``scored_by`` score reaches τ = mean − n·std, best first.
 
     Scores are read from each candidate's ``scored_by`` stage score (the judge's s_i). Every
     candidate gets a note saying why it was kept or dropped, with its score and τ; dropped ones are
-    listed in the stage's ``details["dropped"]``. With n < 0, τ can exceed every score (e.g. nine
-    equal scores and one far below); then the best-scored candidate alone is kept, so the final
-    predictor still has a document, and ``details["fallback"]`` says so. An empty list passes
-    through (τ is then None).
+    listed in the stage's details. With n < 0, τ can exceed every score (e.g. nine equal scores
+    and one far below); then the best-scored candidate alone is kept, so the final predictor still
+    has a document, and the details' ``fallback`` says so. An empty list passes through (τ None).
     """
-    settings = {"n": n, "std": "population", "scored_by": scored_by,
-                "rule": "keep s ≥ τ = mean(s) − n·std(s), descending s (MAIN-RAG adaptive judge bar)"}
-    with stage_record(trace, name, "adaptive-judge-bar", settings, candidates) as stage:
-        scores = [_score(c, scored_by) for c in candidates]
+
+    n: float = 0.0
+    scored_by: str = "judge"
+    name: str = "adaptive_bar"
+
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        settings = {"n": self.n, "std": "population", "scored_by": self.scored_by,
+                    "rule": "keep s ≥ τ = mean(s) − n·std(s), descending s (MAIN-RAG adaptive judge bar)"}
+        with recording(batch, self.name, "adaptive-judge-bar", settings) as traces:
+            for state, stage in zip(batch, traces):
+                state.candidates = self._cut(state.ranked, stage.details)  # type: ignore[arg-type]
+                stage.output = state.ranked.to_dicts()
+
+    def _cut(self, candidates: CandidateList, details: FilterDetails) -> CandidateList:
+        scores = [_score(c, self.scored_by) for c in candidates]
         # Stable: equal scores keep the order they came in (the judge's, then the retriever's).
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         kept: list[Candidate] = []
         dropped: list[Candidate] = []
-        tau: float | None = None
         if scores:
-            tau = adaptive_judge_bar(scores, n)
-            stage.details.update(mean=statistics.mean(scores), std=statistics.pstdev(scores))
+            tau = details.tau = adaptive_judge_bar(scores, self.n)
+            details.mean, details.std = statistics.mean(scores), statistics.pstdev(scores)
             for i in order:
                 candidate, s = candidates.candidates[i], scores[i]
                 if s >= tau:
-                    kept.append(_noted(candidate, f"kept by {name}: s = {s:.4g} ≥ τ = {tau:.4g}"))
+                    kept.append(_noted(candidate, f"kept by {self.name}: s = {s:.4g} ≥ τ = {tau:.4g}"))
                 else:
-                    dropped.append(_noted(candidate, f"dropped by {name}: s = {s:.4g} < τ = {tau:.4g}"))
+                    dropped.append(_noted(candidate, f"dropped by {self.name}: s = {s:.4g} < τ = {tau:.4g}"))
             if not kept:
                 best, s = dropped.pop(0), scores[order[0]]
-                message = (f"every score fell below τ = {tau:.4g} (n = {n:g}); kept the best-scored "
-                           f"candidate {best.passage.id!r} (s = {s:.4g}) so the answer has a document")
-                kept.append(_noted(best, f"kept by {name} as a fallback: s = {s:.4g} < τ = {tau:.4g}, "
+                details.fallback = (f"every score fell below τ = {tau:.4g} (n = {self.n:g}); kept the best-scored "
+                                    f"candidate {best.passage.id!r} (s = {s:.4g}) so the answer has a document")
+                kept.append(_noted(best, f"kept by {self.name} as a fallback: s = {s:.4g} < τ = {tau:.4g}, "
                                          "but it is the best-scored document"))
-                stage.details["fallback"] = message
-        result = CandidateList(candidates.query, kept)
-        stage.details.update(tau=tau, kept=len(kept),
-                             dropped=[{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped])
-        stage.output = result.to_dicts()
-    return result
+        details.kept = len(kept)
+        details.dropped = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
+        return CandidateList(candidates.query, kept)
+
+
+def adaptive_bar_filter(candidates: CandidateList, trace: Trace | None = None, *, n: float = 0.0,
+                        scored_by: str = "judge", name: str = "adaptive_bar") -> CandidateList:
+    """:class:`AdaptiveJudgeBar` over one list (see there)."""
+    return AdaptiveJudgeBar(n=n, scored_by=scored_by, name=name).rank(candidates, trace)
 
 
 def _noted(candidate: Candidate, note: str) -> Candidate:

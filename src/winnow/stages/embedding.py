@@ -10,28 +10,28 @@ it reproduces the dense order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..index.analysis import indexed_text
 from ..index.embedder import Embedder
-from ..records import CandidateList, Trace
-from .base import stage_record
+from .contract import ListStage, QuestionState, recording
 
 
 @dataclass
-class EmbeddingReranker:
+class EmbeddingReranker(ListStage):
     embedder: Embedder
     keep: int | None = None  # top-k to keep after reranking; None keeps all
     name: str = "embedding"
 
-    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": f"cosine of {self.embedder.name} embeddings, query vs title + text",
                     "model": self.embedder.name, "keep": self.keep}
-        with stage_record(trace, self.name, "embedding-cosine", settings, candidates) as stage:
-            similarities: list[float] = []
-            if len(candidates):
-                # One call: the query and passages are length-sorted into batches together.
-                vectors = self.embedder.embed([candidates.query.text, *map(indexed_text, candidates.passages)])
-                similarities = (vectors[1:] @ vectors[0]).tolist()
-            reranked = candidates.ranked_by(self.name, similarities, keep=self.keep)
-            stage.output = reranked.to_dicts()
-        return reranked
+        with recording(batch, self.name, "embedding-cosine", settings) as traces:
+            for state, stage in zip(batch, traces):
+                similarities: list[float] = []
+                if len(state.ranked):
+                    # One call: the query and passages are length-sorted into batches together.
+                    vectors = self.embedder.embed([state.query.text, *map(indexed_text, state.ranked.passages)])
+                    similarities = (vectors[1:] @ vectors[0]).tolist()
+                state.candidates = state.ranked.ranked_by(self.name, similarities, keep=self.keep)
+                stage.output = state.ranked.to_dicts()

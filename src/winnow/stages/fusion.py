@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import WinnowError
-from ..records import CandidateList, Trace
-from .base import stage_record
+from .contract import ListStage, QuestionState, recording
 
 
 def min_max(values: Sequence[float]) -> list[float]:
@@ -33,7 +32,7 @@ def fuse(reranker: Sequence[float], first_stage: Sequence[float], alpha: float) 
 
 
 @dataclass
-class ScoreFusion:
+class ScoreFusion(ListStage):
     alpha: float
     first_stage: str
     reranker: str
@@ -42,20 +41,36 @@ class ScoreFusion:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
-            raise WinnowError(f"--fusion-alpha must be between 0 and 1 (got {self.alpha})",
+            raise WinnowError(f"fusion_alpha must be between 0 and 1 (got {self.alpha})",
                               "0 reproduces the paper, 1 keeps the retriever's order")
 
-    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         if self.alpha == 0.0:
-            return candidates if self.keep is None else candidates.truncated(self.keep)
+            for state in batch:
+                state.candidates = state.ranked if self.keep is None else state.ranked.truncated(self.keep)
+            return
         settings = {"alpha": self.alpha, "first_stage": self.first_stage, "reranker": self.reranker,
                     "normalisation": "min-max per query", "keep": self.keep}
-        with stage_record(trace, self.name, "score-fusion", settings, candidates) as stage:
-            reranked = [c.score_of(self.reranker) for c in candidates]
-            first = [c.score_of(self.first_stage) for c in candidates]
-            if any(v is None for v in reranked + first):
-                raise WinnowError(f"score fusion needs both a {self.first_stage!r} and a {self.reranker!r} score "
-                                  "on every candidate")
-            fused = candidates.ranked_by(self.name, fuse(reranked, first, self.alpha), keep=self.keep)
-            stage.output = fused.to_dicts()
-        return fused
+        with recording(batch, self.name, "score-fusion", settings) as traces:
+            for state, stage in zip(batch, traces):
+                reranked = [c.score_of(self.reranker) for c in state.ranked]
+                first = [c.score_of(self.first_stage) for c in state.ranked]
+                if any(v is None for v in reranked + first):
+                    raise WinnowError(f"score fusion needs both a {self.first_stage!r} and a {self.reranker!r} "
+                                      "score on every candidate")
+                state.candidates = state.ranked.ranked_by(self.name, fuse(reranked, first, self.alpha),  # type: ignore[arg-type]
+                                                          keep=self.keep)
+                stage.output = state.ranked.to_dicts()
+
+
+@dataclass
+class KeepTop:
+    """Pass on the top ``k`` of each list (the reader's k). Records nothing: the cut is the next
+    stage's input, and a reranker that cut its own list keeps its whole order in its details."""
+
+    k: int
+    name: str = "keep_top"
+
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        for state in batch:
+            state.candidates = state.ranked.truncated(self.k)

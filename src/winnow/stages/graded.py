@@ -11,7 +11,7 @@ When the log-probabilities say nothing about the digits (none of "1".."5" among 
 tokens, e.g. a server that does not continue the prefilled turn), the model is asked to generate a
 few tokens instead and the grade is parsed from the text (:func:`parse_score`).
 
-:func:`threshold_filter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, Table 4:
+:class:`ThresholdFilter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, §4(D):
 "prune the lowest score").
 """
 
@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
+from ..details import FilterDetails, GradedDetails
 from ..llm.base import ChoiceScores
 from ..llm.client import LLM
 from ..prompts import GradedPromptTemplate, graded_prompt
-from ..records import Candidate, CandidateList, StageTrace, Trace
-from .base import stage_record
+from ..records import Candidate, CandidateList, Passage, StageTrace, Trace
+from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
+from .retrieve import round_settings
 
 GRADES = ("1", "2", "3", "4", "5")
 #: The grade given to an answer no grade can be read from: such an answer is no evidence of
@@ -34,7 +37,10 @@ UNREADABLE_GRADE = 1
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 _SCORE_TAG = re.compile(r"<<\s*score\s*>>\s*" + _NUMBER, re.IGNORECASE)
-_SCORE_CLOSE = re.compile(_NUMBER + r"\s*<<\s*/\s*score\s*>>", re.IGNORECASE)
+# Linear on long digit runs: a number starts after a non-digit, and possessive quantifiers never give
+# digits back (a shorter run is followed by a digit, which cannot match what comes next, so this finds
+# what the backtracking form would, without its quadratic retries from every position of the run).
+_SCORE_CLOSE = re.compile(r"(?<![0-9])([0-9]++(?:\.[0-9]++)?+)\s*+<<\s*/\s*score\s*>>", re.IGNORECASE)
 _ANY_NUMBER = re.compile(_NUMBER)
 
 
@@ -90,6 +96,13 @@ class RelevanceGrade:
         return out
 
 
+def grade_from_dict(data: dict[str, Any]) -> RelevanceGrade:
+    """A grade as :meth:`RelevanceGrade.to_dict` wrote it into a trace."""
+    return RelevanceGrade(data["id"], float(data["expected"]), int(data["argmax"]), dict(data["distribution"]),
+                          data["source"], data.get("answer", ""), data.get("readable", True),
+                          tuple(data.get("missing", ())))
+
+
 def grade_from_choices(passage_id: str, scores: ChoiceScores) -> RelevanceGrade | None:
     """The expected and argmax grade from next-token scores; None when no grade was among the top
     tokens, since the renormalised "distribution" is then a uniform placeholder, not the model's."""
@@ -111,15 +124,17 @@ def grade_from_text(passage_id: str, text: str) -> RelevanceGrade:
 
 
 @dataclass
-class GradedRelevanceReranker:
+class GradedRelevanceReranker(ListStage):
     """Scores every candidate with RRR's relevance model σ(q, z) (App. A.2) and ranks by E[σ].
 
-    σ is asked about ``candidates.query``. RRR scores against the original query q, not the
-    rewrite q_t that retrieved the list (§3.1 (i)-(ii), Algorithm 1 line 5), so an RRR loop passes
-    ``CandidateList(original_query, retrieved.candidates)``.
+    σ is asked about each question's original query, never the text that retrieved the list: RRR
+    scores against q, not the rewrite q_t (§3.1 (i)-(ii), Algorithm 1 line 5). Grades are kept in
+    the question's ``grades``; a passage graded before (an earlier RRR round) is not asked again.
 
-    ``prefill=False`` sends A.2 without the started answer; its first token is then "<<", so every
-    grade is generated and parsed (``max_tokens`` each) instead of read from log-probabilities.
+    ``reorder=False`` records the grades and E[σ] ranks but passes the list on in its order (RRR
+    grades R_t and filters it; the union S is ordered by σ at the end). ``prefill=False`` sends
+    A.2 without the started answer; its first token is then "<<", so every grade is generated and
+    parsed (``max_tokens`` each) instead of read from log-probabilities.
     """
 
     llm: LLM
@@ -128,89 +143,120 @@ class GradedRelevanceReranker:
     template: GradedPromptTemplate = field(default_factory=lambda: graded_prompt("rrr.relevance"))
     prefill: bool = True
     max_tokens: int = 8  # "<<Score>>4<</Score>>" is 8 SmolLM2 tokens; only the fallback generates
+    reorder: bool = True
 
-    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": "expected grade over next-token 1..5 (σ, RRR App. A.2)",
                     "prompt": self.template.name, "prefill": self.template.answer_prefix if self.prefill else "",
-                    "keep": self.keep, "fallback_max_tokens": self.max_tokens}
-        with stage_record(trace, self.name, "graded", settings, candidates) as stage:
-            grades = self.grade(candidates, stage)
-            reranked = candidates.ranked_by(self.name, [g.expected for g in grades], keep=self.keep)
-            stage.details["grades"] = [g.to_dict() for g in grades]
-            generated = sum(g.source == "generated" for g in grades)
-            if generated:
-                stage.details["generated_grades"] = generated
-                stage.details["unreadable_grades"] = sum(not g.readable for g in grades)
-            stage.output = reranked.to_dicts()
-        return reranked
+                    "keep": self.keep, "fallback_max_tokens": self.max_tokens,
+                    **({} if self.reorder else {"against": "original query", "order": "kept as retrieved"})}
+        with recording(batch, self.name, "graded", lambda s: {**settings, **round_settings(s)}) as traces:
+            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages if p.id not in s.grades]
+            grades = self._grade([batch[i].query.text for i, _ in owners], [p for _, p in owners],
+                                 [traces[i] for i, _ in owners])
 
-    def grade(self, candidates: CandidateList, stage: StageTrace) -> list[RelevanceGrade]:
-        """One :class:`RelevanceGrade` per candidate, in list order; LLM calls go to ``stage``."""
-        query = candidates.query.text
-        ids = [p.id for p in candidates.passages]
-        prompts = [self.template.messages(query, p, prefill=self.prefill) for p in candidates.passages]
+            asked = [0] * len(batch)
+            for (i, passage), grade in zip(owners, grades):
+                batch[i].grades[passage.id] = grade
+                asked[i] += 1
+            for state, stage, fresh in zip(batch, traces, asked):
+                mine = [state.grades[p.id] for p in state.ranked.passages]
+                details: GradedDetails = stage.details  # type: ignore[assignment]
+                details.grades = [g.to_dict() for g in mine]
+                details.already_graded = len(mine) - fresh
+                details.generated_grades = sum(g.source == "generated" for g in mine)
+                details.unreadable_grades = sum(not g.readable for g in mine)
+                ranked = state.ranked.ranked_by(self.name, [g.expected for g in mine], keep=self.keep)
+                if not self.reorder:
+                    rank_of = {c.passage.id: c for c in ranked}
+                    ranked = CandidateList(state.query, [rank_of[c.passage.id] for c in state.ranked])
+                state.candidates = ranked
+                stage.output = ranked.to_dicts()
+
+    def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace]) -> list[RelevanceGrade]:
+        """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace."""
+        prompts = []
+        for q, p, trace in zip(queries, passages, traces):
+            [fitted] = fit_prompt(self.llm, lambda ps, q=q: self.template.messages(q, ps[0], prefill=self.prefill), [p],
+                                  output_tokens=self.max_tokens, fitted=trace.details.fitted)
+            prompts.append(self.template.messages(q, fitted, prefill=self.prefill))
         grades: list[RelevanceGrade | None] = [None] * len(prompts)
-        if self.prefill:
-            for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=stage)):
-                grades[i] = grade_from_choices(ids[i], scores)
+        if self.prefill and prompts:
+            for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=traces)):
+                grades[i] = grade_from_choices(passages[i].id, scores)
         fallback = [i for i, g in enumerate(grades) if g is None]
         if fallback:
             # Stop at the closing tag: the grade is before it, and the rest of the answer is cost.
-            generations = self.llm.generate([prompts[i] for i in fallback], stage=stage,
+            generations = self.llm.generate([prompts[i] for i in fallback], stage=[traces[i] for i in fallback],
                                             max_tokens=self.max_tokens, stop=["<</Score>>"])
             for i, generation in zip(fallback, generations):
-                grades[i] = grade_from_text(ids[i], generation.text)
+                grades[i] = grade_from_text(passages[i].id, generation.text)
         return grades  # type: ignore[return-value]  # every slot is filled above
 
 
-def _grades_in_trace(trace: Trace, graded_by: str) -> dict[str, dict[str, Any]]:
-    """The latest grade each passage got from stage ``graded_by`` in this trace."""
-    found: dict[str, dict[str, Any]] = {}
-    for stage in trace.stages:
-        if stage.name == graded_by:
-            for grade in stage.details.get("grades", []):
-                found[grade["id"]] = grade
-    return found
-
-
-def threshold_filter(candidates: CandidateList, trace: Trace, *, tau: float = 1.0, graded_by: str = "graded",
-                     use: Literal["argmax", "expected"] = "argmax", name: str = "threshold") -> CandidateList:
-    """Keep the candidates with σ(q, z) > τ (RRR Algorithm 1 line 6; τ = 1, Table 4).
+@dataclass
+class ThresholdFilter(ListStage):
+    """Keep the candidates with σ(q, z) > τ (RRR Algorithm 1 line 6; τ = 1, §4(D)).
 
     ``use="argmax"`` compares the grade a greedy model would answer, which is the paper's σ (an
-    integer; τ = 1 prunes exactly the documents graded 1). ``use="expected"`` compares E[σ], the
-    graded stage's score; with τ = 1 that prunes only documents the model is certain about.
-    Grades are read from the ``graded_by`` stage's record in ``trace`` (the latest, if it ran
-    more than once). Order and scores are kept; dropped candidates are listed, with a note
-    saying why, in the filter's trace.
+    integer; τ = 1 prunes exactly the documents graded 1), read from the question's ``grades``.
+    ``use="expected"`` compares E[σ], the ``graded_by`` stage's score; with τ = 1 that prunes only
+    documents the model is certain about. Order and scores are kept; dropped candidates are listed,
+    with a note saying why, in the filter's details.
     """
-    settings = {"tau": tau, "sigma": use, "graded_by": graded_by, "rule": "keep σ > τ (RRR Algorithm 1 line 6)"}
-    with stage_record(trace, name, "threshold", settings, candidates) as stage:
-        grades = _grades_in_trace(trace, graded_by) if use == "argmax" else {}
-        kept: list[Candidate] = []
-        dropped: list[Candidate] = []
-        for candidate in candidates:
-            sigma = _sigma(candidate, grades, graded_by, use)
-            if sigma > tau:
-                kept.append(candidate)
-            else:
-                note = f"dropped by {name}: σ ({use}) = {sigma:g} ≤ τ = {tau:g}"
-                dropped.append(Candidate(candidate.passage, list(candidate.scores), note))
-        result = CandidateList(candidates.query, kept)
-        stage.details["dropped"] = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
-        stage.details["kept"] = len(kept)
-        stage.output = result.to_dicts()
-    return result
+
+    tau: float = 1.0
+    graded_by: str = "graded"
+    use: Literal["argmax", "expected"] = "argmax"
+    name: str = "threshold"
+
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        settings = {"tau": self.tau, "sigma": self.use, "graded_by": self.graded_by,
+                    "rule": "keep σ > τ (RRR Algorithm 1 line 6)"}
+        with recording(batch, self.name, "threshold", lambda s: {**settings, **round_settings(s)}) as traces:
+            for state, stage in zip(batch, traces):
+                kept: list[Candidate] = []
+                dropped: list[Candidate] = []
+                for candidate in state.ranked:
+                    sigma = self._sigma(candidate, state)
+                    if sigma > self.tau:
+                        kept.append(candidate)
+                    else:
+                        note = f"dropped by {self.name}: σ ({self.use}) = {sigma:g} ≤ τ = {self.tau:g}"
+                        dropped.append(Candidate(candidate.passage, list(candidate.scores), note))
+                details: FilterDetails = stage.details  # type: ignore[assignment]
+                details.tau = self.tau
+                details.dropped = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
+                details.kept = len(kept)
+                state.candidates = CandidateList(state.query, kept)
+                stage.output = state.ranked.to_dicts()
+
+    def _sigma(self, candidate: Candidate, state: QuestionState) -> float:
+        if self.use == "expected":
+            score = candidate.score_of(self.graded_by)
+        else:
+            grade = state.grades.get(candidate.passage.id)
+            score = None if grade is None else float(grade.argmax)
+        if score is None:
+            raise ValueError(f"candidate {candidate.passage.id!r} has no grade from stage {self.graded_by!r}; "
+                             "run GradedRelevanceReranker on the list before the threshold filter")
+        return score
 
 
-def _sigma(candidate: Candidate, grades: dict[str, dict[str, Any]], graded_by: str,
-           use: Literal["argmax", "expected"]) -> float:
-    if use == "expected":
-        score = candidate.score_of(graded_by)
+def threshold_filter(candidates: CandidateList, state_or_trace: QuestionState | Trace | None = None, *,
+                     tau: float = 1.0, graded_by: str = "graded", use: Literal["argmax", "expected"] = "argmax",
+                     name: str = "threshold") -> CandidateList:
+    """:class:`ThresholdFilter` over one list. With ``use="argmax"`` the grades come from the
+    question state that graded it, or from the grading stage's record in the trace given."""
+    stage = ThresholdFilter(tau=tau, graded_by=graded_by, use=use, name=name)
+    if isinstance(state_or_trace, QuestionState):
+        state = state_or_trace
+        state.candidates = candidates
     else:
-        grade = grades.get(candidate.passage.id)
-        score = None if grade is None else float(grade["argmax"])
-    if score is None:
-        raise ValueError(f"candidate {candidate.passage.id!r} has no grade from stage {graded_by!r}; "
-                         "run GradedRelevanceReranker on the list before threshold_filter")
-    return score
+        # A list ranked on its own: its grades are in the trace, in the grading stage's details.
+        state = QuestionState(candidates.query, state_or_trace or Trace(), candidates)
+        for recorded in state.trace.stages:
+            if recorded.name == graded_by and isinstance(recorded.details, GradedDetails):
+                state.grades.update({g["id"]: grade_from_dict(g) for g in recorded.details.grades})
+    stage.run([state])
+    return state.ranked

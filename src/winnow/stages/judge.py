@@ -15,14 +15,14 @@ judge bar then cuts (:mod:`winnow.stages.adaptive_bar`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Sequence
 
+from ..details import JudgeDetails
 from ..llm.base import ChoiceScores
 from ..llm.client import LLM
 from ..prompts import JudgePromptTemplate, judge_prompt
-from ..records import CandidateList, Trace
-from .base import stage_record
-from .predictor import DocumentAnswers
+from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 CHOICES = ("Yes", "No")
 
@@ -41,31 +41,43 @@ def judge_score(scores: ChoiceScores) -> float:
 
 
 @dataclass
-class NoisyDocumentJudge:
-    """Scores every candidate by the judge's log-odds of "Yes" and ranks by it, highest first."""
+class NoisyDocumentJudge(ListStage):
+    """Scores every candidate by the judge's log-odds of "Yes" and ranks by it, highest first.
+
+    Each triplet's answer is Agent-1's, from the question's ``document_answers``
+    (:class:`~winnow.stages.predictor.PerDocumentPredictor` must run first).
+    """
 
     llm: LLM
     template: JudgePromptTemplate = field(default_factory=lambda: judge_prompt("mainrag.judge"))
     name: str = "judge"
 
-    def run(self, candidates: CandidateList, answers: DocumentAnswers, trace: Trace) -> CandidateList:
-        """``answers`` are Agent-1's, by passage id (:class:`~winnow.stages.predictor.PerDocumentPredictor`)."""
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"agent": "Agent-2 Judge (MAIN-RAG)", "prompt": self.template.name,
                     "scorer": 'log P("Yes") - log P("No") of the next token'}
-        with stage_record(trace, self.name, "noisy-document-judge", settings, candidates) as stage:
-            unanswered = [p.id for p in candidates.passages if p.id not in answers]
-            if unanswered:
-                raise ValueError(f"no Agent-1 answer for passage(s) {unanswered}; run PerDocumentPredictor "
-                                 "on the same list before the judge")
-            question = candidates.query.text
-            prompts = [self.template.messages(question, p, answers[p.id]) for p in candidates.passages]
-            choice_scores = self.llm.choice_scores(prompts, CHOICES, stage=stage)
-            scores = [judge_score(s) for s in choice_scores]
-            ranked = candidates.ranked_by(self.name, scores)
-            stage.details["scores"] = {p.id: s for p, s in zip(candidates.passages, scores)}
-            missing: dict[str, Any] = {p.id: list(s.missing) for p, s in zip(candidates.passages, choice_scores)
-                                       if s.missing}
-            if missing:
-                stage.details["choices_not_in_top_tokens"] = missing
-            stage.output = ranked.to_dicts()
-        return ranked
+        with recording(batch, self.name, "noisy-document-judge", settings) as traces:
+            for state in batch:
+                unanswered = [p.id for p in state.ranked.passages if p.id not in state.document_answers]
+                if unanswered:
+                    raise ValueError(f"no Agent-1 answer for passage(s) {unanswered}; run PerDocumentPredictor "
+                                     "on the same list before the judge")
+            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
+            prompts = []
+            for i, p in owners:
+                question, answer = batch[i].query.text, batch[i].document_answers[p.id]
+                [fitted] = fit_prompt(self.llm, lambda ps, q=question, a=answer: self.template.messages(q, ps[0], a),
+                                      [p], output_tokens=1, fitted=traces[i].details.fitted)
+                prompts.append(self.template.messages(question, fitted, answer))
+            choice_scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
+            start = 0
+            for state, stage in zip(batch, traces):
+                passages = state.ranked.passages
+                mine = choice_scores[start:start + len(passages)]
+                start += len(passages)
+                scores = [judge_score(s) for s in mine]
+                details: JudgeDetails = stage.details  # type: ignore[assignment]
+                details.scores = {p.id: s for p, s in zip(passages, scores)}
+                details.choices_not_in_top_tokens = {p.id: list(s.missing) for p, s in zip(passages, mine)
+                                                     if s.missing}
+                state.candidates = state.ranked.ranked_by(self.name, scores)
+                stage.output = state.ranked.to_dicts()

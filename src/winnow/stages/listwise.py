@@ -2,7 +2,7 @@
 
 The model reads a window of passages as a conversation (RRR Appendix A.3: one user turn "[i]
 passage" per passage, each acknowledged) and answers with a ranking "[2] > [1] > …". Windows slide
-from the back of the list to the front (window w, step s; RRR Table 4: w = 10, s = 5), so a relevant
+from the back of the list to the front (window w, step s; RRR §4(D): w = 10, s = 5), so a relevant
 passage near the bottom can bubble up by w - s places per window. Unlike RankGPT's own loop, the
 final partial window at the front is ranked too, so every passage is seen at least once.
 """
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-from ..errors import WinnowError
+from ..details import ListwiseDetails
+from ..settings import SettingError
 from ..llm.client import LLM
 from ..prompts import ListwisePromptTemplate, listwise_prompt
-from ..records import CandidateList, Trace
-from .base import stage_record
+from ..records import StageTrace
+from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²", which int() refuses
 
@@ -82,7 +84,7 @@ LISTWISE_PROMPTS = {"rrr": "rrr.listwise", "rankgpt": "rrr.listwise_rankgpt"}
 def check_listwise_prompt(choice: object) -> str:
     """The template name for a ``listwise_prompt`` setting; anything else is refused, naming it."""
     if choice not in LISTWISE_PROMPTS:
-        raise WinnowError(f"listwise_prompt must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
+        raise SettingError("listwise_prompt", f"setting 'listwise_prompt' must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
                           "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
     return LISTWISE_PROMPTS[choice]  # type: ignore[index]
 
@@ -97,71 +99,94 @@ def ranking_token_budget(num: int) -> int:
     return sum(3 + len(str(i)) for i in range(1, num + 1)) + 5
 
 
-def unchanged_warning(details: dict[str, Any], windows: list[dict[str, Any]]) -> None:
+def unchanged_warning(details: ListwiseDetails) -> None:
     """Count the windows the model ranked, repaired and left as they were; warn when it changed nothing.
 
     Small models often answer the listwise prompt with the format's example ("[1] > [2]") or the
     identity order; the repair then keeps the previous order and the stage costs calls for nothing.
     Saying so in the trace (and, through ``winnow eval``, in reports) keeps that from passing unseen.
     """
-    sent = [w for w in windows if "permutation" in w]
+    sent = [w for w in details.windows if "permutation" in w]
     unchanged = sum(w["permutation"] == sorted(w["permutation"]) for w in sent)
     repaired = sum(w["repaired"] for w in sent)
-    details.update(windows_sent=len(sent), windows_unchanged=unchanged, windows_repaired=repaired)
+    details.windows_sent, details.windows_unchanged, details.windows_repaired = len(sent), unchanged, repaired
     if sent and unchanged == len(sent):
-        details["warning"] = (f"the model left the order unchanged in all {len(sent)} window(s) ({repaired} of its "
-                              f"answers named too few passages and were completed in the previous order): this "
-                              f"stage changed nothing. Listwise ranking needs a model that follows the format.")
+        details.warning = (f"the model left the order unchanged in all {len(sent)} window(s) ({repaired} of its "
+                           f"answers named too few passages and were completed in the previous order): this "
+                           f"stage changed nothing. Listwise ranking needs a model that follows the format.")
 
 
 @dataclass
-class ListwiseReranker:
+class ListwiseReranker(ListStage):
     """RankGPT sliding-window listwise reranking (Sun et al., 2023) with the RRR App. A.3 prompt.
 
     One LLM call per window holding two or more passages (a single passage has no order to ask
-    about). The output score is rank-based (n for the top passage down to 1), only there to carry
-    the order through :meth:`CandidateList.ranked_by`.
+    about). A question's windows run one after another (each sees the order the previous left);
+    over a batch, the j-th windows of all questions go to the model together. The output score is
+    rank-based (n for the top passage down to 1), only there to carry the order through
+    :meth:`CandidateList.ranked_by`.
     """
 
     llm: LLM
-    window: int = 10  # w (RRR Table 4; RankGPT used 20)
-    step: int = 5  # s (RRR Table 4; RankGPT used 10)
+    window: int = 10  # w (RRR §4(D); RankGPT used 20)
+    step: int = 5  # s (RRR §4(D); RankGPT used 10)
     max_words: int = 300  # RankGPT truncates each passage to its first 300 words
     keep: int | None = None  # top-k to keep after reranking; None keeps all
     name: str = "listwise"
     template: ListwisePromptTemplate = field(default_factory=lambda: listwise_prompt("rrr.listwise"))
 
-    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"window": self.window, "step": self.step, "max_words": self.max_words, "keep": self.keep,
                     "prompt": self.template.name, "order": "back to front, final partial window included"}
-        with stage_record(trace, self.name, "listwise", settings, candidates) as stage:
-            query = candidates.query.text
-            order = list(range(len(candidates)))  # indexes into candidates, best first
-            records = []
-            for start, end in sliding_windows(len(order), self.window, self.step):
-                in_window = order[start:end]
-                ids = [candidates.candidates[i].passage.id for i in in_window]
-                record: dict[str, Any] = {"start": start, "end": end, "ids": ids}
-                if len(in_window) > 1:
-                    messages = self.template.messages(query, [candidates.candidates[i].passage for i in in_window],
-                                                      max_words=self.max_words)
-                    budget = ranking_token_budget(len(in_window))
-                    [generation] = self.llm.generate([messages], stage=stage, max_tokens=budget)
-                    permutation = parse_permutation(generation.text, len(in_window))
-                    given = len(_ids_given(generation.text, len(in_window)))
-                    order[start:end] = [in_window[j] for j in permutation]
-                    record.update(response=generation.text, permutation=permutation, ids_given=given,
-                                  repaired=given < len(in_window), max_tokens=budget)
-                else:
-                    record["skipped"] = "a single passage: nothing to rank"
-                record["ranked_ids"] = [candidates.candidates[i].passage.id for i in order[start:end]]
-                records.append(record)
-            stage.details["windows"] = records
-            unchanged_warning(stage.details, records)
-            n = len(order)
-            scores = [0.0] * n
-            for position, i in enumerate(order):
-                scores[i] = float(n - position)
-            reranked = candidates.ranked_by(self.name, scores, keep=self.keep)
-            stage.output = reranked.to_dicts()
-        return reranked
+        with recording(batch, self.name, "listwise", settings) as traces:
+            orders = [list(range(len(state.ranked))) for state in batch]  # indexes into each list, best first
+            plans = [sliding_windows(len(order), self.window, self.step) for order in orders]
+            for j in range(max((len(p) for p in plans), default=0)):
+                active = [i for i in range(len(batch)) if j < len(plans[i])]
+                self._rank_windows([(batch[i], traces[i], orders[i], plans[i][j]) for i in active])
+            for state, stage, order in zip(batch, traces, orders):
+                unchanged_warning(stage.details)  # type: ignore[arg-type]
+                n = len(order)
+                scores = [0.0] * n
+                for position, i in enumerate(order):
+                    scores[i] = float(n - position)
+                state.candidates = state.ranked.ranked_by(self.name, scores, keep=self.keep)
+                stage.output = state.ranked.to_dicts()
+
+    def _rank_windows(self, work: list[tuple[QuestionState, StageTrace, list[int], tuple[int, int]]]) -> None:
+        """One window of each question: the calls together, each order updated in place."""
+        records = []
+        for state, _, order, (start, end) in work:
+            records.append({"start": start, "end": end, "ids": [state.ranked.candidates[i].passage.id
+                                                                 for i in order[start:end]]})
+        asked = [k for k, (_, _, order, (start, end)) in enumerate(work) if end - start > 1]
+        prompts, budgets = [], []
+        for k in asked:
+            state, _, order, (start, end) = work[k]
+            budget = ranking_token_budget(end - start)
+            render = lambda ps, q=state.query.text: self.template.messages(q, ps, max_words=self.max_words)  # noqa: E731
+            window = fit_prompt(self.llm, render, [state.ranked.candidates[i].passage for i in order[start:end]],
+                                output_tokens=budget, fitted=work[k][1].details.fitted)
+            prompts.append(render(window))
+            budgets.append(budget)
+        # Windows of different sizes get different output budgets: one call per budget.
+        generations: dict[int, Any] = {}
+        for budget in sorted(set(budgets)):
+            group = [k for k, b in zip(asked, budgets) if b == budget]
+            answers = self.llm.generate([prompts[asked.index(k)] for k in group], max_tokens=budget,
+                                        stage=[work[k][1] for k in group])
+            generations.update(zip(group, answers))
+        for k, (state, stage, order, (start, end)) in enumerate(work):
+            record = records[k]
+            in_window = order[start:end]
+            if k in generations:
+                text = generations[k].text
+                permutation = parse_permutation(text, len(in_window))
+                given = len(_ids_given(text, len(in_window)))
+                order[start:end] = [in_window[p] for p in permutation]
+                record.update(response=text, permutation=permutation, ids_given=given,
+                              repaired=given < len(in_window), max_tokens=ranking_token_budget(len(in_window)))
+            else:
+                record["skipped"] = "a single passage: nothing to rank"
+            record["ranked_ids"] = [state.ranked.candidates[i].passage.id for i in order[start:end]]
+            stage.details.windows.append(record)  # type: ignore[attr-defined]

@@ -2,44 +2,51 @@
 
 Each (question, passage) pair is put to the model with the context-ranking prompt (Appendix D.1);
 the score is the probability of "True" as the next token, renormalised over {True, False}. Scoring
-emits a single token, which is why reranking costs far less than generating (§5.5, Fig. 5).
+emits a single token, which is why reranking costs far less than generating (§5.5, Fig. 5). Over a
+batch, every (question, passage) pair of every question goes to the model in one request.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from ..details import RankingDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
-from ..records import CandidateList, Trace
-from .base import stage_record
+from .contract import ListStage, QuestionState, recording
+from .fitting import fit_prompt
 
 CHOICES = ("True", "False")
 
 
 @dataclass
-class PointwiseTrueReranker:
+class PointwiseTrueReranker(ListStage):
     llm: LLM
     keep: int | None = None  # top-k to keep after reranking; None keeps all
     template: PromptTemplate = field(default_factory=lambda: prompt("rankrag.context_ranking"))
     name: str = "rerank"
 
-    def run(self, candidates: CandidateList, trace: Trace) -> CandidateList:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": 'P("True") renormalised over True/False', "prompt": self.template.name,
                     "keep": self.keep}
-        with stage_record(trace, self.name, "pointwise-true", settings, candidates) as stage:
-            question = candidates.query.text
-            prompts = [self.template.messages(question, [p]) for p in candidates.passages]
-            scores = self.llm.choice_scores(prompts, CHOICES, stage=stage)
-            p_true = [s.probability("True") for s in scores]
-            reranked = candidates.ranked_by(self.name, p_true)
-            if self.keep is not None and len(reranked) > self.keep:
-                # The whole reranked order is kept in the trace: answer Recall@k after reranking
-                # (Table 6) needs ranks beyond the k passed on.
-                stage.details["ranked_ids"] = [p.id for p in reranked.passages]
-                reranked = reranked.truncated(self.keep)
-            missing = sorted({m for s in scores for m in s.missing})
-            if missing:
-                stage.details["choices_not_in_top_tokens"] = missing
-            stage.output = reranked.to_dicts()
-        return reranked
+        with recording(batch, self.name, "pointwise-true", settings) as traces:
+            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
+            prompts = [self.template.messages(batch[i].query.text, fit_prompt(
+                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p], output_tokens=1,
+                fitted=traces[i].details.fitted)) for i, p in owners]
+            scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
+            start = 0
+            for state, stage in zip(batch, traces):
+                mine = scores[start:start + len(state.ranked)]
+                start += len(state.ranked)
+                details: RankingDetails = stage.details  # type: ignore[assignment]
+                reranked = state.ranked.ranked_by(self.name, [s.probability("True") for s in mine])
+                if self.keep is not None and len(reranked) > self.keep:
+                    # The whole order stays in the trace: answer Recall@k after reranking (Table 6)
+                    # needs ranks beyond the k passed on.
+                    details.ranked_ids = [p.id for p in reranked.passages]
+                    reranked = reranked.truncated(self.keep)
+                details.choices_not_in_top_tokens = sorted({m for s in mine for m in s.missing})
+                state.candidates = reranked
+                stage.output = reranked.to_dicts()

@@ -8,11 +8,13 @@ C's ("You are an accurate and reliable AI assistant …"), the same one Agent-3 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from ..details import PredictorDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
-from ..records import CandidateList, Trace
-from .base import stage_record
+from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 #: Agent-1's answers by passage id: the "answer" of each (document, query, answer) triplet.
 DocumentAnswers = dict[str, str]
@@ -20,11 +22,10 @@ DocumentAnswers = dict[str, str]
 
 @dataclass
 class PerDocumentPredictor:
-    """Answers the question once per candidate, from that candidate's passage alone.
+    """Answers each question once per candidate, from that candidate's passage alone.
 
-    ``run`` returns the candidates unchanged (same order, no new score: the predictor judges
-    nothing) together with the answers by passage id; the answers are also in the stage's
-    ``details["answers"]``.
+    The candidates pass on unchanged (same order, no new score: the predictor judges nothing);
+    the answers go to each question's ``document_answers`` and the stage's details.
     """
 
     llm: LLM
@@ -32,19 +33,24 @@ class PerDocumentPredictor:
     template: PromptTemplate = field(default_factory=lambda: prompt("mainrag.predictor"))
     name: str = "predict"
 
-    def run(self, candidates: CandidateList, trace: Trace) -> tuple[CandidateList, DocumentAnswers]:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"agent": "Agent-1 Predictor (MAIN-RAG)", "prompt": self.template.name,
                     "max_tokens": self.max_tokens, "temperature": 0.0}
-        with stage_record(trace, self.name, "per-document-predictor", settings, candidates) as stage:
-            ids = [p.id for p in candidates.passages]
-            duplicated = sorted({i for i in ids if ids.count(i) > 1})
-            if duplicated:
-                # Answers are keyed by passage id; two passages under one id would share one answer.
-                raise ValueError(f"passage ids must be unique in a candidate list; repeated: {duplicated}")
-            question = candidates.query.text
-            prompts = [self.template.messages(question, [p]) for p in candidates.passages]
-            generations = self.llm.generate(prompts, stage=stage, max_tokens=self.max_tokens)
-            answers = {pid: generation.text for pid, generation in zip(ids, generations)}
-            stage.details["answers"] = dict(answers)
-            stage.output = candidates.to_dicts()
-        return candidates, answers
+        with recording(batch, self.name, "per-document-predictor", settings) as traces:
+            for state in batch:
+                ids = [p.id for p in state.ranked.passages]
+                duplicated = sorted({i for i in ids if ids.count(i) > 1})
+                if duplicated:
+                    # Answers are keyed by passage id; two passages under one id would share one answer.
+                    raise ValueError(f"passage ids must be unique in a candidate list; repeated: {duplicated}")
+            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
+            prompts = [self.template.messages(batch[i].query.text, fit_prompt(
+                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p],
+                output_tokens=self.max_tokens, fitted=traces[i].details.fitted)) for i, p in owners]
+            generations = self.llm.generate(prompts, stage=[traces[i] for i, _ in owners], max_tokens=self.max_tokens)
+            for (i, passage), generation in zip(owners, generations):
+                batch[i].document_answers[passage.id] = generation.text
+            for state, stage in zip(batch, traces):
+                details: PredictorDetails = stage.details  # type: ignore[assignment]
+                details.answers = {p.id: state.document_answers[p.id] for p in state.ranked.passages}
+                stage.output = state.ranked.to_dicts()

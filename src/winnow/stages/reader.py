@@ -1,13 +1,15 @@
-"""The reader: answers the question from the final passages (RankRAG Appendix D.2 by default)."""
+"""The reader: answers each question from its final passages (RankRAG Appendix D.2 by default)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from ..details import ReaderDetails
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
-from ..records import CandidateList, Trace
-from .base import stage_record
+from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 
 @dataclass
@@ -17,11 +19,20 @@ class Reader:
     template: PromptTemplate = field(default_factory=lambda: prompt("rankrag.rag"))
     name: str = "generate"
 
-    def run(self, candidates: CandidateList, trace: Trace) -> str:
+    def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"prompt": self.template.name, "max_tokens": self.max_tokens, "temperature": 0.0}
-        with stage_record(trace, self.name, "reader", settings, candidates) as stage:
-            messages = self.template.messages(candidates.query.text, candidates.passages)
-            [generation] = self.llm.generate([messages], stage=stage, max_tokens=self.max_tokens)
-            stage.details["answer"] = generation.text
-            stage.output = candidates.to_dicts()
-        return generation.text
+        with recording(batch, self.name, "reader", settings) as traces:
+            prompts = [self.template.messages(s.query.text, fit_prompt(
+                self.llm, lambda ps, q=s.query.text: self.template.messages(q, ps), s.ranked.passages,
+                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces)]
+            generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens)
+            for state, stage, generation in zip(batch, traces, generations):
+                state.answer = generation
+                details: ReaderDetails = stage.details  # type: ignore[assignment]
+                details.answer = generation.text
+                details.finish_reason = generation.finish_reason
+                details.cut_by_token_limit = generation.finish_reason == "length"
+                if details.cut_by_token_limit:
+                    details.warning = (f"the answer was cut at max_answer_tokens={self.max_tokens}: "
+                                       "raise it for a complete answer")
+                stage.output = state.ranked.to_dicts()

@@ -1,12 +1,12 @@
-"""First-stage retrieval: the top-N passages for a query from an index."""
+"""First-stage retrieval: the top-N passages for each question of a batch from an index."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Sequence
 
-from ..records import CandidateList, Query, Trace
-from .base import stage_record
+from ..records import CandidateList, Query
+from .contract import ListStage, QuestionState, recording
 
 
 class SearchIndex(Protocol):
@@ -15,19 +15,32 @@ class SearchIndex(Protocol):
     def search(self, query: str | Query, k: int = 10) -> CandidateList: ...
 
 
+def round_settings(state: QuestionState) -> dict[str, object]:
+    """A loop's round and the text searched in it (RRR's q_t), for stages inside a loop."""
+    return {"round": state.round, "query": state.search_text} if state.round else {}
+
+
 @dataclass
-class Retriever:
-    """Retrieves the top ``n`` passages (RankRAG §4.3's R, MAIN-RAG's N=20, RRR's BM25)."""
+class Retriever(ListStage):
+    """Retrieves the top ``n`` passages (RankRAG §4.3's R, MAIN-RAG's N=20, RRR's BM25 on q_t).
+
+    It searches each question's ``search_text`` (the question, or RRR's rewrite q_t); the list it
+    leaves belongs to the original question, so later stages judge passages against that.
+    """
 
     index: SearchIndex
     n: int
-    name: str = ""  # the retriever kind, e.g. "bm25"; its scores are recorded under this name
+    name: str = "retrieve"
 
-    def __post_init__(self) -> None:
-        self.name = self.name or getattr(self.index, "name", "retrieve")
+    @property
+    def kind(self) -> str:
+        return getattr(self.index, "name", "retrieve")  # bm25, dense or hybrid: scores are recorded under it
 
-    def run(self, query: Query, trace: Trace) -> CandidateList:
-        with stage_record(trace, "retrieve", self.name, {"n": self.n}) as stage:
-            candidates = self.index.search(query, k=self.n)
-            stage.output = candidates.to_dicts()
-        return candidates
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        with recording(batch, self.name, self.kind, lambda s: {"n": self.n, **round_settings(s)},
+                       with_input=False) as traces:
+            for state, stage in zip(batch, traces):
+                searched = state.query if state.search_text == state.query.text else state.search_text
+                state.candidates = CandidateList(state.query, self.index.search(searched, k=self.n).candidates)
+                stage.details.query = state.search_text  # type: ignore[attr-defined]
+                stage.output = state.ranked.to_dicts()

@@ -15,7 +15,10 @@ from typing import Sequence
 
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
+from ..llm.base import Messages
 from ..records import Passage, StageTrace
+from .contract import QuestionState, recording
+from .fitting import fit_prompt
 
 _TAGGED = re.compile(r"<<\s*rewrite\s*>>(.*?)(?:<<\s*/\s*rewrite\s*>>|$)", re.IGNORECASE | re.DOTALL)
 _ANY_TAG = re.compile(r"<<\s*/?\s*rewrite\s*>>", re.IGNORECASE)
@@ -40,16 +43,45 @@ def parse_rewrite(text: str) -> str:
 
 @dataclass
 class QueryRewriter:
+    """RRR's g: for each question still in the loop, the next query q_{t+1} = g(q_t; π_t).
+
+    Each question's ``feedback`` (π_t: the queries tried and their top documents) must hold the
+    current round's entry. The rewrite becomes the question's ``search_text``; a question whose
+    rewrite came back empty is marked ``done`` (the loop cannot go on for it).
+    """
+
     llm: LLM
     max_tokens: int = 48  # a search query, not an essay; generation is the slow part on a CPU
     max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
     template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
+    feedback_docs: int = 3
+    name: str = "rewrite"
 
-    def rewrite(self, query: str, history: Sequence[tuple[str, Sequence[Passage]]], stage: StageTrace) -> str:
-        """The next query q_{t+1} = g(q_t; π_t), or "" when the model gave none."""
-        messages = self.template.messages(query, history, max_words=self.max_words)
-        [generation] = self.llm.generate([messages], stage=stage, max_tokens=self.max_tokens,
-                                         stop=["<</Rewrite>>"])
-        text = parse_rewrite(generation.text)
-        stage.details.setdefault("rewrites", []).append({"answer": generation.text, "rewrite": text})
-        return text
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs}  # noqa: E731
+        with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
+            prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces)]
+            generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,
+                                            stop=["<</Rewrite>>"])
+            for state, stage, generation in zip(batch, traces, generations):
+                text = parse_rewrite(generation.text)
+                stage.details.rewrites.append({"answer": generation.text, "rewrite": text})  # type: ignore[attr-defined]
+                if text:
+                    state.search_text = text
+                else:
+                    state.done = True
+
+    def _prompt(self, state: QuestionState, stage: StageTrace) -> Messages:
+        """A.1 with every round's feedback documents, cut together to fit the rewriter's context."""
+        shapes = [(query, len(documents)) for query, documents in state.feedback]
+
+        def render(passages: Sequence[Passage]) -> Messages:
+            history, start = [], 0
+            for query, count in shapes:
+                history.append((query, passages[start:start + count]))
+                start += count
+            return self.template.messages(state.query.text, history, max_words=self.max_words)
+
+        documents = [d for _, docs in state.feedback for d in docs]
+        return render(fit_prompt(self.llm, render, documents, output_tokens=self.max_tokens,
+                                 fitted=stage.details.fitted))

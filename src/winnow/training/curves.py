@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import staged_file, write_lines
+from ..extras import import_extra
 
 COLUMNS = ("step", "epoch", "loss", "learning_rate", "grad_norm", "seconds")
 
@@ -48,8 +49,7 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
 
 def plot_curve(rows: Sequence[dict[str, Any]], path: Path, *, title: str) -> None:
     """Loss per step with its moving average, and the learning rate on a second axis."""
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "train", "the training curve plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -29,8 +29,8 @@ from typing import Any
 from ..atomic import staged_folder, write_json
 from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
-from ..models.loading import (INSTALL_HINT, MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model,
-                              quiet_libraries, require_train_extra)
+from ..extras import require
+from ..models.loading import MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries
 from ..version import __version__
 from .blend import TRAIN_FILE
 from .curves import write_curve
@@ -203,11 +203,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHook | None = None,
               on_status: Callable[[str], None] | None = None) -> SFTReport:
     """Fine-tune ``settings.base`` on the blend ``settings.data`` into ``settings.out``."""
-    require_train_extra()
-    try:
-        import trl  # noqa: F401  (only training needs TRL)
-    except ImportError as exc:
-        raise WinnowError("training needs trl, which is not installed", INSTALL_HINT) from exc
+    require("train", "winnow train sft")
     started = time.perf_counter()
     status = on_status or (lambda message: None)
     out, data = Path(settings.out).expanduser(), Path(settings.data).expanduser()

@@ -431,9 +431,10 @@ function renderDetails(result, trace) {
   const docs = trace.documents || {};
   const context = {
     titleOf: (id) => (docs[id] || {}).title || id,
-    judge: trace.stages.find((s) => s.details && s.details.scores),
-    bar: trace.stages.find((s) => s.details && s.details.tau != null),
-    rounds: (trace.stages.find((s) => s.details && s.details.rounds) || { details: {} }).details.rounds || [],
+    // Stages are found by kind; their details follow the trace schema (winnow/details.py).
+    judge: trace.stages.find((s) => s.kind === "noisy-document-judge"),
+    bar: trace.stages.find((s) => s.kind === "adaptive-judge-bar" && s.details.tau != null),
+    rounds: (trace.stages.find((s) => s.kind === "sort") || { details: {} }).details.rounds || [],
   };
   const heading = (stage, i, tag) => h(tag, {}, h("span", { class: "step" }, String(i + 1)), stage.name,
     h("span", { class: "muted small" },
@@ -462,17 +463,22 @@ function stageBody(stage, ctx, showSettings) {
     h("span", {}, h("span", { class: "muted" }, `${k} `), typeof v === "object" ? JSON.stringify(v) : String(v)))));
   const ranker = ["bm25", "dense", "hybrid", "pointwise-true", "embedding-cosine", "fusion"].includes(stage.kind);
   if (ranker || (stage.name === "retrieve" && !d.grades)) parts.push(rankedList(stageRanking(stage), ctx.titleOf));
-  if (d.answers) parts.push(perDocumentAnswers(d.answers, ctx));
-  if (d.tau != null) parts.push(histogram(ctx.judge ? ctx.judge.details.scores : {}, d, ctx.titleOf));
-  if (d.grades) parts.push(gradeTable(d.grades, ctx.titleOf));
-  if (d.rounds) parts.push(roundsTable(d.rounds, ctx.titleOf));
-  if (d.windows) parts.push(windowsList(d.windows, ctx.titleOf));
-  if (d.dropped && d.tau == null) parts.push(d.dropped.length ? h("div", { class: "dropped small" },
+  if (stage.kind === "per-document-predictor") parts.push(perDocumentAnswers(d.answers, ctx));
+  if (stage.kind === "adaptive-judge-bar" && d.tau != null) {
+    parts.push(histogram(ctx.judge ? ctx.judge.details.scores : {}, d, ctx.titleOf));
+  }
+  if (stage.kind === "graded") parts.push(gradeTable(d.grades, ctx.titleOf));
+  if (stage.kind === "sort") parts.push(roundsTable(d.rounds, ctx.titleOf));
+  if (stage.kind === "listwise") parts.push(windowsList(d.windows, ctx.titleOf));
+  if (d.fitted && d.fitted.length) {
+    parts.push(h("div", { class: "muted small" }, `${d.fitted.length} passage(s) shortened to fit the model's context`));
+  }
+  if (stage.kind === "threshold") parts.push(d.dropped.length ? h("div", { class: "dropped small" },
     d.dropped.map((x) => h("div", {}, h("strong", {}, ctx.titleOf(x.id)), ` ${x.note || ""}`)))
     : h("div", { class: "muted small" }, "nothing dropped"));
   if (d.fallback) parts.push(h("div", { class: "warn small" }, d.fallback));
   if (d.warning) parts.push(h("div", { class: "warn small" }, d.warning));
-  if (d.answer != null) parts.push(h("div", { class: "quote" }, d.answer));
+  if (stage.kind === "reader") parts.push(h("div", { class: "quote" }, d.answer));
   if (stage.kind === "rewriter") {
     const next = ctx.rounds.find((r) => r.round === stage.settings.round + 1);
     parts.push(h("div", { class: "quote" }, h("span", { class: "muted small" }, "next query: "),

@@ -1,0 +1,46 @@
+"""Judged documents the index does not hold: a judgement no retriever can ever satisfy.
+
+A qrels file made for another corpus, another chunking of it (text-folder ids are ``path#n``) or
+another version of it names documents the index lacks. Scoring does not fail on them: the questions
+just score 0 for those documents, which reads as a bad method. So the run counts them and says so,
+as the corpus loader counts the records it skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+SHOWN_IDS = 3  # how many unknown ids a summary names before "and N more"
+
+
+def unknown_documents(qrels: Mapping[str, Mapping[str, int]], indexed_ids: Collection[str],
+                      question_ids: Iterable[str]) -> dict[str, Any]:
+    """How many distinct documents ``qrels`` judges and how many of them are not in ``indexed_ids``
+    (with the first few, in file order); of the judgements of ``question_ids`` (the run's questions),
+    how many relevant ones (grade ≥ 1) name such a document."""
+    unknown: dict[str, None] = {}
+    judged: set[str] = set()
+    for documents in qrels.values():
+        for doc_id in documents:
+            judged.add(doc_id)
+            if doc_id not in indexed_ids:
+                unknown[doc_id] = None
+    relevant_unknown = sum(1 for qid in dict.fromkeys(question_ids)
+                           for doc_id, grade in qrels.get(qid, {}).items() if grade >= 1 and doc_id in unknown)
+    return {"judged_documents": len(judged), "unknown_documents": len(unknown),
+            "unknown_examples": list(unknown)[:SHOWN_IDS], "relevant_judgements_unknown": relevant_unknown}
+
+
+def unknown_documents_note(coverage: Mapping[str, Any]) -> str:
+    """One line for the user, or "" when every judged document is in the index."""
+    count = coverage["unknown_documents"]
+    if not count:
+        return ""
+    examples = ", ".join(repr(doc_id) for doc_id in coverage["unknown_examples"])
+    more = f", and {count - len(coverage['unknown_examples'])} more" if count > len(coverage["unknown_examples"]) else ""
+    relevant = coverage["relevant_judgements_unknown"]
+    return (f"{count} of the {coverage['judged_documents']} documents judged in the qrels are not in the index "
+            f"({examples}{more}); this run's questions have {relevant} relevant "
+            f"{'judgement' if relevant == 1 else 'judgements'} on them, which no ranking can find "
+            "(check that --qrels and --index come from the same corpus)")

@@ -1,0 +1,58 @@
+"""The optional parts of Winnow (pip extras), and the one error a missing part raises.
+
+``pip install winnow`` is the core: BM25 indexes and search, every method and reranker against an
+OpenAI-compatible server, the command line and the Python API. Everything heavier is an extra, listed
+in ``pyproject.toml`` and here by the modules it provides. Code that needs an extra imports it
+through :func:`import_extra` (where it is used) or checks it with :func:`require` (at the command or
+constructor that needs it, before any work), so a missing package becomes one line naming the extra
+and the command that installs it, never a bare ``ModuleNotFoundError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+from .errors import WinnowError
+
+#: Extra → the top-level modules its packages provide (pyproject.toml pins the packages).
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "llamacpp": ("xllamacpp",),
+    "serve": ("fastapi", "uvicorn"),
+    "eval": ("ir_measures", "pytrec_eval", "matplotlib"),
+    "dense": ("onnxruntime", "tokenizers"),
+    "data": ("ir_datasets",),
+    "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
+}
+
+
+class MissingExtra(WinnowError):
+    """A feature whose extra is not installed (or is installed but cannot be imported)."""
+
+    def __init__(self, feature: str, extra: str, reason: str, alternative: str = "") -> None:
+        command = f"pip install 'winnow[{extra}]'"
+        super().__init__(f"{feature} needs the '{extra}' extra: {command}" + (f", or {alternative}" if alternative
+                                                                               else ""), reason)
+        self.extra = extra
+
+
+def require(extra: str, feature: str, *, alternative: str = "") -> None:
+    """Fail fast, before any work, when a module of ``extra`` is missing. ``feature`` names what
+    needs it as the user asked for it (``"winnow serve"``); ``alternative`` is another way to go."""
+    missing = [module for module in EXTRAS[extra] if importlib.util.find_spec(module) is None]
+    if missing:
+        raise MissingExtra(feature, extra, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                                           f"installed", alternative)
+
+
+def import_extra(module: str, extra: str, feature: str, *, alternative: str = "") -> ModuleType:
+    """``import module`` (a module of ``extra``), or a :class:`MissingExtra` naming the extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        # Only a module of the extra itself is "not installed"; anything else is a broken install
+        # (a missing shared library, a version clash), whose own message is the useful part.
+        absent = isinstance(error, ModuleNotFoundError) and error.name in EXTRAS[extra]
+        reason = f"{error.name} is not installed" if absent else f"{module} cannot be imported: {error}"
+        raise MissingExtra(feature, extra, reason, alternative) from error

@@ -1,0 +1,43 @@
+"""One JSON request to a model server, with the failures a user can act on as BackendErrors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..errors import BackendError
+from .response_checks import preview, read_json
+
+UNREACHABLE_HINT = "is the server running, and is --base-url right (it usually ends in /v1)?"
+
+
+def send(client: httpx.Client, method: str, url: str, body: Any = None) -> httpx.Response:
+    """The response to one request; a connection failure is a BackendError naming the address."""
+    try:
+        return client.request(method, url, json=body)
+    except httpx.TransportError as exc:
+        raise BackendError(f"cannot reach {url}: {exc}", UNREACHABLE_HINT) from exc
+
+
+def post_json(client: httpx.Client, url: str, body: Any, source: str) -> tuple[Any, str]:
+    """(parsed answer, raw body) of a POST that must succeed."""
+    response = send(client, "POST", url, body)
+    if response.status_code in (401, 403):
+        raise BackendError(f"{source} refused the request ({response.status_code})",
+                           "set the key with --api-key or WINNOW_OPENAI_API_KEY")
+    if response.status_code >= 400:
+        raise BackendError(f"{url} answered {response.status_code}: {preview(response.text, 500)}")
+    return read_json(response, source), response.text
+
+
+def json_or_none(client: httpx.Client, method: str, url: str, body: Any = None) -> Any:
+    """The JSON a request answers, or None when the route is missing, refused or not JSON (used to
+    ask a server what it is; only an unreachable server is an error)."""
+    response = send(client, method, url, body)
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except (ValueError, RecursionError):
+        return None

@@ -1,0 +1,137 @@
+"""Counting and cutting text in a model's own tokens, or an estimate that says it is one.
+
+Every backend offers the same three questions: how many tokens a text is, the text cut to at most
+``n`` tokens, and how many tokens a whole chat prompt is once the model's chat template is applied
+(as the backend sends it). :class:`ModelTokens` answers them with the model's tokenizer (llama.cpp's,
+transformers', or an OpenAI-compatible server's ``/tokenize``), caching counts per text because the
+same passages are measured by stage after stage. :class:`EstimatedTokens` is the fallback for a
+server that cannot tokenize: about 3 UTF-8 bytes a token (English BPE vocabularies average about 4
+bytes, so this over-counts English by a third and leaves slack; a CJK character is 3 bytes and
+about one token), plus a few tokens of chat template per message. Fitting built on an estimate can
+still overflow a server's context, so the trace says which kind of count was used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from typing import Protocol, Sequence
+
+from .base import Messages
+
+#: Distinct texts (and prompts) whose counts are remembered per model.
+CACHED_TEXTS = 8192
+
+
+class TokenIds(Protocol):
+    """What a model's tokenizer offers; implemented per backend."""
+
+    def encode(self, text: str) -> list[int]:
+        """The tokens of ``text`` as a passage inside a prompt (no special tokens added)."""
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``."""
+
+    def prompt_length(self, messages: Messages) -> int:
+        """Tokens of the chat prompt as the backend sends it (chat template, generation prompt or
+        the continued assistant turn, special tokens)."""
+
+
+class TokenCounter(Protocol):
+    """The three questions stages ask about tokens (see the module notes)."""
+
+    exact: bool
+    description: str
+
+    def count(self, text: str) -> int: ...
+
+    def truncate(self, text: str, max_tokens: int) -> tuple[str, bool]: ...
+
+    def count_prompt(self, messages: Messages) -> int: ...
+
+
+class ModelTokens:
+    """Exact counts from a model's tokenizer, remembered per text.
+
+    Cutting a long text tokenizes only a prefix of it, grown until it holds comfortably more than
+    ``max_tokens`` tokens, so cutting a 50 MB passage to 300 tokens costs what cutting a page does.
+    """
+
+    exact = True
+    #: Tokens beyond the cut that a prefix must hold before its first ``max_tokens`` are trusted:
+    #: a tokenizer's choice near the end of a prefix can depend on the characters after it.
+    MARGIN = 16
+    #: Characters per token to try first when cutting: more than prose in any script needs.
+    FIRST_CHARS_PER_TOKEN = 8
+
+    def __init__(self, ids: TokenIds, description: str) -> None:
+        self._ids = ids
+        self.description = description
+        self._count = lru_cache(maxsize=CACHED_TEXTS)(lambda text: len(ids.encode(text)))
+        self._prompt = lru_cache(maxsize=CACHED_TEXTS)(lambda key: ids.prompt_length(json.loads(key)))
+
+    def count(self, text: str) -> int:
+        return self._count(text) if text else 0
+
+    def count_prompt(self, messages: Messages) -> int:
+        return self._prompt(json.dumps(messages, ensure_ascii=False, sort_keys=True))
+
+    def _leading(self, text: str, max_tokens: int) -> tuple[list[int], bool]:
+        """The first ``max_tokens`` tokens of ``text``, and whether it has more."""
+        chars = max_tokens * self.FIRST_CHARS_PER_TOKEN + 64
+        while chars < len(text):
+            ids = self._ids.encode(text[:chars])
+            if len(ids) > max_tokens + self.MARGIN:
+                return ids[:max_tokens], True
+            chars *= 4
+        ids = self._ids.encode(text)
+        return ids[:max_tokens], len(ids) > max_tokens
+
+    def truncate(self, text: str, max_tokens: int) -> tuple[str, bool]:
+        """``text`` cut to at most ``max_tokens`` tokens, and whether anything was cut."""
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be at least 0 (got {max_tokens})")
+        if not text:
+            return text, False
+        ids, longer = self._leading(text, max_tokens)
+        if not longer:
+            return text, False
+        keep = len(ids)
+        while keep > 0:
+            # A cut inside a multi-byte character decodes to U+FFFD; drop the partial character.
+            cut = self._ids.decode(ids[:keep]).rstrip("\ufffd")
+            # Decoded text can tokenize differently from the ids it came from (rarely one token
+            # more); step back until the promise "at most max_tokens" holds.
+            if self.count(cut) <= max_tokens:
+                return cut, True
+            keep -= 1
+        return "", True
+
+
+class EstimatedTokens:
+    """An estimate for servers that cannot tokenize (see the module notes for the rule)."""
+
+    exact = False
+    BYTES_PER_TOKEN = 3
+    TOKENS_PER_MESSAGE = 4  # role markers and separators of a chat template
+    TOKENS_PER_PROMPT = 3  # beginning of text and the assistant's turn
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / self.BYTES_PER_TOKEN)
+
+    def truncate(self, text: str, max_tokens: int) -> tuple[str, bool]:
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be at least 0 (got {max_tokens})")
+        budget = max_tokens * self.BYTES_PER_TOKEN
+        encoded = text.encode("utf-8", "surrogatepass")
+        if len(encoded) <= budget:
+            return text, False
+        return encoded[:budget].decode("utf-8", "ignore"), True  # "ignore" drops a split character
+
+    def count_prompt(self, messages: Messages) -> int:
+        return self.TOKENS_PER_PROMPT + sum(self.TOKENS_PER_MESSAGE + self.count(str(m.get("content", "")))
+                                            for m in messages)
