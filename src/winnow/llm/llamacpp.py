@@ -1,7 +1,9 @@
 """The embedded default backend: a GGUF model run in-process by llama.cpp through xllamacpp.
 
 xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
-own template, as RankRAG Appendix D asks) and repeated prompt prefixes are served from the KV cache.
+own template; RankRAG's Appendix D prints its prompts as plain "System: … User: … Assistant:" text,
+which a template renders in the model's own format). Every prompt is computed from scratch (see
+``cache_prompt`` below), so a prompt's scores never depend on the prompt asked before it.
 The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
 with llama.cpp's own tokenizer.
 """
