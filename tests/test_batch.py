@@ -13,7 +13,7 @@ from winnow.llm import LLM
 from winnow.methods import build_method
 from winnow.stages import Stage
 
-QUESTIONS = ["who designed the eiffel tower", "what is the capital of france", "who wrote hamlet"]
+QUESTIONS = ["who designed the eiffel tower", "what is the capital of france"]
 SETTINGS = {"vanilla": {"k": 2}, "rankrag": {"n": 4, "k": 2}, "rankgpt": {"n": 4, "k": 2, "window": 3, "step": 2},
             "mainrag": {"n": 3}, "rrr": {"n": 4, "k": 2, "rewrites": 2, "window": 3, "step": 2}}
 
