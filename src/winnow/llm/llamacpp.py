@@ -19,7 +19,12 @@ from ..errors import ModelError
 from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
-from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
+from .openai_format import (
+    choice_request,
+    generation_request,
+    read_choice_scores,
+    read_generation,
+)
 from .server_tokens import LlamaServerTokenIds, llama_server_context
 from .tokens import ModelTokens, TokenCounter
 

@@ -18,7 +18,7 @@ import math
 from functools import lru_cache
 from typing import Protocol, Sequence
 
-from .base import Messages
+from .messages import Messages
 
 #: Distinct texts (and prompts) whose counts are remembered per model.
 CACHED_TEXTS = 8192

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..llm.base import Messages
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
-from ..llm.base import Messages
 from ..records import Passage, StageTrace
 from .contract import QuestionState, recording
 from .fitting import fit_prompt
