@@ -131,6 +131,10 @@ def test_a_worker_that_cannot_open_the_run_is_one_line(cluster, bench, tmp_path)
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("error: the Ray worker on ") and "unknown model 'no-such-model'" in lines[-1]
     assert "Traceback" not in result.stderr
+    # More workers than the cluster's 2 CPUs hold would wait for ever: refused, naming the numbers.
+    crowded = winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--out", tmp_path / "run2",
+                     "--engine", "ray", "--ray-address", cluster, "--ray-workers", "3", check=False)
+    assert crowded.returncode == 2 and "3 Ray worker(s) of 1 CPU need 3 CPUs; the cluster has 2" in crowded.stderr
 
 
 def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):

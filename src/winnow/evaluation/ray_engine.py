@@ -116,6 +116,11 @@ class RayEngine:
     def start(self) -> None:
         """Start the workers (each loads the index and models) and check them against the run."""
         ray = self.ray
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if self.count * self.cpus > cpus:  # Ray would hold the surplus workers pending, forever
+            raise WinnowError(f"{self.count} Ray worker(s) of {self.cpus:g} CPU need {self.count * self.cpus:g} CPUs; "
+                              f"the cluster has {cpus:g}", "give fewer --ray-workers or --ray-cpus-per-worker, or "
+                                                           "add nodes")
         # SPREAD puts the workers on different nodes when there are several.
         worker = ray.remote(num_cpus=self.cpus, max_restarts=0, scheduling_strategy="SPREAD")(QuestionWorker)
         spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
