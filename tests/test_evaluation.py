@@ -372,15 +372,20 @@ def winnow(*args, check=True):
     return result
 
 
+def make_bench(folder, corpus, questions):
+    """``folder/idx`` (a real BM25 index of ``corpus``) and ``folder/qa.jsonl`` (``questions``)."""
+    source = folder / "corpus.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in corpus))
+    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="tiny",
+                     progress=False)
+    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """A real BM25 index of ten passages, four questions (one with a regex answer) and their qrels."""
-    folder = tmp_path_factory.mktemp("eval-bench")
-    source = folder / "corpus.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in CORPUS))
-    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="tiny",
-                     progress=False)
-    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    folder = make_bench(tmp_path_factory.mktemp("eval-bench"), CORPUS, QUESTIONS)
     (folder / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
     return folder
 

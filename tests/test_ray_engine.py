@@ -17,8 +17,7 @@ import pytest
 
 from ray_head import SRC, free_port, ray_head
 from test_evaluation import CORPUS as EVAL_CORPUS, QUESTIONS as EVAL_QUESTIONS
-from winnow.corpus import load_corpus
-from winnow.index import build_bm25_index
+from test_evaluation import make_bench, read_lines, winnow
 
 ray = pytest.importorskip("ray")
 
@@ -38,13 +37,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ray-bench")
-    source = folder / "corpus.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in CORPUS))
-    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="ray",
-                     progress=False)
-    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    return folder
+    return make_bench(tmp_path_factory.mktemp("ray-bench"), CORPUS, QUESTIONS)
 
 
 def eval_args(bench, out, *extra):
@@ -53,17 +46,8 @@ def eval_args(bench, out, *extra):
             "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out, *extra]
 
 
-def winnow(*args, check=True):
-    env = {**os.environ, "COLUMNS": "160", "PYTHONPATH": str(SRC)}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True, text=True,
-                            env=env, timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
-    return result
-
-
 def records(folder: Path) -> list[dict]:
-    return [json.loads(line) for line in (folder / "answers.jsonl").read_text().splitlines()]
+    return read_lines(folder / "answers.jsonl")
 
 
 def answers_of(folder: Path) -> dict[str, tuple]:
