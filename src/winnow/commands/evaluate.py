@@ -18,6 +18,7 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -94,6 +95,7 @@ def evaluate(
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
+    max_inflight: MaxInflightOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
     n: NOption = None,
@@ -129,7 +131,7 @@ def evaluate(
     from ..pipeline import Pipeline
 
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+                       max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
