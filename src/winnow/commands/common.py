@@ -46,8 +46,11 @@ class StageProgress:
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console, transient=True)
         self.tasks: dict[str, int] = {}
+        self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.on_call:
+            self.on_call()
         if stage not in self.tasks:
             self.tasks[stage] = self.bar.add_task(f"LLM {stage}", total=total)
         self.bar.update(self.tasks[stage], completed=done, total=total)

@@ -74,6 +74,11 @@ class LLM:
         return int(getattr(self.backend, "inflight", 0))
 
     @property
+    def tokens_done(self) -> int:
+        """Tokens of the calls answered so far, as they finish (0 for a backend without a dispatcher)."""
+        return int(getattr(self.backend, "tokens_done", 0))
+
+    @property
     def identity(self) -> dict[str, Any]:
         return self.backend.identity
 

@@ -71,6 +71,7 @@ class OpenAICompatibleBackend:
         self._server: ServerFacts | None = None
         self._context: tuple[int, str] = (0, "")
         self._lock = threading.Lock()
+        self.tokens_done = 0  # prompt + completion tokens of the requests answered so far (progress)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -80,6 +81,10 @@ class OpenAICompatibleBackend:
     def inflight(self) -> int:
         """Requests on the wire right now."""
         return self.dispatcher.inflight
+
+    def _answered(self, tokens: int) -> None:
+        with self._lock:
+            self.tokens_done += tokens
 
     def _post(self, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Any, float, str]:
         """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
@@ -119,7 +124,9 @@ class OpenAICompatibleBackend:
         def one(endpoint: Endpoint, messages: Messages) -> Generation:
             response, seconds, sent = self._post(endpoint, generation_request(
                 messages, max_tokens=max_tokens, temperature=temperature, stop=stop))
-            return read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
+            generation = read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
+            self._answered(generation.prompt_tokens + generation.completion_tokens)
+            return generation
 
         return [replace(g, retries=r) for g, r in self.dispatcher.map(prompts, one, on_done)]
 
@@ -127,7 +134,9 @@ class OpenAICompatibleBackend:
                         on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
         def one(endpoint: Endpoint, messages: Messages) -> ChoiceScores:
             response, seconds, sent = self._post(endpoint, choice_request(messages, top_logprobs=self._top_logprobs))
-            return read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
+            scores = read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
+            self._answered(scores.prompt_tokens + 1)  # one output token is generated
+            return scores
 
         return [replace(s, retries=r) for s, r in self.dispatcher.map(prompts, one, on_done)]
 
