@@ -58,6 +58,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        if not self.path.endswith("/chat/completions"):  # no /tokenize: Winnow estimates tokens
+            self._send(404, {"error": "not found"})
+            return
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         server = self.server
         with server.lock:
@@ -201,6 +204,23 @@ def test_sampled_calls_are_each_sent(servers):
     llm.generate([_prompt("a"), _prompt("a")], stage=StageTrace("r", "reader"), max_tokens=4, temperature=0.7)
     llm.close()
     assert server.requests == 2
+
+
+def test_ask_spreads_its_calls_over_repeated_base_urls(servers, index, capsys):
+    # The command line end to end: repeated --base-url and --max-inflight reach the dispatcher.
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    first, second = servers(delay=0.02), servers(delay=0.02)
+    result = CliRunner().invoke(app, ["ask", "What is the capital of France?", "--index", str(index.path),
+                                      "--backend", "openai", "--model", "m", "--base-url", first.url,
+                                      "--base-url", second.url, "--max-inflight", "4", "--n", "6", "--no-cache",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert first.requests > 0 and second.requests > 0
+    assert first.requests + second.requests >= 3  # the passages BM25 found scored, and one answer
+    assert max(first.max_inflight, second.max_inflight) <= 2
 
 
 @pytest.mark.llm
