@@ -26,13 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
-from ..llm.client import LLM
 from ..details import PoolDetails
+from ..llm.client import LLM
 from ..prompts import listwise_prompt
 from ..records import Candidate, CandidateList, StageScore
 from ..settings import at_least
-from ..stages import (GradedRelevanceReranker, KeepTop, ListwiseReranker, QueryRewriter, Reader, Retriever,
-                      ThresholdFilter)
+from ..stages import (
+    GradedRelevanceReranker,
+    KeepTop,
+    ListwiseReranker,
+    QueryRewriter,
+    Reader,
+    Retriever,
+    ThresholdFilter,
+)
 from ..stages.contract import QuestionState, recording
 from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex

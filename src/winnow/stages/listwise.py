@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..details import ListwiseDetails
-from ..settings import SettingError
 from ..llm.client import LLM
 from ..prompts import ListwisePromptTemplate, listwise_prompt
 from ..records import StageTrace
+from ..settings import SettingError
 from .contract import ListStage, QuestionState, recording
 from .fitting import fit_prompt
 
