@@ -222,7 +222,7 @@ def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int):
     from rich.table import Table
 
     table = Table(title=f"LLM cost per stage over {questions} questions", title_justify="left")
-    for column in ("stage", "calls", "prompt tokens", "completion tokens", "server s", "retries", "stage s"):
+    for column in ("stage", "calls", "prompt tok", "output tok", "server s", "retries", "wall s"):
         table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
     for name, cost in stage_cost.items():
         if not cost.get("llm_calls") and not cost.get("llm_seconds"):
