@@ -476,8 +476,9 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
 @pytest.mark.llm
 def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp_path):
     out = tmp_path / "run"
-    # No call cache, so every question costs real model time and the kill lands mid-run.
-    args = eval_args(bench, out, "--method", "rankrag", "--n", "6", "--k", "2", "--no-cache")
+    # No call cache, so every question costs real model time and the kill lands mid-run; one
+    # question a batch, so answers are written one by one (a batch of all four lands at once).
+    args = eval_args(bench, out, "--method", "rankrag", "--n", "6", "--k", "2", "--no-cache", "--batch-size", "1")
     process = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, env=os.environ.copy())
     answers = out / "answers.jsonl"

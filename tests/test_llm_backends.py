@@ -34,7 +34,7 @@ def test_choice_logprobs_form_a_distribution(llama_backend):
 
 @pytest.fixture(scope="module")
 def http_backend(llama_backend):
-    backend = OpenAICompatibleBackend("smollm2", base_url=llama_backend.http_address + "/v1", concurrency=2)
+    backend = OpenAICompatibleBackend("smollm2", base_url=llama_backend.http_address + "/v1", max_inflight=2)
     yield backend
     backend.close()
 

@@ -53,7 +53,8 @@ def test_different_parameters_do_not_share_an_entry(llm):
 def test_no_cache_always_calls_the_model(llama_backend):
     llm = LLM(llama_backend, cache=None)
     stage = StageTrace("a", "t")
-    llm.generate([PROMPT, PROMPT], stage=stage, max_tokens=4)
+    llm.generate([PROMPT], stage=stage, max_tokens=4)
+    llm.generate([PROMPT], stage=stage, max_tokens=4)
     assert (stage.usage.calls, stage.usage.cache_hits) == (2, 0)
 
 

@@ -261,7 +261,7 @@ def test_bad_bodies_from_a_real_server_are_one_line_errors(bad_server, kind, bod
 
     base_url = f"http://127.0.0.1:{bad_server.server_address[1]}/v1"
     bad_server.bodies.append(body)
-    backend = OpenAICompatibleBackend("m", base_url=base_url, concurrency=1, timeout=30)
+    backend = OpenAICompatibleBackend("m", base_url=base_url, max_inflight=1, timeout=30)
     try:
         with pytest.raises(BackendError) as caught:
             if kind == "generate":

@@ -29,7 +29,7 @@ from .errors import InputError, WinnowError
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
 #: of MAIN-RAG's two roles.
 RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "context_size", "agents", "judge_model",
-               "final_model")
+               "final_model", "max_inflight")
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class RunSpec:
     base_url: str = ""
     retriever: str = DEFAULT_RETRIEVER
     context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
+    max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, checked
 
@@ -81,7 +82,7 @@ class RunSpec:
         (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
         # Options added after run folders existed are left out at their default, so those folders resume.
         described = {key: value for key, value in asdict(self).items()
-                     if key != "agents" and not (key == "context_size" and value is None)}
+                     if key not in ("agents", "max_inflight") and not (key == "context_size" and value is None)}
         described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
         if others:
@@ -136,7 +137,7 @@ class Pipeline:
             if loading:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
-                           context_size=spec.context_size,
+                           context_size=spec.context_size, max_inflight=spec.max_inflight,
                            progress=progress, threads=threads)
             self.llms.append(llm)
             return llm

@@ -147,6 +147,7 @@ class Usage:
     cached_prompt_tokens: int = 0
     cached_completion_tokens: int = 0
     cached_seconds: float = 0.0
+    retries: int = 0  # requests sent again after a passing server failure (429, 5xx, timeout, reset)
 
     def add(self, other: Usage) -> None:
         for counter in fields(self):
@@ -170,6 +171,7 @@ class LLMCall:
     seconds: float
     cached: bool
     finish_reason: str = ""  # "length" when the token limit cut a generated answer
+    retries: int = 0  # times the request was sent again after a passing server failure
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,6 +214,7 @@ class StageTrace:
             self.usage.prompt_tokens += call.prompt_tokens
             self.usage.completion_tokens += call.completion_tokens
             self.usage.seconds += call.seconds
+            self.usage.retries += call.retries
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
         def slim(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

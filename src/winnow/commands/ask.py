@@ -14,6 +14,7 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -46,6 +47,7 @@ def ask(
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
+    max_inflight: MaxInflightOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
     n: NOption = None,
@@ -67,7 +69,7 @@ def ask(
 
     check_text(question, "the question")
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
-                       base_url=base_url, retriever=retriever, judge_model=judge_model, final_model=final_model,
+                       base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model,
                        n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
                        context_size=context_size)
     progress = StageProgress(err)
@@ -96,6 +98,7 @@ def rerank(
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
+    max_inflight: MaxInflightOption = None,
     api_key: ApiKeyOption = "",
     top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
     window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
@@ -125,7 +128,7 @@ def rerank(
         progress = StageProgress(err)
         with err.status(f"loading {model or DEFAULT_MODEL}"):
             llm = load_llm(model or DEFAULT_MODEL, backend=backend or "llama.cpp", base_url=base_url or "",
-                           api_key=api_key, cache=not no_cache, progress=progress)
+                           api_key=api_key, cache=not no_cache, progress=progress, max_inflight=max_inflight)
         try:
             with progress.bar:
                 done = rerank_passages(query, corpus.passages, method, llm=llm, **options)

@@ -46,8 +46,11 @@ class StageProgress:
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console, transient=True)
         self.tasks: dict[str, int] = {}
+        self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.on_call:
+            self.on_call()
         if stage not in self.tasks:
             self.tasks[stage] = self.bar.add_task(f"LLM {stage}", total=total)
         self.bar.update(self.tasks[stage], completed=done, total=total)
@@ -62,8 +65,15 @@ BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.c
                                                                         "(any OpenAI-compatible server) or "
                                                                         "transformers (a fine-tuned model folder; "
                                                                         "needs the \\[train] extra).")]
-BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="Server URL for --backend openai "
-                                                                         "(or WINNOW_OPENAI_BASE_URL).")]
+BaseUrlOption = Annotated[Optional[list[str]], typer.Option("--base-url", help="Server URL for --backend openai "
+                                                                               "(or WINNOW_OPENAI_BASE_URL); "
+                                                                               "repeat it for several endpoints, "
+                                                                               "each call going to the least "
+                                                                               "loaded.")]
+MaxInflightOption = Annotated[Optional[int], typer.Option("--max-inflight", min=1,
+                                                          help="--backend openai: LLM calls in flight at once over "
+                                                               "all endpoints (default 64; set it to the servers' "
+                                                               "capacity of concurrent sequences).")]
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
                                            show_default=False)]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]
@@ -112,6 +122,8 @@ def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: l
             raise WinnowError(f"--set {key}={assigned[key]!r} and --{key.replace('_', '-')} {named[key]!r} disagree",
                               "give the value once")
     values = {**assigned, **named}
+    if isinstance(values.get("base_url"), list):  # --base-url repeated: the endpoints, comma-separated
+        values["base_url"] = ",".join(values["base_url"])
     if agents:
         values["agents"] = {**(values.get("agents") or {}), **dict(parse_role(a) for a in agents)}
     run = {key: value for key, value in values.items() if key in RUN_OPTIONS}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.markup import escape
@@ -19,6 +19,7 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -51,11 +52,24 @@ def _duration(seconds: float) -> str:
 
 
 class RunProgress:
-    """The question bar (running accuracy, seconds per question, time to finish) above the LLM
-    stage bars; without a terminal (a run in the background), a plain line every minute or 5%."""
+    """The question bar (running accuracy, questions/s, LLM calls in flight, tokens/s, time to
+    finish) above the LLM stage bars; without a terminal (a run in the background), a plain line
+    every minute or 5%.
 
-    def __init__(self, stages: StageProgress, method: str, total: int, answered: list[dict[str, Any]]) -> None:
-        self.stages, self.method, self.total = stages, method, total
+    ``meter`` says (calls in flight, tokens answered so far) across the run's models; it is read as
+    calls finish, so the rates move within a batch, not only when its questions are done. A backend
+    that reports no tokens as they finish (in-process llama.cpp) is counted by finished questions.
+    """
+
+    REFRESH_SECONDS = 0.25
+
+    def __init__(self, stages: StageProgress, method: str, total: int, answered: list[dict[str, Any]],
+                 meter: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
+        self.stages, self.method, self.total, self.meter = stages, method, total, meter
+        self.tokens_at_start = meter()[1]
+        self.question_tokens = 0  # tokens of the questions answered this session
+        self.last_refresh = 0.0
+        stages.on_call = self.refresh
         # Running sums, so a question costs O(1) here however long the run.
         self.done = len(answered)
         self.correct = sum(r["scores"]["accuracy"] for r in answered)
@@ -66,15 +80,27 @@ class RunProgress:
 
     def _text(self) -> str:
         text = f"{self.method}: acc {self.correct / self.done:.1%}" if self.done else f"{self.method}: acc –"
+        elapsed = max(time.perf_counter() - self.session_started, 1e-9)
+        inflight, tokens = self.meter()
+        tokens = max(tokens - self.tokens_at_start, self.question_tokens)
         if self.session_done:
-            per_question = (time.perf_counter() - self.session_started) / self.session_done
-            text += f" · {per_question:.1f} s/q · ETA {_duration(per_question * (self.total - self.done))}"
-        return text
+            rate = self.session_done / elapsed
+            text += f" · {rate:.2f} q/s · ETA {_duration((self.total - self.done) / rate)}"
+        return text + f" · {inflight} in flight · {tokens / elapsed:,.0f} tok/s"
+
+    def refresh(self) -> None:
+        """Redraw the rates as LLM calls finish (at most a few times a second)."""
+        now = time.perf_counter()
+        if now - self.last_refresh >= self.REFRESH_SECONDS:
+            self.last_refresh = now
+            self.stages.bar.update(self.task, description=self._text())
 
     def __call__(self, record: dict[str, Any]) -> None:
         self.session_done += 1
         self.done += 1
         self.correct += record["scores"]["accuracy"]
+        usage = record.get("usage") or {}
+        self.question_tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
         text = self._text()
         self.stages.bar.update(self.task, completed=self.done, description=text)
         if not err.is_terminal:
@@ -95,6 +121,7 @@ def evaluate(
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
+    max_inflight: MaxInflightOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
     n: NOption = None,
@@ -142,7 +169,7 @@ def evaluate(
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+                       max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
@@ -170,7 +197,8 @@ def evaluate(
                 run.check_models(pipeline)
                 run.start_session(len(pending))
                 with stages.bar:
-                    asking["on_answer"] = RunProgress(stages, spec.method, len(run.selected), run.answered())
+                    asking["on_answer"] = RunProgress(stages, spec.method, len(run.selected), run.answered(),
+                                                      meter=lambda: _llm_meter(pipeline.llms))
                     try:
                         run.ask_all(pipeline, pending, **asking)
                     except KeyboardInterrupt:
@@ -187,6 +215,8 @@ def evaluate(
         out.print_json(data=metrics)
     else:
         out.print(metrics_table(metrics))
+        if metrics.get("stage_cost"):
+            err.print(stage_cost_table(metrics["stage_cost"], metrics["questions"]["answered"]))
     cost = metrics["cost"]
     err.print(f"{run.new_answers} questions answered in {_duration(time.perf_counter() - started)}; the run so far: "
               f"{metrics['questions']['answered']}/{metrics['questions']['selected']} questions · "
@@ -238,6 +268,29 @@ def _ask_on_ray(run: Any, pending: list[Any], stages: StageProgress, asking: dic
             except KeyboardInterrupt:
                 return True
     return False
+
+
+def _llm_meter(llms: list[Any]) -> tuple[int, int]:
+    """(calls in flight, tokens answered so far) over a pipeline's models."""
+    return sum(llm.inflight for llm in llms), sum(llm.tokens_done for llm in llms)
+
+
+def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int):
+    """The run's LLM cost per stage: calls, tokens and the seconds the calls took on the server side
+    (summed over calls, so calls in flight together count each; more than the stage's wall time)."""
+    from rich.table import Table
+
+    table = Table(title=f"LLM cost per stage over {questions} questions", title_justify="left")
+    for column in ("stage", "calls", "prompt tok", "output tok", "server s", "retries", "wall s"):
+        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
+    for name, cost in stage_cost.items():
+        if not cost.get("llm_calls") and not cost.get("llm_seconds"):
+            continue  # retrieval and other stages without the LLM
+        total = {key: value * questions for key, value in cost.items()}
+        table.add_row(name, f"{total['llm_calls']:,.0f}", f"{total['prompt_tokens']:,.0f}",
+                      f"{total['completion_tokens']:,.0f}", f"{total.get('llm_seconds', 0):,.1f}",
+                      f"{total.get('retries', 0):,.0f}", f"{total['seconds']:,.1f}")
+    return table
 
 
 def _without_cache(cost: dict[str, Any]) -> str:

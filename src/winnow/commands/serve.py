@@ -16,6 +16,7 @@ from .common import (
     AgentOption,
     BackendOption,
     BaseUrlOption,
+    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -73,6 +74,7 @@ def serve(
     model: ModelOption = None,
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
+    max_inflight: MaxInflightOption = None,
     backend_api_key: Annotated[str, typer.Option("--backend-api-key", help="Key for --backend openai (or "
                                                                             "WINNOW_OPENAI_API_KEY).",
                                                  show_default=False)] = "",
@@ -122,7 +124,7 @@ def serve(
     from ..service.hosts import HostPolicy
 
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+                       max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,

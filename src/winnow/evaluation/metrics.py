@@ -97,17 +97,20 @@ def without_cache(records: Sequence[Mapping[str, Any]], totals: Mapping[str, flo
 
 
 def stage_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per stage name (rounds summed): mean seconds, LLM calls and tokens per question."""
+    """Per stage name (rounds summed): mean seconds, LLM calls, tokens, the seconds the calls took on
+    the server side (``llm_seconds``, summed over calls in flight together) and retries per question."""
     sums: dict[str, dict[str, float]] = {}
     for record in records:
         for entry in record["stages"]:
             name = entry["stage"].split("#")[0]
             stage = sums.setdefault(name, {"seconds": 0.0, "llm_calls": 0, "prompt_tokens": 0,
-                                           "completion_tokens": 0})
+                                           "completion_tokens": 0, "llm_seconds": 0.0, "retries": 0})
             stage["seconds"] += entry.get("seconds", 0.0)
             stage["llm_calls"] += entry["usage"].get("calls", 0)
             stage["prompt_tokens"] += entry["usage"].get("prompt_tokens", 0)
             stage["completion_tokens"] += entry["usage"].get("completion_tokens", 0)
+            stage["llm_seconds"] += entry["usage"].get("seconds", 0.0)
+            stage["retries"] += entry["usage"].get("retries", 0)
     count = max(len(records), 1)
     return {name: {key: value / count for key, value in stage.items()} for name, stage in sums.items()}
 

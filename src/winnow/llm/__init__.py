@@ -14,9 +14,10 @@ from .client import LLM, ProgressHook
 BACKENDS = ("llama.cpp", "openai", "transformers")
 
 
-def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str = "",
+def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str | list[str] = "",
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
-             threads: int | None = None, progress: ProgressHook | None = None) -> LLM:
+             threads: int | None = None, progress: ProgressHook | None = None,
+             max_inflight: int | None = None) -> LLM:
     """An :class:`LLM` ready for stages.
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
@@ -30,6 +31,10 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     ``llm.context_size``: llama.cpp allocates it (default 4,096); an OpenAI-compatible server's own
     report wins when it gives one and this is larger (:mod:`winnow.llm.context_size`); for
     transformers it defaults to the model's ``max_position_embeddings``.
+
+    For ``backend="openai"``, ``base_url`` may name several endpoints (a list, or comma-separated);
+    ``max_inflight`` bounds the requests in flight over all of them (default 64,
+    :mod:`winnow.llm.dispatch`). The in-process backends run one sequence at a time and ignore it.
     """
     if backend == "llama.cpp":
         from ..models import resolve_model
@@ -41,9 +46,10 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
                                              model_sha256=resolved.sha256, context_size=context_size,
                                              threads=threads)
     elif backend == "openai":
-        from .openai_http import OpenAICompatibleBackend
+        from .openai_http import MAX_INFLIGHT, OpenAICompatibleBackend
 
-        engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size)
+        engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size,
+                                         max_inflight=max_inflight or MAX_INFLIGHT)
     elif backend == "transformers":
         from .transformers_backend import TransformersBackend
 

@@ -28,6 +28,7 @@ class Generation:
     completion_tokens: int
     seconds: float
     finish_reason: str = ""
+    retries: int = 0  # times a passing server failure made the request go again (llm.dispatch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class ChoiceScores:
     seconds: float
     missing: tuple[str, ...] = ()
     raw_top: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
 
     def probability(self, choice: str) -> float:
         import math

@@ -50,9 +50,16 @@ class LLM:
             f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
 
-    def _in_chunks(self, stage: str, items: list[Messages], run: Callable[[list[Messages]], list[T]]) -> list[T]:
-        """Run ``items`` through the backend in chunks of its preferred batch size, reporting progress
-        between chunks so a long rerank shows it is moving."""
+    def _send(self, stage: str, items: list[Messages], run: Callable[..., list[T]]) -> list[T]:
+        """Send ``items`` to the backend, reporting progress as calls finish.
+
+        A backend with a dispatcher (``max_inflight``: the OpenAI-compatible one) takes them all at
+        once and keeps its bound on calls in flight itself; any other runs them in chunks of its
+        preferred batch size, with progress between chunks so a long rerank shows it is moving.
+        """
+        if _offers(self.backend, "max_inflight"):
+            report = (lambda done: self.progress(stage, done, len(items))) if self.progress else None
+            return run(items, on_done=report)
         size = max(1, getattr(self.backend, "batch_size", len(items) or 1))
         out: list[T] = []
         for start in range(0, len(items), size):
@@ -60,6 +67,16 @@ class LLM:
             if self.progress:
                 self.progress(stage, len(out), len(items))
         return out
+
+    @property
+    def inflight(self) -> int:
+        """Calls on the wire right now (0 for a backend without a dispatcher)."""
+        return int(getattr(self.backend, "inflight", 0))
+
+    @property
+    def tokens_done(self) -> int:
+        """Tokens of the calls answered so far, as they finish (0 for a backend without a dispatcher)."""
+        return int(getattr(self.backend, "tokens_done", 0))
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -103,52 +120,66 @@ class LLM:
         """Tokens of a whole chat prompt as the backend sends it (chat template applied)."""
         return self.token_counter.count_prompt(messages)
 
-    def _cached(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any]
-                ) -> tuple[list[str], list[dict[str, Any] | None]]:
+    def _lookup(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any], *, shared: bool = True
+                ) -> tuple[list[str], list[dict[str, Any] | None], dict[str, int]]:
+        """Each prompt's cache key and cache hit, and the misses to send: key -> first prompt with it.
+
+        Identical calls of one batch (same kind, messages and parameters) are sent once and share
+        the answer; the others are recorded as served without a request, like cache hits. Sampled
+        calls (``shared=False``) are each sent: their answers are meant to differ.
+        """
         keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
+        if not shared:
+            keys = [f"{key}#{i}" for i, key in enumerate(keys)]
         hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
-        return keys, hits
+        to_send: dict[str, int] = {}
+        for i, (key, hit) in enumerate(zip(keys, hits)):
+            if hit is None:
+                to_send.setdefault(key, i)
+        return keys, hits, to_send
 
     def generate(self, prompts: Sequence[Messages], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
         traces = traces_per_prompt(stage, len(prompts))
         params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop)}
-        keys, hits = self._cached("generate", prompts, params)
-        misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses], lambda chunk: self.backend.generate(
-            chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
-        results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
-        for i, generation in zip(misses, fresh):
-            results[i] = generation
+        keys, hits, to_send = self._lookup("generate", prompts, params, shared=temperature == 0.0)
+        fresh = self._send(_name(traces), [prompts[i] for i in to_send.values()], lambda chunk, **hook:
+                           self.backend.generate(chunk, max_tokens=max_tokens, temperature=temperature, stop=stop,
+                                                 **hook))
+        sent = dict(zip(to_send, fresh))
+        for key, generation in sent.items():
             # Sampled answers are not a function of the prompt: cache only greedy decoding.
             if self.cache is not None and temperature == 0.0:
-                self.cache.put(keys[i], "generate", asdict(generation))
+                self.cache.put(key, "generate", asdict(generation))
+        results = [Generation(**hit) if hit else sent[keys[i]] for i, hit in enumerate(hits)]
         for i, generation in enumerate(results):
+            paid = to_send.get(keys[i]) == i
             traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
-                                 generation.prompt_tokens, generation.completion_tokens,
-                                 generation.seconds, cached=hits[i] is not None,
-                                 finish_reason=generation.finish_reason))
-        return results  # type: ignore[return-value]
+                                     generation.prompt_tokens, generation.completion_tokens,
+                                     generation.seconds, cached=not paid, finish_reason=generation.finish_reason,
+                                     retries=generation.retries if paid else 0))
+        return results
 
     def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
                       stage: StageTrace | Sequence[StageTrace]) -> list[ChoiceScores]:
         traces = traces_per_prompt(stage, len(prompts))
         params = {"choices": list(choices)}
-        keys, hits = self._cached("choices", prompts, params)
-        misses = [i for i, hit in enumerate(hits) if hit is None]
-        fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses],
-                                lambda chunk: self.backend.choice_logprobs(chunk, choices))
-        results: list[ChoiceScores | None] = [
-            ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
-        for i, scores in zip(misses, fresh):
-            results[i] = scores
-            if self.cache is not None:
-                self.cache.put(keys[i], "choices", asdict(scores))
+        keys, hits, to_send = self._lookup("choices", prompts, params)
+        fresh = self._send(_name(traces), [prompts[i] for i in to_send.values()],
+                           lambda chunk, **hook: self.backend.choice_logprobs(chunk, choices, **hook))
+        sent = dict(zip(to_send, fresh))
+        if self.cache is not None:
+            for key, scores in sent.items():
+                self.cache.put(key, "choices", asdict(scores))
+        results = [ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else sent[keys[i]]
+                   for i, hit in enumerate(hits)]
         for i, scores in enumerate(results):
+            paid = to_send.get(keys[i]) == i
             traces[i].record(LLMCall(traces[i].name, "choices", list(prompts[i]),
-                                 {c: round(scores.probability(c), 6) for c in choices},
-                                 scores.prompt_tokens, 0, scores.seconds, cached=hits[i] is not None))
-        return results  # type: ignore[return-value]
+                                     {c: round(scores.probability(c), 6) for c in choices},
+                                     scores.prompt_tokens, 0, scores.seconds, cached=not paid,
+                                     retries=scores.retries if paid else 0))
+        return results
 
     def close(self) -> None:
         self.backend.close()

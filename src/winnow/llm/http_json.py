@@ -22,7 +22,11 @@ def send(client: httpx.Client, method: str, url: str, body: Any = None) -> httpx
 
 def post_json(client: httpx.Client, url: str, body: Any, source: str) -> tuple[Any, str]:
     """(parsed answer, raw body) of a POST that must succeed."""
-    response = send(client, "POST", url, body)
+    return checked_json(send(client, "POST", url, body), url, source)
+
+
+def checked_json(response: httpx.Response, url: str, source: str) -> tuple[Any, str]:
+    """(parsed answer, raw body) of a response that must be a success."""
     if response.status_code in (401, 403):
         raise BackendError(f"{source} refused the request ({response.status_code})",
                            "set the key with --api-key or WINNOW_OPENAI_API_KEY")

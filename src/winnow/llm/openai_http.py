@@ -1,8 +1,9 @@
 """Any OpenAI-compatible chat-completions server: vLLM, llama.cpp's server, TGI, hosted APIs.
 
 Set the base URL (``.../v1``) and key by option or by ``WINNOW_OPENAI_BASE_URL`` /
-``WINNOW_OPENAI_API_KEY`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` are honoured too). Requests in a
-batch are sent concurrently, since a server batches them far better than we can.
+``WINNOW_OPENAI_API_KEY`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` are honoured too). All the requests of
+a stage are handed to :mod:`.dispatch`, which keeps up to ``max_inflight`` of them in flight over one or
+several endpoints, since a server batches them far better than we can.
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence, TypeVar
-
-import httpx
+from dataclasses import replace
+from typing import Any, Callable, Sequence
 
 from ..errors import BackendError
 from .base import ChoiceScores, Generation, Messages
 from .context_size import checked_context_size, resolve_context_size
-from .http_json import post_json
+from .dispatch import Dispatcher, Endpoint, RetryPolicy
 from .openai_format import (
     choice_request,
     continuation_fields,
@@ -29,7 +28,9 @@ from .openai_format import (
 from .server_tokens import ServerFacts, discover
 from .tokens import TokenCounter
 
-T = TypeVar("T")
+#: Requests in flight by default: enough to keep a batching server (vLLM, TGI) busy; lower it for a
+#: llama.cpp server with few slots, raise it to the server's capacity of concurrent sequences.
+MAX_INFLIGHT = 64
 
 #: OpenAI caps ``top_logprobs`` at 20 and vLLM defaults to the same limit.
 TOP_LOGPROBS = 20
@@ -39,46 +40,70 @@ def _env(*names: str) -> str:
     return next((os.environ[n] for n in names if os.environ.get(n)), "")
 
 
-class OpenAICompatibleBackend:
-    """Talks to ``{base_url}/chat/completions``; counts tokens with the server's own tokenizer where
-    it offers one (:mod:`.server_tokens`)."""
+def base_urls(given: str | Sequence[str]) -> list[str]:
+    """The endpoint addresses of ``--base-url`` (repeatable; one option may also hold several,
+    comma-separated, as a config file or a recorded run spec does)."""
+    parts = [given] if isinstance(given, str) else list(given)
+    return [url.strip().rstrip("/") for part in parts for url in part.split(",") if url.strip()]
 
-    def __init__(self, model: str, *, base_url: str = "", api_key: str = "", concurrency: int = 8,
-                 timeout: float = 600.0, top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None) -> None:
-        base_url = base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL")
-        if not base_url:
+
+class OpenAICompatibleBackend:
+    """Talks to ``{base_url}/chat/completions`` on one or several endpoints through a
+    :class:`~winnow.llm.dispatch.Dispatcher` (at most ``max_inflight`` requests in flight,
+    least-loaded, retried on passing failures); counts tokens with the first server's own tokenizer
+    where it offers one (:mod:`.server_tokens`)."""
+
+    def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
+                 max_inflight: int = MAX_INFLIGHT, timeout: float = 600.0, top_logprobs: int = TOP_LOGPROBS,
+                 context_size: int | None = None, retry: RetryPolicy | None = None) -> None:
+        urls = base_urls(base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+        if not urls:
             raise BackendError("no server address for the OpenAI-compatible backend",
                                "pass --base-url http://HOST:PORT/v1 or set WINNOW_OPENAI_BASE_URL")
+        if max_inflight < 1:
+            raise BackendError(f"--max-inflight must be at least 1 (got {max_inflight})")
         api_key = api_key or _env("WINNOW_OPENAI_API_KEY", "OPENAI_API_KEY")
         self._model = model
-        self._base_url = base_url.rstrip("/")
-        self._concurrency = max(1, concurrency)
-        self.batch_size = self._concurrency
+        self._base_url = ",".join(urls)
+        self.max_inflight = max_inflight
         self._top_logprobs = top_logprobs
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=self._base_url, headers=headers, timeout=timeout)
+        self.dispatcher = Dispatcher([Endpoint(url, headers, timeout, max_inflight) for url in urls],
+                                     max_inflight, retry)
+        self._client = self.dispatcher.endpoints[0].client
+        self._first_url = urls[0]
         self._requested_context = checked_context_size(context_size)
         self._server: ServerFacts | None = None
         self._context: tuple[int, str] = (0, "")
         self._lock = threading.Lock()
+        self.tokens_done = 0  # prompt + completion tokens of the requests answered so far (progress)
 
     @property
     def identity(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self._model, "base_url": self._base_url}
 
-    def _post(self, body: dict[str, Any]) -> tuple[Any, float, str]:
+    @property
+    def inflight(self) -> int:
+        """Requests on the wire right now."""
+        return self.dispatcher.inflight
+
+    def _answered(self, tokens: int) -> None:
+        with self._lock:
+            self.tokens_done += tokens
+
+    def _post(self, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Any, float, str]:
         """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
         body = {"model": self._model, **body, **continuation_fields(body["messages"])}
         started = time.perf_counter()
-        response, sent = post_json(self._client, f"{self._base_url}/chat/completions", body, self._base_url)
+        response, sent = endpoint.post("/chat/completions", body)
         return response, time.perf_counter() - started, sent
 
     def _facts(self) -> ServerFacts:
-        """What the server says about itself, asked once, when first needed (so that loading the
-        backend does not need the server up)."""
+        """What the (first) server says about itself, asked once, when first needed (so that loading
+        the backend does not need the server up)."""
         with self._lock:
             if self._server is None:
-                self._server = discover(self._client, self._base_url, self._model)
+                self._server = discover(self._client, self._first_url, self._model)
                 self._context = resolve_context_size(self._requested_context, self._server.context_size,
                                                      self._server.reporter)
             return self._server
@@ -99,27 +124,26 @@ class OpenAICompatibleBackend:
         """The server's tokenizer over /tokenize, or an estimate when it has none."""
         return self._facts().tokens
 
-    def _each(self, prompts: Sequence[Messages], one: Callable[[Messages], T]) -> list[T]:
-        if len(prompts) <= 1 or self._concurrency == 1:
-            return [one(p) for p in prompts]
-        with ThreadPoolExecutor(min(self._concurrency, len(prompts))) as pool:
-            return list(pool.map(one, prompts))
-
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
-                 stop: Sequence[str] = ()) -> list[Generation]:
-        def one(messages: Messages) -> Generation:
-            response, seconds, sent = self._post(generation_request(messages, max_tokens=max_tokens,
-                                                                    temperature=temperature, stop=stop))
-            return read_generation(response, seconds, self._base_url, sent, max_tokens=max_tokens)
+                 stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
+        def one(endpoint: Endpoint, messages: Messages) -> Generation:
+            response, seconds, sent = self._post(endpoint, generation_request(
+                messages, max_tokens=max_tokens, temperature=temperature, stop=stop))
+            generation = read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
+            self._answered(generation.prompt_tokens + generation.completion_tokens)
+            return generation
 
-        return self._each(prompts, one)
+        return [replace(g, retries=r) for g, r in self.dispatcher.map(prompts, one, on_done)]
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
-        def one(messages: Messages) -> ChoiceScores:
-            response, seconds, sent = self._post(choice_request(messages, top_logprobs=self._top_logprobs))
-            return read_choice_scores(response, choices, seconds, self._base_url, sent)
+    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str],
+                        on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
+        def one(endpoint: Endpoint, messages: Messages) -> ChoiceScores:
+            response, seconds, sent = self._post(endpoint, choice_request(messages, top_logprobs=self._top_logprobs))
+            scores = read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
+            self._answered(scores.prompt_tokens + 1)  # one output token is generated
+            return scores
 
-        return self._each(prompts, one)
+        return [replace(s, retries=r) for s, r in self.dispatcher.map(prompts, one, on_done)]
 
     def close(self) -> None:
-        self._client.close()
+        self.dispatcher.close()
