@@ -78,9 +78,9 @@ JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="
                                                                           "(the same as --agent judge=MODEL).")]
 FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model "
                                                                           "(the same as --agent final=MODEL).")]
-AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, ROLE=MODEL "
-                                                                        "(repeatable): mainrag judge, final; rrr "
-                                                                        "rewrite, relevance, rerank.")]
+AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, "
+                                                                        "ROLE=MODEL (repeatable): mainrag judge, "
+                                                                        "final; rrr rewrite, relevance, rerank.")]
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
                                                                       "e.g. --set window=20.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]

@@ -112,7 +112,8 @@ def evaluate(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Choose and order the questions by this seed.")] = None,
     qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
                                                                   "Recall@k per stage.")] = None,
-    capped: Annotated[bool, typer.Option("--capped", help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    capped: Annotated[bool, typer.Option("--capped",
+                                         help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
                                                                        "the LLM calls of the whole batch at once "
                                                                        "(answers are the same as one at a time).")] = 8,
@@ -128,8 +129,9 @@ def evaluate(
     from ..evaluation.runner import EvalRun
     from ..pipeline import Pipeline
 
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+                       backend=backend, base_url=base_url, retriever=retriever, judge_model=judge_model,
+                       final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)

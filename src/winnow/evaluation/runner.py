@@ -189,7 +189,7 @@ class EvalRun:
         answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
         share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
         self._in_a_row = 0
-        for item, first_stage, answer in zip(batch, first_stages, answers):
+        for item, first_stage, answer in zip(batch, first_stages, answers, strict=True):
             record = question_record(item, answer, first_stage, retriever=retriever, seconds=share,
                                      first_stage_seconds=(searched - started) / len(batch))
             self.folder.append(record)

@@ -179,8 +179,9 @@ def verify_checksums(folder: Path, manifest: dict[str, Any]) -> None:
     # hashlib releases the GIL while hashing, so files are hashed side by side on every core.
     with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
         sums = list(pool.map(lambda name: file_sha256(folder / name), names))
-    damaged = [name for name, sha in zip(names, sums) if sha != manifest["files"][name]["sha256"]]
+    damaged = [name for name, sha in zip(names, sums, strict=True) if sha != manifest["files"][name]["sha256"]]
     if damaged:
         raise IndexLoadError(f"{folder} is corrupt: {', '.join(damaged)} "
                              f"{'does' if len(damaged) == 1 else 'do'} not match "
-                             f"{'its' if len(damaged) == 1 else 'their'} recorded sha256", rebuild_hint(folder, manifest))
+                             f"{'its' if len(damaged) == 1 else 'their'} recorded sha256",
+                             rebuild_hint(folder, manifest))

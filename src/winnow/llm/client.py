@@ -118,7 +118,7 @@ class LLM:
         fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses], lambda chunk: self.backend.generate(
             chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
         results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
-        for i, generation in zip(misses, fresh):
+        for i, generation in zip(misses, fresh, strict=True):
             results[i] = generation
             # Sampled answers are not a function of the prompt: cache only greedy decoding.
             if self.cache is not None and temperature == 0.0:
@@ -140,7 +140,7 @@ class LLM:
                                 lambda chunk: self.backend.choice_logprobs(chunk, choices))
         results: list[ChoiceScores | None] = [
             ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
-        for i, scores in zip(misses, fresh):
+        for i, scores in zip(misses, fresh, strict=True):
             results[i] = scores
             if self.cache is not None:
                 self.cache.put(keys[i], "choices", asdict(scores))

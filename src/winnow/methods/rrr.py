@@ -26,13 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
-from ..llm.client import LLM
 from ..details import PoolDetails
+from ..llm.client import LLM
 from ..prompts import listwise_prompt
 from ..records import Candidate, CandidateList, StageScore
 from ..settings import at_least
-from ..stages import (GradedRelevanceReranker, KeepTop, ListwiseReranker, QueryRewriter, Reader, Retriever,
-                      ThresholdFilter)
+from ..stages import (
+    GradedRelevanceReranker,
+    KeepTop,
+    ListwiseReranker,
+    QueryRewriter,
+    Reader,
+    Retriever,
+    ThresholdFilter,
+)
 from ..stages.contract import QuestionState, recording
 from ..stages.listwise import check_listwise_prompt
 from ..stages.retrieve import SearchIndex
@@ -114,7 +121,7 @@ class RRR(Method):
         retrieved = [state.ranked for state in batch]
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}
-        for state, loop, r_t in zip(batch, loops, retrieved):
+        for state, loop, r_t in zip(batch, loops, retrieved, strict=True):
             loop.first_retrieval = loop.first_retrieval or r_t
             kept = state.ranked.candidates
             new = [c for c in kept if c.passage.id not in loop.found]
@@ -128,7 +135,7 @@ class RRR(Method):
             state.done = len(loop.found) >= s.n or round_number == s.rewrites
             if not state.done:
                 state.feedback.append((state.search_text, r_t.passages[: s.feedback_docs]))  # π_t
-        rewriting = [(state, loop) for state, loop in zip(batch, loops) if not state.done]
+        rewriting = [(state, loop) for state, loop in zip(batch, loops, strict=True) if not state.done]
         if rewriting:
             self.rewriter.run([state for state, _ in rewriting])  # q_{t+1} = g(q_t; π_t)
         for state, loop in rewriting:
@@ -139,7 +146,7 @@ class RRR(Method):
         """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives."""
         with recording(batch, "order", "sort", {"by": "σ(q, ·) then E[σ], then order found"},
                        with_input=False) as traces:
-            for state, loop, stage in zip(batch, loops, traces):
+            for state, loop, stage in zip(batch, loops, traces, strict=True):
                 grades = state.grades
                 ordered = sorted(loop.found.values(), key=lambda c: (-grades[c.passage.id].argmax,
                                                                      -grades[c.passage.id].expected))

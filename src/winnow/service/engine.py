@@ -25,12 +25,19 @@ from ..llm.client import LLM
 from ..pipeline import Pipeline
 from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
-from .limits import (ApiError, Limits, check_range, check_settings, check_text, invalid, request_overrides,
-                     within_ceilings)
+from .limits import (
+    ApiError,
+    Limits,
+    check_range,
+    check_settings,
+    check_text,
+    invalid,
+    request_overrides,
+    within_ceilings,
+)
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
-
 
 
 @dataclass

@@ -113,7 +113,7 @@ def _sizes(llm: LLM, passages: Sequence[Passage], cap: int) -> list[int]:
 def _cut_to(llm: LLM, passages: Sequence[Passage], sizes: Sequence[int], budget: int
             ) -> tuple[list[Passage], list[PassageCut]]:
     fitted, cuts = [], []
-    for passage, size in zip(passages, sizes):
+    for passage, size in zip(passages, sizes, strict=True):
         if size <= budget:
             fitted.append(passage)
             continue

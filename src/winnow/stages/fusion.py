@@ -28,7 +28,7 @@ def min_max(values: Sequence[float]) -> list[float]:
 
 
 def fuse(reranker: Sequence[float], first_stage: Sequence[float], alpha: float) -> list[float]:
-    return [(1 - alpha) * r + alpha * f for r, f in zip(min_max(reranker), min_max(first_stage))]
+    return [(1 - alpha) * r + alpha * f for r, f in zip(min_max(reranker), min_max(first_stage), strict=True)]
 
 
 @dataclass
@@ -52,7 +52,7 @@ class ScoreFusion(ListStage):
         settings = {"alpha": self.alpha, "first_stage": self.first_stage, "reranker": self.reranker,
                     "normalisation": "min-max per query", "keep": self.keep}
         with recording(batch, self.name, "score-fusion", settings) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 reranked = [c.score_of(self.reranker) for c in state.ranked]
                 first = [c.score_of(self.first_stage) for c in state.ranked]
                 if any(v is None for v in reranked + first):

@@ -156,10 +156,10 @@ class GradedRelevanceReranker(ListStage):
                                  [traces[i] for i, _ in owners])
 
             asked = [0] * len(batch)
-            for (i, passage), grade in zip(owners, grades):
+            for (i, passage), grade in zip(owners, grades, strict=True):
                 batch[i].grades[passage.id] = grade
                 asked[i] += 1
-            for state, stage, fresh in zip(batch, traces, asked):
+            for state, stage, fresh in zip(batch, traces, asked, strict=True):
                 mine = [state.grades[p.id] for p in state.ranked.passages]
                 details: GradedDetails = stage.details  # type: ignore[assignment]
                 details.grades = [g.to_dict() for g in mine]
@@ -176,7 +176,7 @@ class GradedRelevanceReranker(ListStage):
     def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace]) -> list[RelevanceGrade]:
         """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace."""
         prompts = []
-        for q, p, trace in zip(queries, passages, traces):
+        for q, p, trace in zip(queries, passages, traces, strict=True):
             [fitted] = fit_prompt(self.llm, lambda ps, q=q: self.template.messages(q, ps[0], prefill=self.prefill), [p],
                                   output_tokens=self.max_tokens, fitted=trace.details.fitted)
             prompts.append(self.template.messages(q, fitted, prefill=self.prefill))
@@ -189,7 +189,7 @@ class GradedRelevanceReranker(ListStage):
             # Stop at the closing tag: the grade is before it, and the rest of the answer is cost.
             generations = self.llm.generate([prompts[i] for i in fallback], stage=[traces[i] for i in fallback],
                                             max_tokens=self.max_tokens, stop=["<</Score>>"])
-            for i, generation in zip(fallback, generations):
+            for i, generation in zip(fallback, generations, strict=True):
                 grades[i] = grade_from_text(passages[i].id, generation.text)
         return grades  # type: ignore[return-value]  # every slot is filled above
 
@@ -214,7 +214,7 @@ class ThresholdFilter(ListStage):
         settings = {"tau": self.tau, "sigma": self.use, "graded_by": self.graded_by,
                     "rule": "keep σ > τ (RRR Algorithm 1 line 6)"}
         with recording(batch, self.name, "threshold", lambda s: {**settings, **round_settings(s)}) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 kept: list[Candidate] = []
                 dropped: list[Candidate] = []
                 for candidate in state.ranked:

@@ -70,14 +70,14 @@ class NoisyDocumentJudge(ListStage):
                 prompts.append(self.template.messages(question, fitted, answer))
             choice_scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 passages = state.ranked.passages
                 mine = choice_scores[start:start + len(passages)]
                 start += len(passages)
                 scores = [judge_score(s) for s in mine]
                 details: JudgeDetails = stage.details  # type: ignore[assignment]
-                details.scores = {p.id: s for p, s in zip(passages, scores)}
-                details.choices_not_in_top_tokens = {p.id: list(s.missing) for p, s in zip(passages, mine)
+                details.scores = {p.id: s for p, s in zip(passages, scores, strict=True)}
+                details.choices_not_in_top_tokens = {p.id: list(s.missing) for p, s in zip(passages, mine, strict=True)
                                                      if s.missing}
                 state.candidates = state.ranked.ranked_by(self.name, scores)
                 stage.output = state.ranked.to_dicts()

@@ -37,7 +37,7 @@ class PointwiseTrueReranker(ListStage):
                 fitted=traces[i].details.fitted)) for i, p in owners]
             scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 mine = scores[start:start + len(state.ranked)]
                 start += len(state.ranked)
                 details: RankingDetails = stage.details  # type: ignore[assignment]

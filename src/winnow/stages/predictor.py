@@ -48,9 +48,9 @@ class PerDocumentPredictor:
                 self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p],
                 output_tokens=self.max_tokens, fitted=traces[i].details.fitted)) for i, p in owners]
             generations = self.llm.generate(prompts, stage=[traces[i] for i, _ in owners], max_tokens=self.max_tokens)
-            for (i, passage), generation in zip(owners, generations):
+            for (i, passage), generation in zip(owners, generations, strict=True):
                 batch[i].document_answers[passage.id] = generation.text
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 details: PredictorDetails = stage.details  # type: ignore[assignment]
                 details.answers = {p.id: state.document_answers[p.id] for p in state.ranked.passages}
                 stage.output = state.ranked.to_dicts()

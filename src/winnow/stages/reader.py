@@ -24,9 +24,9 @@ class Reader:
         with recording(batch, self.name, "reader", settings) as traces:
             prompts = [self.template.messages(s.query.text, fit_prompt(
                 self.llm, lambda ps, q=s.query.text: self.template.messages(q, ps), s.ranked.passages,
-                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces)]
+                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces, strict=True)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens)
-            for state, stage, generation in zip(batch, traces, generations):
+            for state, stage, generation in zip(batch, traces, generations, strict=True):
                 state.answer = generation
                 details: ReaderDetails = stage.details  # type: ignore[assignment]
                 details.answer = generation.text

@@ -39,7 +39,7 @@ class Retriever(ListStage):
     def run(self, batch: Sequence[QuestionState]) -> None:
         with recording(batch, self.name, self.kind, lambda s: {"n": self.n, **round_settings(s)},
                        with_input=False) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 searched = state.query if state.search_text == state.query.text else state.search_text
                 state.candidates = CandidateList(state.query, self.index.search(searched, k=self.n).candidates)
                 stage.details.query = state.search_text  # type: ignore[attr-defined]

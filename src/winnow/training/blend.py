@@ -33,7 +33,7 @@ from .blend_config import PASSAGES_PER_LIST, BlendConfig, ComponentSpec, read_bl
 from .contamination import EvalQuestions, default_eval_sets, load_eval_questions
 from .mining import answer_in, load_training_questions, mine_lists
 from .pseudo_relevance import label_chunks
-from .sources import (ConvDocument, Conversation, GoldQA, RankingPair, RetrievedList, read_component_file)
+from .sources import ConvDocument, Conversation, GoldQA, RankingPair, RetrievedList, read_component_file
 
 FORMAT = 1
 TRAIN_FILE = "train.jsonl"
@@ -71,7 +71,8 @@ def build_blend(config_path: str | Path, out: str | Path, *, overwrite: bool = F
     started = time.perf_counter()
     config = read_blend_config(config_path)
     out = Path(out).expanduser()
-    check_replaceable(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder")  # fail before the work
+    # Fail before the work, not after it.
+    check_replaceable(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder")
     eval_names = config.eval_sets if config.eval_sets is not None else default_eval_sets()
     eval_questions = load_eval_questions(eval_names, base=config.path.parent,
                                          loaded=lambda name: _report(progress, f"read evaluation set {name}", 1, None))
