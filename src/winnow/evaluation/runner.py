@@ -170,9 +170,9 @@ class EvalRun:
             batch = list(pending[start:start + batch_size])
             try:
                 self._ask_batch(pipeline, batch, on_answer)
-            except BackendError:
+            except BackendError as batch_error:
                 if len(batch) == 1:
-                    self._failed(batch[0], sys.exc_info()[1], on_failure)  # type: ignore[arg-type]
+                    self._failed(batch[0], batch_error, on_failure)
                     continue
                 for item in batch:
                     try:

@@ -117,18 +117,18 @@ class LLM:
         misses = [i for i, hit in enumerate(hits) if hit is None]
         fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses], lambda chunk: self.backend.generate(
             chunk, max_tokens=max_tokens, temperature=temperature, stop=stop))
-        results: list[Generation | None] = [Generation(**hit) if hit else None for hit in hits]
-        for i, generation in zip(misses, fresh, strict=True):
-            results[i] = generation
-            # Sampled answers are not a function of the prompt: cache only greedy decoding.
-            if self.cache is not None and temperature == 0.0:
+        asked = dict(zip(misses, fresh, strict=True))
+        # Sampled answers are not a function of the prompt: cache only greedy decoding.
+        if self.cache is not None and temperature == 0.0:
+            for i, generation in asked.items():
                 self.cache.put(keys[i], "generate", asdict(generation))
+        results = [Generation(**hit) if hit else asked[i] for i, hit in enumerate(hits)]
         for i, generation in enumerate(results):
             traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
                                  generation.prompt_tokens, generation.completion_tokens,
                                  generation.seconds, cached=hits[i] is not None,
                                  finish_reason=generation.finish_reason))
-        return results  # type: ignore[return-value]
+        return results
 
     def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
                       stage: StageTrace | Sequence[StageTrace]) -> list[ChoiceScores]:
@@ -138,17 +138,17 @@ class LLM:
         misses = [i for i, hit in enumerate(hits) if hit is None]
         fresh = self._in_chunks(_name(traces), [prompts[i] for i in misses],
                                 lambda chunk: self.backend.choice_logprobs(chunk, choices))
-        results: list[ChoiceScores | None] = [
-            ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else None for hit in hits]
-        for i, scores in zip(misses, fresh, strict=True):
-            results[i] = scores
-            if self.cache is not None:
+        asked = dict(zip(misses, fresh, strict=True))
+        if self.cache is not None:
+            for i, scores in asked.items():
                 self.cache.put(keys[i], "choices", asdict(scores))
+        results = [ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else asked[i]
+                   for i, hit in enumerate(hits)]
         for i, scores in enumerate(results):
             traces[i].record(LLMCall(traces[i].name, "choices", list(prompts[i]),
                                  {c: round(scores.probability(c), 6) for c in choices},
                                  scores.prompt_tokens, 0, scores.seconds, cached=hits[i] is not None))
-        return results  # type: ignore[return-value]
+        return results
 
     def close(self) -> None:
         self.backend.close()

@@ -86,7 +86,7 @@ class RRR(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
         # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
@@ -154,7 +154,7 @@ class RRR(Method):
                     Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
                               note=f"found in round {loop.found_in_round[c.passage.id]}")
                     for rank, c in enumerate(ordered, start=1)])
-                details: PoolDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(PoolDetails)
                 details.rounds = loop.rounds
                 if not pool.candidates and loop.first_retrieval is not None:
                     # Nothing cleared τ in any round: rather than answer from nothing, use the first

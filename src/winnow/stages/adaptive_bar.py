@@ -66,7 +66,7 @@ class AdaptiveJudgeBar(ListStage):
                     "rule": "keep s ≥ τ = mean(s) − n·std(s), descending s (MAIN-RAG adaptive judge bar)"}
         with recording(batch, self.name, "adaptive-judge-bar", settings) as traces:
             for state, stage in zip(batch, traces, strict=True):
-                state.candidates = self._cut(state.ranked, stage.details)  # type: ignore[arg-type]
+                state.candidates = self._cut(state.ranked, stage.details_as(FilterDetails))
                 stage.output = state.ranked.to_dicts()
 
     def _cut(self, candidates: CandidateList, details: FilterDetails) -> CandidateList:

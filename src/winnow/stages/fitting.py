@@ -179,3 +179,11 @@ def fit_prompt(llm: LLM, render: Render, passages: Sequence[Passage], *, output_
     fitted.extend({**vars(cut), "context_size": fit.context_size, "passage_budget": fit.passage_budget,
                    "token_counting": fit.token_counting} for cut in fit.cuts)
     return fit.passages
+
+
+def fit_one_passage(llm: LLM, render: Callable[[Passage], Messages], passage: Passage, *, output_tokens: int,
+                    fitted: list[dict[str, Any]]) -> Passage:
+    """:func:`fit_prompt` for a prompt about a single passage (a judge's or a grader's)."""
+    [kept] = fit_prompt(llm, lambda passages: render(passages[0]), [passage], output_tokens=output_tokens,
+                        fitted=fitted)
+    return kept

@@ -86,8 +86,8 @@ def check_listwise_prompt(choice: object) -> str:
     if choice not in LISTWISE_PROMPTS:
         raise SettingError("listwise_prompt",
                            f"setting 'listwise_prompt' must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
-                          "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
-    return LISTWISE_PROMPTS[choice]  # type: ignore[index]
+                           "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
+    return LISTWISE_PROMPTS[choice]
 
 
 def ranking_token_budget(num: int) -> int:
@@ -146,7 +146,7 @@ class ListwiseReranker(ListStage):
                 active = [i for i in range(len(batch)) if j < len(plans[i])]
                 self._rank_windows([(batch[i], traces[i], orders[i], plans[i][j]) for i in active])
             for state, stage, order in zip(batch, traces, orders, strict=True):
-                unchanged_warning(stage.details)  # type: ignore[arg-type]
+                unchanged_warning(stage.details_as(ListwiseDetails))
                 n = len(order)
                 scores = [0.0] * n
                 for position, i in enumerate(order):
@@ -190,4 +190,4 @@ class ListwiseReranker(ListStage):
             else:
                 record["skipped"] = "a single passage: nothing to rank"
             record["ranked_ids"] = [state.ranked.candidates[i].passage.id for i in order[start:end]]
-            stage.details.windows.append(record)  # type: ignore[attr-defined]
+            stage.details_as(ListwiseDetails).windows.append(record)

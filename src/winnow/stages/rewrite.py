@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..details import RewriteDetails
 from ..llm.base import Messages
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
@@ -65,7 +66,7 @@ class QueryRewriter:
                                             stop=["<</Rewrite>>"])
             for state, stage, generation in zip(batch, traces, generations, strict=True):
                 text = parse_rewrite(generation.text)
-                stage.details.rewrites.append({"answer": generation.text, "rewrite": text})  # type: ignore[attr-defined]
+                stage.details_as(RewriteDetails).rewrites.append({"answer": generation.text, "rewrite": text})
                 if text:
                     state.search_text = text
                 else:
