@@ -175,7 +175,7 @@ def score(model: str, lists, workdir: Path, threads: int, label: str) -> tuple[l
     try:
         for candidates, _ in lists:
             trace = Trace()
-            ranked = reranker.run(candidates, trace)
+            ranked = reranker.rank(candidates, trace)
             out.append({c.passage.id: c.score_of("rerank") for c in ranked})
             # A cached call keeps the seconds it took when it ran, so a rerun reports the real cost.
             model_seconds += sum(call.seconds for stage in trace.stages for call in stage.llm_calls)

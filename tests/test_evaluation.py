@@ -372,15 +372,20 @@ def winnow(*args, check=True):
     return result
 
 
+def make_bench(folder, corpus, questions):
+    """``folder/idx`` (a real BM25 index of ``corpus``) and ``folder/qa.jsonl`` (``questions``)."""
+    source = folder / "corpus.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in corpus))
+    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="tiny",
+                     progress=False)
+    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """A real BM25 index of ten passages, four questions (one with a regex answer) and their qrels."""
-    folder = tmp_path_factory.mktemp("eval-bench")
-    source = folder / "corpus.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in CORPUS))
-    build_bm25_index(load_corpus(source).passages, folder / "idx", source=str(source), source_checksum="tiny",
-                     progress=False)
-    (folder / "qa.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    folder = make_bench(tmp_path_factory.mktemp("eval-bench"), CORPUS, QUESTIONS)
     (folder / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
     return folder
 
@@ -508,21 +513,23 @@ def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp
 
 @pytest.mark.llm
 def test_a_question_the_backend_refuses_is_recorded_skipped_and_retried(tmp_path):
-    # A real refusal: a 7,500-word passage overflows SmolLM2's 4,096-token context.
+    # A real refusal: long passages are cut to fit, but a question is never cut, and a 6,000-word
+    # question leaves no room in SmolLM2's 4,096-token context.
     source = tmp_path / "corpus.jsonl"
     source.write_text(json.dumps({"id": "long", "title": "Aardvark", "text": " ".join(["aardvark burrow termite"] * 2500)})
                       + "\n" + json.dumps({"id": "paris", "title": "Paris", "text": "Paris is the capital of France."})
                       + "\n")
+    too_long = "where does the aardvark live " + "aardvark " * 6000
     build_bm25_index(load_corpus(source).passages, tmp_path / "idx", source=str(source), source_checksum="big",
                      progress=False)
     queries = tmp_path / "qa.jsonl"
-    queries.write_text(json.dumps({"id": "a1", "question": "where does the aardvark live", "golden_answers": ["burrow"]})
+    queries.write_text(json.dumps({"id": "a1", "question": too_long, "golden_answers": ["burrow"]})
                        + "\n" + json.dumps({"id": "a2", "question": "capital of France", "golden_answers": ["Paris"]})
                        + "\n")
     args = ("eval", "--index", tmp_path / "idx", "--queries", queries, "--model", "smollm2-135m", "--method", "vanilla",
             "--k", "1", "--out", tmp_path / "run")
     result = winnow(*args)
-    assert "skipped a1" in result.stderr and "exceeds the available context size" in result.stderr
+    assert "skipped a1" in result.stderr and "leaves no room for passage text" in result.stderr
     assert [r["id"] for r in read_lines(tmp_path / "run" / "answers.jsonl")] == ["a2"]
     assert [e["id"] for e in read_lines(tmp_path / "run" / "errors.jsonl")] == ["a1"]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -159,6 +159,8 @@ MISSING = {  # what a user of the core types → the extra it needs
     "report": ["report", "{folder}/run", "--out", "{folder}/report.md"],
     "eval --qrels": ["eval", "--index", "{idx}", "--queries", "{folder}/q.jsonl", "--qrels", "{folder}/qrels.txt",
                      "--out", "{folder}/run"],
+    "eval --engine ray": ["eval", "--index", "{idx}", "--queries", "{folder}/q.jsonl", "--engine", "ray",
+                          "--out", "{folder}/run"],
     "index --dense": ["index", "{folder}/corpus.jsonl", "--out", "{folder}/dense", "--dense"],
     "rerank --method embedding": ["rerank", "--method", "embedding", "q", "{folder}/corpus.jsonl"],
     "data export irds:": ["data", "export", "irds:beir/scifact/test", "--out", "{folder}/q.jsonl"],
@@ -166,7 +168,8 @@ MISSING = {  # what a user of the core types → the extra it needs
     "ask --backend transformers": ["ask", "--index", "{idx}", "--backend", "transformers", "--model", "m", "q"],
     "train sft": ["train", "sft", "--base", "smollm2-135m", "--data", "{folder}/blend", "--out", "{folder}/sft"],
 }
-EXTRA_OF = {"serve": "serve", "report": "eval", "eval --qrels": "eval", "index --dense": "dense",
+EXTRA_OF = {"serve": "serve", "report": "eval", "eval --qrels": "eval", "eval --engine ray": "ray",
+            "index --dense": "dense",
             "rerank --method embedding": "dense", "data export irds:": "data", "ask (llama.cpp)": "llamacpp",
             "ask --backend transformers": "train", "train sft": "train"}
 

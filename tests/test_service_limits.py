@@ -381,3 +381,9 @@ def test_a_full_queue_is_a_503_and_other_routes_still_answer(client):
     wait_for(lambda: queue_stats(client)["pending"] == 0, timeout=30, what="the closed stream's slot")
     response = client.post("/v1/ask", json=waiting)
     assert response.status_code == 200 and response.json()["passages"][0]["id"] == "nile"
+
+
+def test_a_question_of_only_zero_width_characters_is_refused_naming_the_field(client):
+    """The same text check as the command line: nothing visible is nothing to ask."""
+    error = refused(client.post("/v1/ask", json={"question": "\u200b\u200c\u2060 "}), 422, "question")
+    assert "empty once zero-width" in error["message"]

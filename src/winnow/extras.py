@@ -23,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "eval": ("ir_measures", "pytrec_eval", "matplotlib"),
     "dense": ("onnxruntime", "tokenizers"),
     "data": ("ir_datasets",),
+    "ray": ("ray",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

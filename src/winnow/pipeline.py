@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
-from .records import Answer
+from .records import Answer, CandidateList
 from .settings import SettingError
 
 DEFAULT_METHOD = "rankrag"
@@ -164,10 +164,34 @@ class Pipeline:
         """Answer many questions together, each stage over all of them (see :mod:`winnow.stages.contract`)."""
         return self.method.ask_batch(questions)
 
+    def method_with(self, method: str, settings: dict[str, Any], llm: Any = None,
+                    agents: dict[str, Any] | None = None) -> Any:
+        """Another method (or other settings) over the same index and models: what a server builds per
+        request. ``llm``/``agents`` default to this pipeline's; roles the method lacks are left out."""
+        from .methods import agent_roles, build_method
+
+        own = agent_roles(method)
+        chosen = {role: agent for role, agent in (self.agents if agents is None else agents).items() if role in own}
+        return build_method(method, index=self.index, llm=llm or self.llm, agents=chosen, **settings)
+
+    def search(self, query: str, k: int) -> CandidateList:
+        """First-stage retrieval alone: the top ``k`` passages of this pipeline's retriever."""
+        return self.index.search(query, k=k)
+
+    @property
+    def retriever_name(self) -> str:
+        return getattr(self.index, "name", self.spec.retriever)
+
+    def model_roles(self) -> dict[int, str]:
+        """Each loaded model's role by ``id(llm)``: "default" for the method's model, else its agent role."""
+        roles = {id(self.llm): "default"}
+        roles.update({id(llm): role for role, llm in self.agents.items()})
+        return roles
+
     def describe(self) -> dict[str, Any]:
         """The resolved settings as `--json` output and run folders record them."""
         described = {"model": self.spec.model, "backend": self.spec.backend, "index": str(self.index_dir),
-                     "retriever": getattr(self.index, "name", self.spec.retriever)}
+                     "retriever": self.retriever_name}
         described.update({f"{role}_model": model for role, model in self.spec.agents.items()})
         return described
 

@@ -110,6 +110,7 @@ def rerank(
     from ..rerank import check_rerank_method
     from ..rerank import rerank as rerank_passages
 
+    check_text(query, "the query")
     check_rerank_method(method)
     corpus = load_corpus(passages_file)
     if corpus.report.kept != corpus.report.read:

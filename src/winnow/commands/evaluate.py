@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from ..errors import WinnowError
 from .common import (
     AgentOption,
     ApiKeyOption,
@@ -117,6 +118,17 @@ def evaluate(
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
                                                                        "the LLM calls of the whole batch at once "
                                                                        "(answers are the same as one at a time).")] = 8,
+    engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
+                                                         "over the workers of a Ray cluster; needs the \\[ray] "
+                                                         "extra).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's HOST:PORT "
+                                                                             "(default: RAY_ADDRESS, or a new "
+                                                                             "cluster on this machine).")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="--engine ray: workers, each with its "
+                                                                             "own index and models \\[default: one "
+                                                                             "per node].")] = None,
+    ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
+                                                                          "(llama.cpp's threads).")] = 1,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -129,6 +141,7 @@ def evaluate(
     from ..evaluation.runner import EvalRun
     from ..pipeline import Pipeline
 
+    check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, retriever=retriever, judge_model=judge_model,
                        final_model=final_model, n=n, k=k,
@@ -146,20 +159,25 @@ def evaluate(
     interrupted = False
     if pending:
         stages = StageProgress(err)
-        with spinner_while_loading(spec.backend) as loading:
-            pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=stages,
-                                loading=loading)
-        with pipeline:
-            run.check_models(pipeline)
-            run.start_session(len(pending))
-            with stages.bar:
-                progress = RunProgress(stages, spec.method, len(run.selected), run.answered())
-                try:
-                    run.ask_all(pipeline, pending, on_answer=progress, batch_size=batch_size,
-                                on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}",
-                                                                      highlight=False))
-                except KeyboardInterrupt:
-                    interrupted = True
+        asking: dict[str, Any] = dict(
+            on_answer=None, batch_size=batch_size,
+            on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}", highlight=False))
+        if engine == "ray":
+            interrupted = _ask_on_ray(run, pending, stages, asking, address=ray_address, workers=ray_workers,
+                                      cpus=ray_cpus)
+        else:
+            with spinner_while_loading(spec.backend) as loading:
+                pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=stages,
+                                    loading=loading)
+            with pipeline:
+                run.check_models(pipeline)
+                run.start_session(len(pending))
+                with stages.bar:
+                    asking["on_answer"] = RunProgress(stages, spec.method, len(run.selected), run.answered())
+                    try:
+                        run.ask_all(pipeline, pending, **asking)
+                    except KeyboardInterrupt:
+                        interrupted = True
     metrics = run.finish()
     if run.failures:
         err.print(f"[yellow]{len(run.failures)} question(s) failed and were skipped[/] (see "
@@ -181,6 +199,48 @@ def evaluate(
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
+
+
+ENGINES = ("local", "ray")
+
+
+def check_engine(engine: str, *, ray_address: str | None, ray_workers: int | None, ray_cpus: float) -> None:
+    """Refuse an unknown engine, and Ray options without ``--engine ray``, before anything loads."""
+    from ..extras import require
+
+    if engine not in ENGINES:
+        raise WinnowError(f"--engine {engine!r} is not one of {', '.join(ENGINES)}")
+    given = [name for name, value in (("--ray-address", ray_address), ("--ray-workers", ray_workers),
+                                      ("--ray-cpus-per-worker", ray_cpus != 1)) if value]
+    if engine != "ray" and given:
+        raise WinnowError(f"{', '.join(given)} only apply with --engine ray")
+    if engine == "ray":
+        require("ray", "winnow eval --engine ray")
+        if ray_address:
+            from ..evaluation.ray_engine import check_reachable
+
+            check_reachable(ray_address)
+
+
+def _ask_on_ray(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
+                address: str | None, workers: int | None, cpus: float) -> bool:
+    """Ask ``pending`` on the workers of a Ray cluster; True when interrupted (Ctrl-C)."""
+    from ..evaluation.ray_engine import RayEngine
+
+    with err.status("joining the Ray cluster"):
+        engine = RayEngine(run, address=address, workers=workers, cpus_per_worker=cpus)
+    with engine:
+        with err.status(f"starting {engine.count} Ray worker(s) ({run.spec.backend})"):
+            engine.start()
+        err.print(f"Ray: {engine.count} worker(s) on {', '.join(sorted(set(engine.hosts)))}", highlight=False)
+        run.start_session(len(pending))
+        with stages.bar:
+            asking["on_answer"] = RunProgress(stages, run.spec.method, len(run.selected), run.answered())
+            try:
+                engine.ask_all(pending, **asking)
+            except KeyboardInterrupt:
+                return True
+    return False
 
 
 def _without_cache(cost: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +100,7 @@ class EvalRun:
         self.config: dict[str, Any] = {}
         self.new_answers = 0
         self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
+        self._in_a_row = 0  # questions failed since the last answered one
         self.started = time.perf_counter()
 
     # --- preparing --------------------------------------------------------------------------------
@@ -135,8 +136,10 @@ class EvalRun:
 
     def check_models(self, pipeline: Any) -> None:
         """Record the loaded models' identities (with checksums), or refuse ones that changed."""
-        models = {"model": pipeline.llm.identity}
-        models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
+        self.check_model_identities(model_identities(pipeline))
+
+    def check_model_identities(self, models: dict[str, Any]) -> None:
+        """:meth:`check_models` for models loaded elsewhere (the workers of ``--engine ray``)."""
         recorded = self.config.get("models")
         if recorded and recorded != models:
             from .runfolder import identity_differences
@@ -167,46 +170,37 @@ class EvalRun:
             raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         self._in_a_row = 0
         for start in range(0, len(pending), batch_size):
-            batch = list(pending[start:start + batch_size])
-            try:
-                self._ask_batch(pipeline, batch, on_answer)
-            except BackendError as batch_error:
-                if len(batch) == 1:
-                    self._failed(batch[0], batch_error, on_failure)
-                    continue
-                for item in batch:
-                    try:
-                        self._ask_batch(pipeline, [item], on_answer)
-                    except BackendError as exc:
-                        self._failed(item, exc, on_failure)
+            for outcome in answer_batch(pipeline, self.spec, pending[start:start + batch_size]):
+                if isinstance(outcome, dict):
+                    self.keep(outcome, on_answer)
+                else:
+                    self.failed(*outcome, on_failure)
 
-    def _ask_batch(self, pipeline: Any, batch: list[Any], on_answer: Callable[[dict[str, Any]], None] | None) -> None:
-        depth = first_stage_depth(self.spec)
-        retriever = getattr(pipeline.index, "name", self.spec.retriever)
-        started = time.perf_counter()
-        first_stages = [pipeline.index.search(Query(item.question, id=item.id), k=depth) for item in batch]
-        searched = time.perf_counter()
-        answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
-        share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
+    def keep(self, record: dict[str, Any], on_answer: Callable[[dict[str, Any]], None] | None = None) -> bool:
+        """Append one finished question to the run folder; False (and nothing written) for a
+        question the folder already holds, so no question is ever recorded twice."""
+        if record["id"] in self.records:
+            return False
         self._in_a_row = 0
-        for item, first_stage, answer in zip(batch, first_stages, answers, strict=True):
-            record = question_record(item, answer, first_stage, retriever=retriever, seconds=share,
-                                     first_stage_seconds=(searched - started) / len(batch))
-            self.folder.append(record)
-            self.records[item.id] = record
-            self.new_answers += 1
-            if on_answer:
-                on_answer(record)
+        self.folder.append(record)
+        self.records[record["id"]] = record
+        self.new_answers += 1
+        if on_answer:
+            on_answer(record)
+        return True
 
-    def _failed(self, item: Any, exc: BackendError, on_failure: Callable[[str, str], None] | None) -> None:
-        self._in_a_row += 1
-        self.failures[item.id] = str(exc)
-        self.folder.append_error({"id": item.id, "error": str(exc), "at": now()})
+    def failed(self, question_id: str, error: str, on_failure: Callable[[str, str], None] | None = None, *,
+               backend: bool = True) -> None:
+        """Record a question that failed (retried on resume). Too many refused by the backend in a
+        row stop the run; ``backend=False`` is a failure that says nothing of the backend (a lost worker)."""
+        self._in_a_row += backend
+        self.failures[question_id] = error
+        self.folder.append_error({"id": question_id, "error": error, "at": now()})
         if on_failure:
-            on_failure(item.id, str(exc))
+            on_failure(question_id, error)
         if self._in_a_row >= MAX_CONSECUTIVE_FAILURES:
-            raise WinnowError(f"the backend failed {self._in_a_row} questions in a row; last: {exc}",
-                              "fix the backend and run the same command again to resume") from exc
+            raise WinnowError(f"the backend failed {self._in_a_row} questions in a row; last: {error}",
+                              "fix the backend and run the same command again to resume")
 
     # --- scoring -----------------------------------------------------------------------------------
 
@@ -249,6 +243,47 @@ class EvalRun:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def model_identities(pipeline: Any) -> dict[str, Any]:
+    """The identities (with checksums) of a pipeline's models, as run folders record them."""
+    models = {"model": pipeline.llm.identity}
+    models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
+    return models
+
+
+def answer_batch(pipeline: Any, spec: Any, batch: Sequence[Any]) -> Iterator[dict[str, Any] | tuple[str, str]]:
+    """Ask ``batch`` (QA items) together, each stage over the whole batch (its LLM calls sent at
+    once); yield per question its finished record, or ``(id, error)`` when the backend refused it.
+
+    A batch the backend fails is asked again one question at a time, so one bad question costs
+    only itself (its calls that succeeded are in the call cache).
+    """
+    try:
+        yield from _records(pipeline, spec, list(batch))
+        return
+    except BackendError as exc:
+        if len(batch) == 1:
+            yield batch[0].id, str(exc)
+            return
+    for item in batch:
+        try:
+            yield from _records(pipeline, spec, [item])
+        except BackendError as exc:
+            yield item.id, str(exc)
+
+
+def _records(pipeline: Any, spec: Any, batch: list[Any]) -> list[dict[str, Any]]:
+    depth = first_stage_depth(spec)
+    retriever = getattr(pipeline.index, "name", spec.retriever)
+    started = time.perf_counter()
+    first_stages = [pipeline.index.search(Query(item.question, id=item.id), k=depth) for item in batch]
+    searched = time.perf_counter()
+    answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
+    share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
+    return [question_record(item, answer, first_stage, retriever=retriever, seconds=share,
+                            first_stage_seconds=(searched - started) / len(batch))
+            for item, first_stage, answer in zip(batch, first_stages, answers, strict=True)]
 
 
 def indexed_ids(index_dir: Path) -> set[str]:

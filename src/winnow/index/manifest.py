@@ -181,7 +181,6 @@ def verify_checksums(folder: Path, manifest: dict[str, Any]) -> None:
         sums = list(pool.map(lambda name: file_sha256(folder / name), names))
     damaged = [name for name, sha in zip(names, sums, strict=True) if sha != manifest["files"][name]["sha256"]]
     if damaged:
-        raise IndexLoadError(f"{folder} is corrupt: {', '.join(damaged)} "
-                             f"{'does' if len(damaged) == 1 else 'do'} not match "
-                             f"{'its' if len(damaged) == 1 else 'their'} recorded sha256",
+        verb = "does not match its" if len(damaged) == 1 else "do not match their"
+        raise IndexLoadError(f"{folder} is corrupt: {', '.join(damaged)} {verb} recorded sha256",
                              rebuild_hint(folder, manifest))

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
+from .messages import Messages
+
 if TYPE_CHECKING:
     from .tokens import TokenCounter
 
-Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True, slots=True)

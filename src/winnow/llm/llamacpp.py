@@ -1,7 +1,9 @@
 """The embedded default backend: a GGUF model run in-process by llama.cpp through xllamacpp.
 
 xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
-own template, as RankRAG Appendix D asks) and repeated prompt prefixes are served from the KV cache.
+own template; RankRAG's Appendix D prints its prompts as plain "System: … User: … Assistant:" text,
+which a template renders in the model's own format). Every prompt is computed from scratch (see
+``cache_prompt`` below), so a prompt's scores never depend on the prompt asked before it.
 The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
 with llama.cpp's own tokenizer.
 """
@@ -17,7 +19,12 @@ from ..errors import ModelError
 from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
-from .openai_format import choice_request, generation_request, read_choice_scores, read_generation
+from .openai_format import (
+    choice_request,
+    generation_request,
+    read_choice_scores,
+    read_generation,
+)
 from .server_tokens import LlamaServerTokenIds, llama_server_context
 from .tokens import ModelTokens, TokenCounter
 

@@ -19,7 +19,13 @@ from ..errors import BackendError
 from .base import ChoiceScores, Generation, Messages
 from .context_size import checked_context_size, resolve_context_size
 from .http_json import post_json
-from .openai_format import choice_request, continuation_fields, generation_request, read_choice_scores, read_generation
+from .openai_format import (
+    choice_request,
+    continuation_fields,
+    generation_request,
+    read_choice_scores,
+    read_generation,
+)
 from .server_tokens import ServerFacts, discover
 from .tokens import TokenCounter
 

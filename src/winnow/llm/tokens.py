@@ -18,7 +18,7 @@ import math
 from functools import lru_cache
 from typing import Protocol, Sequence
 
-from .base import Messages
+from .messages import Messages
 
 #: Distinct texts (and prompts) whose counts are remembered per model.
 CACHED_TEXTS = 8192
@@ -101,11 +101,12 @@ class ModelTokens:
         while keep > 0:
             # A cut inside a multi-byte character decodes to U+FFFD; drop the partial character.
             cut = self._ids.decode(ids[:keep]).rstrip("\ufffd")
-            # Decoded text can tokenize differently from the ids it came from (rarely one token
-            # more); step back until the promise "at most max_tokens" holds.
-            if self.count(cut) <= max_tokens:
+            # Decoded text can tokenize differently from the ids it came from (rarely a token
+            # more); step back by the excess until the promise "at most max_tokens" holds.
+            excess = self.count(cut) - max_tokens
+            if excess <= 0:
                 return cut, True
-            keep -= 1
+            keep -= excess
         return "", True
 
 

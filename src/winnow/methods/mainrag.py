@@ -24,7 +24,13 @@ from typing import Mapping
 from ..llm.client import LLM
 from ..prompts import prompt
 from ..settings import at_least
-from ..stages import AdaptiveJudgeBar, NoisyDocumentJudge, PerDocumentPredictor, Reader, Retriever
+from ..stages import (
+    AdaptiveJudgeBar,
+    NoisyDocumentJudge,
+    PerDocumentPredictor,
+    Reader,
+    Retriever,
+)
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
 

@@ -143,11 +143,7 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: dict[str, Any], models: Models):
-        from ..methods import agent_roles, build_method
-
-        accepted = agent_roles(method)
-        agents = {role: llm for role, llm in models.agents.items() if role in accepted}
-        return build_method(method, index=self.pipeline.index, llm=models.llm, agents=agents, **settings)
+        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
         from ..records import Passage
@@ -248,15 +244,14 @@ class Service:
         check_text("q", query, self.limits.max_question_chars)
         k = min(10, self.limits.max_n) if k is None else check_range("k", k, 1, self.limits.max_n)
         started = time.perf_counter()
-        hits = self.pipeline.index.search(query, k=k)
-        return {"query": query, "retriever": getattr(self.pipeline.index, "name", self.pipeline.spec.retriever),
+        hits = self.pipeline.search(query, k=k)
+        return {"query": query, "retriever": self.pipeline.retriever_name,
                 "passages": hits.to_dicts(), "seconds": round(time.perf_counter() - started, 4)}
 
     # ---- descriptions --------------------------------------------------------------------------
 
     def model_list(self) -> dict[str, Any]:
-        roles = {id(self.pipeline.llm): "default"}
-        roles.update({id(llm): role for role, llm in self.pipeline.agents.items()})
+        roles = self.pipeline.model_roles()
         data = [{"id": llm.identity.get("model", ""), "object": "model", "owned_by": "winnow",
                  "role": roles.get(id(llm), "agent"), "identity": llm.identity} for llm in self.pipeline.llms]
         data.append({"id": "all-MiniLM-L6-v2", "object": "model", "owned_by": "winnow",

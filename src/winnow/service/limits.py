@@ -65,8 +65,15 @@ def invalid(field_name: str, message: str) -> ApiError:
 
 
 def check_text(field_name: str, text: str, limit: int) -> str:
+    """The one text check of the command line and the readers (:func:`winnow.text.text_problem`:
+    a lone surrogate, or nothing visible), then the server's length limit."""
+    from ..text import text_problem
+
     if not text.strip():
         raise invalid(field_name, f"{field_name} must not be empty")
+    problem = text_problem(text)
+    if problem:
+        raise invalid(field_name, f"{field_name} {problem}")
     if len(text) > limit:
         raise invalid(field_name, f"{field_name} has {len(text):,} characters; the limit is {limit:,}")
     return text

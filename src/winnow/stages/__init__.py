@@ -4,7 +4,12 @@ from .adaptive_bar import AdaptiveJudgeBar, adaptive_bar_filter, adaptive_judge_
 from .contract import ListStage, QuestionState, Stage, recording, run_stages
 from .embedding import EmbeddingReranker
 from .fusion import KeepTop, ScoreFusion
-from .graded import GradedRelevanceReranker, ThresholdFilter, parse_score, threshold_filter
+from .graded import (
+           GradedRelevanceReranker,
+           ThresholdFilter,
+           parse_score,
+           threshold_filter,
+)
 from .judge import NoisyDocumentJudge
 from .listwise import ListwiseReranker, parse_permutation, sliding_windows
 from .pointwise import PointwiseTrueReranker

@@ -22,13 +22,21 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterator,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
 from ..records import CandidateList, Query, StageTrace, Trace
 
 if TYPE_CHECKING:
     from ..llm.base import Generation
-    from .graded import RelevanceGrade
+    from .relevance_grade import RelevanceGrade
 
 
 @dataclass
@@ -100,6 +108,11 @@ def recording(batch: Sequence[QuestionState], name: str, kind: str, settings: Se
         share = (time.perf_counter() - started) / max(1, len(batch))
         for stage in traces:
             stage.seconds = share
+
+
+def round_settings(state: QuestionState) -> dict[str, object]:
+    """A loop's round and the text searched in it (RRR's q_t), for stages inside a loop."""
+    return {"round": state.round, "query": state.search_text} if state.round else {}
 
 
 def run_stages(stages: Sequence[Stage], batch: Sequence[QuestionState]) -> None:

@@ -16,7 +16,7 @@ measured after cutting; where tokens merge differently at a passage's edges, the
 the excess and the passages are cut again.
 
 When even the prompt without passage texts leaves no room, nothing sensible can be sent: a
-:class:`~winnow.errors.WinnowError` names the context size and how to raise it.
+:class:`PromptDoesNotFit` names the context size and how to raise it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from ..errors import WinnowError
+from ..errors import BackendError
 from ..llm.base import Messages
 from ..llm.client import LLM
 from ..records import Passage
@@ -91,8 +91,14 @@ def largest_budget(sizes: Sequence[int], room: int, cap: int) -> int:
     return cap
 
 
-def _no_room(llm: LLM, fixed: int, output_tokens: int) -> WinnowError:
-    return WinnowError(
+class PromptDoesNotFit(BackendError):
+    """A prompt whose instructions and question alone leave no room in the model's context: the
+    model cannot be asked it. Like a backend's refusal it fails one question, which ``winnow eval``
+    records and skips, not the whole run."""
+
+
+def _no_room(llm: LLM, fixed: int, output_tokens: int) -> PromptDoesNotFit:
+    return PromptDoesNotFit(
         f"the prompt without its passages (instructions, question, titles) takes {fixed} tokens and the answer "
         f"{output_tokens}, which leaves no room for passage text in the model's context of {llm.context_size} "
         f"tokens ({llm.context_size_source})",
@@ -129,7 +135,7 @@ def fit_passages(llm: LLM, render: Render, passages: Sequence[Passage], *, outpu
     """``passages`` cut so that ``render(passages)`` plus ``output_tokens`` fit ``llm.context_size``.
 
     ``render`` builds the whole chat prompt (instructions, question, passages) from a list of
-    passages, as the stage will send it; the rule is in the module notes. Raises WinnowError when
+    passages, as the stage will send it; the rule is in the module notes. Raises PromptDoesNotFit when
     the prompt without passage texts leaves no room.
     """
     if output_tokens < 0:

@@ -27,9 +27,9 @@ from ..llm.base import ChoiceScores
 from ..llm.client import LLM
 from ..prompts import GradedPromptTemplate, graded_prompt
 from ..records import Candidate, CandidateList, Passage, StageTrace, Trace
-from .contract import ListStage, QuestionState, recording
+from .contract import ListStage, QuestionState, recording, round_settings
 from .fitting import fit_one_passage
-from .retrieve import round_settings
+from .relevance_grade import RelevanceGrade
 
 GRADES = ("1", "2", "3", "4", "5")
 #: The grade given to an answer no grade can be read from: such an answer is no evidence of
@@ -70,31 +70,6 @@ def parse_score(text: str) -> int | None:
     if len(numbers) == 1:
         return _grade(numbers.pop())
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class RelevanceGrade:
-    """What the relevance model said about one passage."""
-
-    passage_id: str
-    expected: float  # E[σ] under the next-token distribution; the stage's score
-    argmax: int  # the most probable grade: a greedy model's answer, the paper's σ
-    distribution: dict[str, float]  # P(grade), renormalised over 1..5
-    source: Literal["logprobs", "generated"]
-    answer: str = ""  # the generated text, when the grade was parsed from one
-    readable: bool = True  # False when no grade could be parsed (then argmax = UNREADABLE_GRADE)
-    missing: tuple[str, ...] = ()  # grades absent from the top next tokens (given an upper bound)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.passage_id, "expected": round(self.expected, 4), "argmax": self.argmax,
-                               "distribution": {g: round(p, 6) for g, p in self.distribution.items()},
-                               "source": self.source}
-        if self.source == "generated":
-            out["answer"] = self.answer
-            out["readable"] = self.readable
-        if self.missing:
-            out["missing"] = list(self.missing)
-        return out
 
 
 def grade_from_dict(data: dict[str, Any]) -> RelevanceGrade:

@@ -7,18 +7,13 @@ from typing import Protocol, Sequence
 
 from ..details import RetrievalDetails
 from ..records import CandidateList, Query
-from .contract import ListStage, QuestionState, recording
+from .contract import ListStage, QuestionState, recording, round_settings
 
 
 class SearchIndex(Protocol):
     name: str
 
     def search(self, query: str | Query, k: int = 10) -> CandidateList: ...
-
-
-def round_settings(state: QuestionState) -> dict[str, object]:
-    """A loop's round and the text searched in it (RRR's q_t), for stages inside a loop."""
-    return {"round": state.round, "query": state.search_text} if state.round else {}
 
 
 @dataclass

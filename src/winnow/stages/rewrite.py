@@ -1,7 +1,7 @@
 """Query rewriting with retrieval feedback: RRR's rewriter g (Arora et al., 2023, §3.2, App. A.1).
 
 The prompt carries the original query (TOPIC) and, for each query tried so far, its top N_aug
-results by retriever score (Algorithm 1 lines 11-12; §4 (iii): retriever-ranked feedback is what
+results by retriever score (Algorithm 1 lines 11-12; §5.3 (iii): retriever-ranked feedback is what
 the paper's experiments use). The answer is asked for as ``<<Rewrite>>…<</Rewrite>>``; the turn is
 started with the opening tag and generation stops at the closing one, so the text generated is the
 rewrite itself.

@@ -1,0 +1,204 @@
+"""``winnow eval --engine ray``: the questions of one run shared out over the workers of a Ray cluster.
+
+The driver (the ``winnow eval`` process) keeps everything that makes a run safe to stop: the run
+folder, its lock, and the ids already answered. Each worker is a Ray actor that opens the index and
+the models once (a :class:`~winnow.pipeline.Pipeline` built from the run's own spec, so every worker
+drives the same backend and endpoints) and turns batches of questions into finished
+``answers.jsonl`` records (:func:`~winnow.evaluation.runner.answer_batch`, the code the
+single-process engine runs). The driver keeps :data:`QUEUED_PER_WORKER` batches queued on each
+worker, so a worker never waits for the driver, and appends each record the moment its batch comes
+back (``ray.wait``).
+
+Why this cannot lose or repeat a question: only the driver writes, and it skips an id the folder
+already holds (:meth:`~winnow.evaluation.runner.EvalRun.keep`). A driver killed mid-run takes its
+actors with it (they belong to its Ray job) and loses only the batches in flight; the same command
+reads ``answers.jsonl`` back and asks just those again.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import WinnowError
+from ..extras import import_extra
+from ..version import __version__
+from .runner import EvalRun, answer_batch, model_identities
+
+FEATURE = "winnow eval --engine ray"
+# One batch running and one waiting per worker: the worker starts the next the moment it finishes,
+# and a killed driver has at most two batches per worker to ask again.
+QUEUED_PER_WORKER = 2
+CONNECT_SECONDS = 5
+
+
+class QuestionWorker:
+    """One Ray worker: an open pipeline that answers batches of questions (wrapped by ``ray.remote``)."""
+
+    def __init__(self, spec: Any, index_dir: str, api_key: str, cache: bool, threads: int) -> None:
+        from ..pipeline import Pipeline
+
+        self.spec = spec
+        self.error = ""  # why the pipeline did not open, for the driver to report as its own error
+        try:
+            self.pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache, threads=threads)
+        except WinnowError as exc:
+            self.error = str(exc)
+
+    def describe(self) -> dict[str, Any]:
+        """What the driver checks before it sends a question: the Winnow version and the models."""
+        found = {"version": __version__, "host": socket.gethostname(), "error": self.error}
+        return found if self.error else {**found, "models": model_identities(self.pipeline)}
+
+    def answer(self, batch: Sequence[Any]) -> list[dict[str, Any] | tuple[str, str]]:
+        return list(answer_batch(self.pipeline, self.spec, batch))
+
+
+def check_reachable(address: str) -> None:
+    """Fail in seconds when nothing listens at a ``HOST:PORT`` address (``ray.init`` retries for minutes)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or "://" in address or not port.isdigit():
+        return  # ray://…, auto, local: Ray's own forms, left to Ray
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise WinnowError(f"--ray-address {address}: no Ray cluster answers there ({exc.strerror or exc})",
+                          "start one with `ray start --head --port PORT` and give HOST:PORT") from exc
+
+
+def connect(address: str | None) -> Any:
+    """Join the Ray cluster at ``address`` (``None``: ``RAY_ADDRESS``, or a new one-machine cluster)."""
+    ray = import_extra("ray", "ray", FEATURE)
+    if address:
+        check_reachable(address)
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise WinnowError(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS / a new local cluster'}: {exc}",
+                          "start it with `ray start --head` and give its address as --ray-address HOST:PORT") from exc
+    return ray
+
+
+def default_workers(ray: Any) -> int:
+    """One worker per live node: a worker is a client of the inference endpoints, not a model server."""
+    return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
+
+
+def worker_error(exc: BaseException) -> str:
+    """What a worker raised, as one line: a WinnowError's own message, else the last line of Ray's."""
+    cause = getattr(exc, "cause", None)  # a RayTaskError carries the exception the task raised
+    if isinstance(cause, WinnowError):
+        return str(cause)
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+class RayEngine:
+    """The driver's side: start the workers, hand out batches, keep what comes back."""
+
+    def __init__(self, run: EvalRun, *, address: str | None = None, workers: int | None = None,
+                 cpus_per_worker: float = 1) -> None:
+        if workers is not None and workers < 1:
+            raise WinnowError(f"--ray-workers must be at least 1 (got {workers})")
+        if cpus_per_worker <= 0:
+            raise WinnowError(f"--ray-cpus-per-worker must be above 0 (got {cpus_per_worker:g})")
+        self.run = run
+        self.address = address
+        self.ray = connect(address)
+        self.count = workers or default_workers(self.ray)
+        self.cpus = cpus_per_worker
+        self.actors: list[Any] = []
+        self.hosts: list[str] = []
+
+    def start(self) -> None:
+        """Start the workers (each loads the index and models) and check them against the run."""
+        ray = self.ray
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if self.count * self.cpus > cpus:  # Ray would hold the surplus workers pending, forever
+            raise WinnowError(f"{self.count} Ray worker(s) of {self.cpus:g} CPU need {self.count * self.cpus:g} CPUs; "
+                              f"the cluster has {cpus:g}", "give fewer --ray-workers or --ray-cpus-per-worker, or "
+                                                           "add nodes")
+        # SPREAD puts the workers on different nodes when there are several.
+        worker = ray.remote(num_cpus=self.cpus, max_restarts=0, scheduling_strategy="SPREAD")(QuestionWorker)
+        spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
+        threads = max(1, int(self.cpus))  # llama.cpp's CPU threads: the CPUs the worker holds
+        self.actors = [worker.remote(spec, index_dir, self.run.api_key, self.run.cache, threads)
+                       for _ in range(self.count)]
+        try:
+            described = ray.get([actor.describe.remote() for actor in self.actors])
+        except ray.exceptions.RayError as exc:
+            raise WinnowError(f"a Ray worker could not start: {worker_error(exc)}",
+                              "every node needs this Winnow, the index folder at the same path and the models "
+                              "(or the endpoints) the run uses") from exc
+        for found in described:
+            if found["error"]:
+                raise WinnowError(f"the Ray worker on {found['host']} could not open the run: {found['error']}")
+            if found["version"] != __version__:
+                raise WinnowError(f"the Ray worker on {found['host']} runs Winnow {found['version']}, the driver "
+                                  f"{__version__}", "install the same Winnow on every node")
+            if found["models"] != described[0]["models"]:
+                raise WinnowError(f"the Ray workers on {described[0]['host']} and {found['host']} loaded different "
+                                  "model files", "give every node the same model files")
+        self.run.check_model_identities(described[0]["models"])
+        self.hosts = [found["host"] for found in described]
+
+    def ask_all(self, pending: Sequence[Any], *, batch_size: int,
+                on_answer: Callable[[dict[str, Any]], None] | None = None,
+                on_failure: Callable[[str, str], None] | None = None) -> None:
+        """Ask every pending question on the workers; append each record as its batch returns."""
+        if batch_size < 1:
+            raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
+        ray = self.ray
+        batches = [list(pending[start:start + batch_size]) for start in range(0, len(pending), batch_size)]
+        batches.reverse()  # popped from the end: asked in the run's order
+        in_flight: dict[Any, tuple[Any, list[Any]]] = {}
+
+        def send(actor: Any) -> None:
+            if batches:
+                batch = batches.pop()
+                in_flight[actor.answer.remote(batch)] = (actor, batch)
+
+        for _ in range(QUEUED_PER_WORKER):
+            for actor in self.actors:
+                send(actor)
+        while in_flight:
+            [ready], _ = ray.wait(list(in_flight), num_returns=1)
+            actor, batch = in_flight.pop(ready)
+            try:
+                outcomes: list[dict[str, Any] | tuple[str, str]] = ray.get(ready)  # QuestionWorker.answer's
+            except ray.exceptions.RayActorError as exc:
+                # A worker that died (its node lost, out of memory) fails only its batches: they are
+                # recorded in errors.jsonl and asked again on resume; the other workers go on.
+                reason = f"its Ray worker died: {worker_error(exc)}"
+                for item in batch:
+                    self.run.failed(item.id, reason, on_failure, backend=False)
+                if actor in self.actors:
+                    self.actors.remove(actor)
+                if not self.actors:
+                    raise WinnowError(f"every Ray worker has died; last: {reason}",
+                                      "run the same command again to resume") from exc
+                continue
+            except ray.exceptions.RayError as exc:  # what would have stopped the single-process engine too
+                raise WinnowError(f"a Ray worker failed: {worker_error(exc)}") from exc
+            for outcome in outcomes:
+                if isinstance(outcome, dict):
+                    self.run.keep(outcome, on_answer)
+                else:
+                    self.run.failed(*outcome, on_failure)
+            send(actor)
+
+    def close(self) -> None:
+        """Stop the workers and leave the cluster (a cluster this process started is shut down)."""
+        for actor in self.actors:
+            self.ray.kill(actor)
+        self.actors.clear()
+        self.ray.shutdown()
+
+    def __enter__(self) -> RayEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,132 @@
+"""``winnow eval --engine ray`` on a real Ray cluster that this module starts on 127.0.0.1 (one head
+node, 2 CPUs), two workers each running SmolLM2-135M through llama.cpp: the same answers as the
+single-process engine, and a driver killed with SIGKILL mid-run resumes with no question lost or
+answered twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ray_head import SRC, free_port, ray_head
+from test_evaluation import CORPUS as EVAL_CORPUS, QUESTIONS as EVAL_QUESTIONS
+from test_evaluation import make_bench, read_lines, winnow
+
+ray = pytest.importorskip("ray")
+
+# The corpus and questions of the single-process eval tests, with two more of each.
+CORPUS = [*EVAL_CORPUS, ("everest", "Everest", "Mount Everest is the highest mountain on Earth, in the Himalayas."),
+          ("tokyo", "Tokyo", "Tokyo is the capital of Japan.")]
+QUESTIONS = [*EVAL_QUESTIONS, {"id": "q5", "question": "What is the highest mountain?", "golden_answers": ["Everest"]},
+             {"id": "q6", "question": "What is the capital of Japan?", "golden_answers": ["Tokyo"]}]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray head node on 127.0.0.1 with 2 CPUs; its workers import this tree's Winnow. Yields HOST:PORT."""
+    with ray_head(cpus=2) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    return make_bench(tmp_path_factory.mktemp("ray-bench"), CORPUS, QUESTIONS)
+
+
+def eval_args(bench, out, *extra):
+    # No call cache, so the two engines both compute every answer (and the kill lands mid-run).
+    return ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m",
+            "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out, *extra]
+
+
+def records(folder: Path) -> list[dict]:
+    return read_lines(folder / "answers.jsonl")
+
+
+def answers_of(folder: Path) -> dict[str, tuple]:
+    """Per question what the method decided: the answer, and every stage's ranked ids and scores."""
+    return {r["id"]: (r["answer"], r["final"]["ids"],
+                      [(s["stage"], s["ids"], [round(x, 3) for x in s.get("scores", [])]) for s in r["stages"]])
+            for r in records(folder)}
+
+
+@pytest.mark.llm
+def test_ray_workers_give_the_answers_of_the_single_process_engine(cluster, bench, tmp_path):
+    local, sharded = tmp_path / "local", tmp_path / "ray"
+    winnow(*eval_args(bench, local))
+    result = winnow(*eval_args(bench, sharded, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
+                               "--batch-size", "2"))
+    assert "Ray: 2 worker(s)" in result.stderr and "6 questions answered" in result.stderr
+    assert sorted(answers_of(sharded)) == [q["id"] for q in QUESTIONS]  # each once, in the order batches returned
+    assert answers_of(sharded) == answers_of(local)
+    metrics = [json.loads((folder / "metrics.json").read_text()) for folder in (local, sharded)]
+    assert metrics[0]["answer"] == metrics[1]["answer"] and metrics[1]["questions"]["answered"] == 6
+    config = json.loads((sharded / "config.json").read_text())
+    # The workers' model is checked and recorded as the single-process engine records its own.
+    assert config["models"] == json.loads((local / "config.json").read_text())["models"]
+    command = config["sessions"][-1]["command"]
+    assert command[command.index("--engine") + 1] == "ray"
+
+
+@pytest.mark.llm
+def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(cluster, bench, tmp_path):
+    out = tmp_path / "run"
+    args = eval_args(bench, out, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
+                     "--batch-size", "1")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    answers = out / "answers.jsonl"
+    deadline = time.monotonic() + 300
+    while not (answers.is_file() and answers.read_bytes().count(b"\n") >= 1):
+        assert driver.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    before = answers.read_bytes()
+    finished = before.count(b"\n")
+    assert 1 <= finished < len(QUESTIONS)
+    assert not (out / "metrics.json").exists()
+
+    # The killed driver's workers went with it, so the cluster's 2 CPUs are free for the new ones.
+    result = winnow(*args)
+    assert f"{finished} already answered, {len(QUESTIONS) - finished} to ask" in result.stderr
+    after = answers.read_bytes()
+    assert after.startswith(before)  # nothing answered before the kill was rewritten
+    ids = [r["id"] for r in records(out)]
+    assert sorted(ids) == [q["id"] for q in QUESTIONS]  # 0 lost, 0 twice
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["questions"]["answered"] == len(QUESTIONS) and metrics["questions"]["remaining"] == 0
+
+
+def test_a_worker_that_cannot_open_the_run_is_one_line(cluster, bench, tmp_path):
+    result = winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "no-such-model",
+                    "--out", tmp_path / "run", "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1",
+                    check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: the Ray worker on ") and "unknown model 'no-such-model'" in lines[-1]
+    assert "Traceback" not in result.stderr
+    # More workers than the cluster's 2 CPUs hold would wait for ever: refused, naming the numbers.
+    crowded = winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--out", tmp_path / "run2",
+                     "--engine", "ray", "--ray-address", cluster, "--ray-workers", "3", check=False)
+    assert crowded.returncode == 2 and "3 Ray worker(s) of 1 CPU need 3 CPUs; the cluster has 2" in crowded.stderr
+
+
+def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):
+    base = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--out", tmp_path / "run"]
+    unknown = winnow(*base, "--engine", "spark", check=False)
+    assert unknown.returncode == 2 and "--engine 'spark' is not one of local, ray" in unknown.stderr
+    stray = winnow(*base, "--ray-workers", "2", check=False)
+    assert stray.returncode == 2 and "--ray-workers only apply with --engine ray" in stray.stderr
+    nobody = winnow(*base, "--engine", "ray", "--ray-address", f"127.0.0.1:{free_port()}", check=False)
+    assert nobody.returncode == 2 and "no Ray cluster answers there" in nobody.stderr
+    assert not (tmp_path / "run").exists()  # refused before the run folder was made
