@@ -41,7 +41,10 @@ $(CHROMIUM):
 	  echo "error: the browser test needs Debian's chromium at $(CHROMIUM): run 'sudo apt-get install chromium'"; exit 1; fi
 	apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 
+# Lint and type check first (both configured in pyproject.toml), so CI fails on either before the tests.
 test: setup $(CHROMIUM)
+	$(PY) -m ruff check src/
+	$(PY) -m mypy src/winnow
 	$(PY) -m pytest -q
 
 demo: setup $(QWEN15_STAMP)

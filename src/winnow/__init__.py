@@ -9,48 +9,60 @@ The Python API mirrors the command line::
     rag = winnow.build_method("rankrag", index=index, llm=llm, n=20, k=5)
     answer = rag.ask("who painted the mona lisa")
     print(answer.text, answer.usage)
+
+``import winnow`` stays light: each function imports its layer when first called.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .version import __version__
 
+# load_llm and build_method are winnow.llm.load_llm and winnow.methods.build_method themselves,
+# imported on first use (see __getattr__); the type checker sees them here.
+if TYPE_CHECKING:
+    from .index import BM25Index, DenseIndex, HybridIndex
+    from .index.embedder import Embedder
+    from .llm import load_llm as load_llm
+    from .methods import build_method as build_method
 
-def open_index(path: str | Path) -> Any:
-    """Open an index folder made by ``winnow index`` (checks its manifest first)."""
-    from .index import BM25Index
-
-    return BM25Index.open(path)
+#: Facade names that are another module's function as it is, imported when first used (PEP 562).
+_LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods"}
 
 
-def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, overwrite: bool = False,
-                progress: bool = True) -> Any:
-    """Load a corpus (JSONL, BEIR folder, text folder or ``"wiki-vital"``), index it, and open it."""
+def open_index(path: str | Path, retriever: str = "bm25", *,
+               embedder: Embedder | None = None) -> BM25Index | DenseIndex | HybridIndex:
+    """Open an index folder made by ``winnow index`` (or :func:`build_index`) for search by
+    ``retriever``: "bm25", "dense" or "hybrid", as ``winnow search --retriever`` does. Dense and
+    hybrid need an index built with embeddings (``--dense``, or ``build_index(..., dense=True)``)."""
+    from .index import open_retriever
+
+    return open_retriever(path, retriever, embedder=embedder)
+
+
+def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, dense: bool = False,
+                overwrite: bool = False, progress: bool = True) -> BM25Index:
+    """Load a corpus (JSONL, BEIR folder, text folder or ``"wiki-vital"``), index it like
+    ``winnow index`` (with passage embeddings when ``dense``), and open it for BM25 search."""
     from .corpus import load_corpus, source_checksum
-    from .index import BM25Index, build_bm25_index
+    from .index import BM25Index, load_embedder
+    from .index import build_index as index_passages
 
+    embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
     corpus = load_corpus(source, chunk_words=chunk_words)
-    build_bm25_index(corpus.passages, Path(out), source=str(source), source_checksum=source_checksum(corpus.files),
-                     load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                     overwrite=overwrite, progress=progress)
+    index_passages(corpus.passages, Path(out), source=str(source), source_checksum=source_checksum(corpus.files),
+                   load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                   embedder=embedder, overwrite=overwrite, progress=progress)
     return BM25Index.open(out)
 
 
-def load_llm(model: str = "smollm2-135m", **options: Any) -> Any:
-    """An LLM behind the call cache; see :func:`winnow.llm.load_llm` for the options."""
-    from .llm import load_llm as _load_llm
-
-    return _load_llm(model, **options)
-
-
-def build_method(name: str, **kwargs: Any) -> Any:
-    """A method by name (``vanilla``, ``rankrag``); see :func:`winnow.methods.build_method`."""
-    from .methods import build_method as _build_method
-
-    return _build_method(name, **kwargs)
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'winnow' has no attribute {name!r}")
 
 
 __all__ = ["__version__", "build_index", "build_method", "load_llm", "open_index"]

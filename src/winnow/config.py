@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import InputError, WinnowError
+from .settings import Settings
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
@@ -62,7 +63,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return key.strip().replace("-", "_"), yaml.safe_load(value)
 
 
-def resolve(method_settings_type: type, method: str, config: dict[str, Any], flags: dict[str, Any],
+def resolve(method_settings_type: type[Settings], method: str, config: dict[str, Any], flags: dict[str, Any],
             config_path: str | Path = "config") -> dict[str, Any]:
     """The settings overrides for ``method``: config top level < config[method] < flags."""
     known = set(method_settings_type.field_types())

@@ -9,9 +9,11 @@ records each stage, every LLM call and what it cost.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Iterator, TypeVar
 
 from .details import TRACE_SCHEMA, StageDetails, details_for
+
+Details = TypeVar("Details", bound=StageDetails)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +102,7 @@ class CandidateList:
     def __len__(self) -> int:
         return len(self.candidates)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Candidate]:
         return iter(self.candidates)
 
     @property
@@ -200,6 +202,13 @@ class StageTrace:
     def __post_init__(self) -> None:
         if self.details is None:
             self.details = details_for(self.kind)
+
+    def details_as(self, record: type[Details]) -> Details:
+        """``details`` as the record this stage's kind writes (a stage asks for its own kind's)."""
+        if not isinstance(self.details, record):
+            raise TypeError(f"stage {self.name!r} of kind {self.kind!r} has {type(self.details).__name__} details, "
+                            f"not {record.__name__}")
+        return self.details
 
     def record(self, call: LLMCall) -> None:
         """Add one LLM call to this stage's record and cost."""

@@ -14,7 +14,6 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
-    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -24,6 +23,7 @@ from .common import (
     JudgeModelOption,
     KOption,
     MaxAnswerTokensOption,
+    MaxInflightOption,
     MethodOption,
     ModelOption,
     NoCacheOption,
@@ -69,9 +69,9 @@ def ask(
 
     check_text(question, "the question")
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
-                       base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model,
-                       n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
-                       context_size=context_size)
+                       base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model,
+                       final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
+                       max_answer_tokens=max_answer_tokens, context_size=context_size)
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)

@@ -17,6 +17,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -45,7 +46,7 @@ class StageProgress:
     def __init__(self, console: Console) -> None:
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console, transient=True)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -88,9 +89,9 @@ JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="
                                                                           "(the same as --agent judge=MODEL).")]
 FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model "
                                                                           "(the same as --agent final=MODEL).")]
-AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, ROLE=MODEL "
-                                                                        "(repeatable): mainrag judge, final; rrr "
-                                                                        "rewrite, relevance, rerank.")]
+AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, "
+                                                                        "ROLE=MODEL (repeatable): mainrag judge, "
+                                                                        "final; rrr rewrite, relevance, rerank.")]
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
                                                                       "e.g. --set window=20.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]

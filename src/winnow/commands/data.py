@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -27,7 +27,7 @@ def data_list(as_json: JsonOption = False) -> None:
     """Every named dataset: kind, questions (and judged ones), source and licence."""
     from ..datasets import dataset_specs
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     with err.status("reading the Pyserini jar"):
         for spec in dataset_specs():
             dataset = spec.load()

@@ -19,7 +19,6 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
-    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -29,6 +28,7 @@ from .common import (
     JudgeModelOption,
     KOption,
     MaxAnswerTokensOption,
+    MaxInflightOption,
     MethodOption,
     ModelOption,
     NoCacheOption,
@@ -140,7 +140,8 @@ def evaluate(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Choose and order the questions by this seed.")] = None,
     qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
                                                                   "Recall@k per stage.")] = None,
-    capped: Annotated[bool, typer.Option("--capped", help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    capped: Annotated[bool, typer.Option("--capped",
+                                         help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
                                                                        "the LLM calls of the whole batch at once "
                                                                        "(answers are the same as one at a time).")] = 8,
@@ -168,8 +169,9 @@ def evaluate(
     from ..pipeline import Pipeline
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+                       backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
+                       judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
@@ -184,8 +186,9 @@ def evaluate(
     interrupted = False
     if pending:
         stages = StageProgress(err)
-        asking = dict(on_answer=None, batch_size=batch_size,
-                      on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}", highlight=False))
+        asking: dict[str, Any] = dict(
+            on_answer=None, batch_size=batch_size,
+            on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}", highlight=False))
         if engine == "ray":
             interrupted = _ask_on_ray(run, pending, stages, asking, address=ray_address, workers=ray_workers,
                                       cpus=ray_cpus)

@@ -16,7 +16,8 @@ def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="Run folders made by `winnow eval`.")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="Markdown file to write; plots go beside it.")],
     question: Annotated[Optional[str], typer.Option("--question", help="Question id for the MAIN-RAG judge-score "
-                                                                       "plot (default: each run's first question).")] = None,
+                                                                       "plot (default: each run's first "
+                                                                       "question).")] = None,
     title: Annotated[str, typer.Option("--title", help="The report's heading.")] = "Evaluation report",
     as_json: JsonOption = False,
 ) -> None:

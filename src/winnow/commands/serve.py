@@ -16,13 +16,13 @@ from .common import (
     AgentOption,
     BackendOption,
     BaseUrlOption,
-    MaxInflightOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
     IndexOption,
     JudgeModelOption,
     KOption,
+    MaxInflightOption,
     ModelOption,
     NoCacheOption,
     NOption,
@@ -123,8 +123,9 @@ def serve(
     from ..service import Limits, Service, create_app
     from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model, backend=backend, base_url=base_url,
-                       max_inflight=max_inflight, retriever=retriever, judge_model=judge_model, final_model=final_model, n=n, k=k,
+    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+                       backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
+                       judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,

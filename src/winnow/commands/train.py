@@ -15,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -44,7 +45,7 @@ def blend(
     from ..training.blend import build_blend
 
     bar = _bar()
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def progress(what: str, done: int, total: int | None) -> None:
         if total is None:  # a finished step: say so and move on

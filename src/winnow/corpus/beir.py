@@ -102,7 +102,7 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
         if len(fields) != 3:
             raise InputError(path, f"expected 3 tab-separated fields, got {len(fields)}", line=line, hint=QRELS_HINT)
         query_id, doc_id, score_text = fields
-        for name, value in zip(QRELS_HEADER, (query_id, doc_id)):
+        for name, value in zip(QRELS_HEADER[:2], (query_id, doc_id), strict=True):
             if not value:
                 raise InputError(path, f"empty {name}", line=line, field=name, hint=QRELS_HINT)
         try:

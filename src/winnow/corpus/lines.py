@@ -40,7 +40,8 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
             raise InputError(path, f"not a readable gzip file: {error}",
                              hint="re-compress it with gzip, or give the uncompressed file") from error
         except OSError as error:  # after BadGzipFile, which is an OSError too
-            raise unreadable(path, error, hint="check the disk, or copy the file elsewhere and give the copy") from error
+            raise unreadable(path, error,
+                             hint="check the disk, or copy the file elsewhere and give the copy") from error
 
 
 def unreadable(path: Path, error: OSError, *, hint: str) -> InputError:

@@ -138,4 +138,5 @@ def not_regular_files(entries: list[SkippedFile]) -> str:
     """"2 files that are not regular files (docs/a.txt, a FIFO; docs/b.txt, a socket)"."""
     count = len(entries)
     named = "; ".join(f"{entry.file}, a {entry.kind}" for entry in entries[:SHOWN_LOCATIONS]) + _more(count)
-    return f"{count} {'file that is not a regular file' if count == 1 else 'files that are not regular files'} ({named})"
+    files = "file that is not a regular file" if count == 1 else "files that are not regular files"
+    return f"{count} {files} ({named})"

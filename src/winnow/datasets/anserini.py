@@ -161,7 +161,7 @@ def load_qa_entry(entry: str, layout: str, dataset: str, *, regex: bool = False)
     """The questions of a QA jar entry as :class:`QAItem` records with ids ``<dataset>-<n>`` (0-based,
     in file order) and ``metadata = {"dataset": ...}`` (plus ``"answer_type": "regex"``)."""
     label = entry_label(entry)
-    items = []
+    items: list[QAItem] = []
     for _line, question, answers in PARSERS[layout](read_entry(entry), label):
         metadata = {"dataset": dataset, **({"answer_type": REGEX} if regex else {})}
         items.append(QAItem(f"{dataset}-{len(items)}", question, answers, metadata))

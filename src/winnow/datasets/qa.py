@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_lines
 from ..corpus.jsonl import json_type, read_json_lines, require_object
 from ..errors import InputError
 from ..text import TEXT_HINT, text_problem
-from ..atomic import write_lines
 
 REGEX = "regex"
 QA_HINT = 'each line must be {"id": ..., "question": ..., "golden_answers": [...], "metadata": {...}}'

@@ -16,9 +16,9 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from ..atomic import write_lines
 from ..corpus.lines import read_lines
 from ..errors import InputError, WinnowError
-from ..atomic import write_lines
 
 Qrels = dict[str, dict[str, int]]  # query id -> document id -> relevance grade
 Run = dict[str, list[tuple[str, float]]]  # query id -> (document id, score), best first

@@ -144,7 +144,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         metrics["qrels"] = {
             **dict(qrels_info or {}),
             "capped": capped,
-            "rows": {row: qrels_metrics(qrels, {qid: entry["ids"] for qid, entry in zip(ids, lists)},
+            "rows": {row: qrels_metrics(qrels, {qid: entry["ids"] for qid, entry in zip(ids, lists, strict=True)},
                                         recall_ks=qrels_ks, capped=capped)
                      for row, lists in rows.items()},
         }

@@ -60,7 +60,7 @@ def paired_difference(reference: Sequence[float], other: Sequence[float], *, rou
     """Compare per-question scores given in the same question order."""
     if len(reference) != len(other):
         raise ValueError(f"paired scores need the same questions: {len(reference)} against {len(other)}")
-    differences = [b - a for a, b in zip(reference, other)]
+    differences = [b - a for a, b in zip(reference, other, strict=True)]
     wins = sum(d > 0 for d in differences)
     losses = sum(d < 0 for d in differences)
     low, high = bootstrap_interval(differences, rounds=rounds, seed=seed)

@@ -56,7 +56,8 @@ def plot_answer_recall(path: Path, baselines: Sequence[tuple[str, Mapping[str, f
     equal recalls (common at small k) would hide one line behind another.
     """
     plt = _pyplot()
-    series = [(label, recall, True) for label, recall in baselines] + [(label, recall, False) for label, recall in curves]
+    series = ([(label, recall, True) for label, recall in baselines]
+              + [(label, recall, False) for label, recall in curves])
     ks = sorted({_k_of(name) for _, recall, _ in series for name in recall})
     width = 0.8 / max(len(series), 1)
     fig, ax = plt.subplots(figsize=(max(7.2, 1.2 + 0.35 * len(ks) * len(series)), 4.6))
@@ -135,7 +136,7 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     low = min(min(scores), tau, 0.0)
     high = max(max(scores), tau, 0.0)
     span = (high - low) or 1.0
-    for x, i in zip(xs, order):
+    for x, i in zip(xs, order, strict=True):
         if holds_answer[i]:
             y = scores[i]
             ax.text(x, y + (0.02 * span if y >= 0 else -0.02 * span), "★", ha="center",

@@ -38,7 +38,8 @@ def unknown_documents_note(coverage: Mapping[str, Any]) -> str:
     if not count:
         return ""
     examples = ", ".join(repr(doc_id) for doc_id in coverage["unknown_examples"])
-    more = f", and {count - len(coverage['unknown_examples'])} more" if count > len(coverage["unknown_examples"]) else ""
+    shown = len(coverage["unknown_examples"])
+    more = f", and {count - shown} more" if count > shown else ""
     relevant = coverage["relevant_judgements_unknown"]
     return (f"{count} of the {coverage['judged_documents']} documents judged in the qrels are not in the index "
             f"({examples}{more}); this run's questions have {relevant} relevant "

@@ -168,7 +168,7 @@ class RayEngine:
             [ready], _ = ray.wait(list(in_flight), num_returns=1)
             actor, batch = in_flight.pop(ready)
             try:
-                outcomes = ray.get(ready)
+                outcomes: list[dict[str, Any] | tuple[str, str]] = ray.get(ready)  # QuestionWorker.answer's
             except ray.exceptions.RayActorError as exc:
                 # A worker that died (its node lost, out of memory) fails only its batches: they are
                 # recorded in errors.jsonl and asked again on resume; the other workers go on.

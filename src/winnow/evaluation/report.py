@@ -301,8 +301,8 @@ def judge_plot(run: LoadedRun, question_id: str, path: Path) -> Path | None:
     return plots.plot_judge_scores(
         path, question=record["question"], ids=ids, scores=[judge["judge_scores"][i] for i in ids],
         kept=[i in kept for i in ids], holds_answer=[i in holding for i in ids], tau=float(details["tau"]),
-        mean=float(details.get("mean", details["tau"])), judge_n=float(run.metrics["run"]["settings"].get("judge_n", 0)),
-        run_label=run.label)
+        mean=float(details.get("mean", details["tau"])),
+        judge_n=float(run.metrics["run"]["settings"].get("judge_n", 0)), run_label=run.label)
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: str | None = None,

@@ -17,7 +17,7 @@ import platform
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..atomic import write_json
 from ..errors import InputError, WinnowError
@@ -67,7 +67,7 @@ class RunFolder:
         self.errors_path = self.path / ERRORS
         self.metrics_path = self.path / METRICS
         self.runs_path = self.path / RUNS
-        self._stream = None
+        self._stream: BinaryIO | None = None
         self.torn_line_dropped = False
 
     # --- configuration -----------------------------------------------------------------------------

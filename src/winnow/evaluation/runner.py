@@ -283,7 +283,7 @@ def _records(pipeline: Any, spec: Any, batch: list[Any]) -> list[dict[str, Any]]
     share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
     return [question_record(item, answer, first_stage, retriever=retriever, seconds=share,
                             first_stage_seconds=(searched - started) / len(batch))
-            for item, first_stage, answer in zip(batch, first_stages, answers)]
+            for item, first_stage, answer in zip(batch, first_stages, answers, strict=True)]
 
 
 def indexed_ids(index_dir: Path) -> set[str]:

@@ -86,9 +86,9 @@ class BM25Index:
         hits = self._scorer.top_k(tokenize_queries([q.text for q in items], self._stemmer), k)
         return [
             CandidateList(query, [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
-                                  for rank, (row, score) in enumerate(zip(h.rows.tolist(), h.scores.tolist()),
-                                                                      start=1)])
-            for query, h in zip(items, hits)
+                                  for rank, (row, score) in enumerate(
+                                      zip(h.rows.tolist(), h.scores.tolist(), strict=True), start=1)])
+            for query, h in zip(items, hits, strict=True)
         ]
 
 

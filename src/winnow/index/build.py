@@ -19,8 +19,15 @@ from rich.progress import MofNCompleteColumn, Progress
 from ..atomic import atomic_folder, check_replaceable
 from ..errors import WinnowError
 from ..records import Passage
-from .analysis import (FIELDS, STEMMER_LABEL, STOPWORDS, indexed_text, make_stemmer, require_indexable_words,
-                       tokenize_corpus)
+from .analysis import (
+    FIELDS,
+    STEMMER_LABEL,
+    STOPWORDS,
+    indexed_text,
+    make_stemmer,
+    require_indexable_words,
+    tokenize_corpus,
+)
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
 

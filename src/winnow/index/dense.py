@@ -97,10 +97,10 @@ class DenseIndex:
         asked = [i for i, q in enumerate(items) if q.text.strip()]
         hits = self.search_vectors(self.embedder.embed([items[i].text for i in asked]), k)
         results = [CandidateList(q) for q in items]
-        for i, found in zip(asked, hits):
+        for i, found in zip(asked, hits, strict=True):
             results[i].candidates = [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
-                                     for rank, (row, score) in enumerate(zip(found.rows.tolist(),
-                                                                             found.scores.tolist()), start=1)]
+                                     for rank, (row, score) in enumerate(
+                                         zip(found.rows.tolist(), found.scores.tolist(), strict=True), start=1)]
         return results
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> list[Hits]:
@@ -118,7 +118,8 @@ class DenseIndex:
         return hits
 
 
-def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None, progress: bool = True) -> dict[str, Any]:
+def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None,
+                         progress: bool = True) -> dict[str, Any]:
     """Embed the passages of an existing index into its ``dense/`` folder; return the manifest's ``dense`` section.
 
     Existing embeddings are replaced. The new ``dense/`` is written in a temporary sibling and

@@ -76,7 +76,8 @@ class HybridIndex:
         depth = max(self.depth, k)
         lexical = self.bm25.search_many(items, depth)
         semantic = self.dense.search_many(items, depth)
-        return [self._fuse(query, lists, k) for query, lists in zip(items, zip(lexical, semantic))]
+        return [self._fuse(query, (lexical_list, semantic_list), k)
+                for query, lexical_list, semantic_list in zip(items, lexical, semantic, strict=True)]
 
     def _fuse(self, query: Query, lists: tuple[CandidateList, ...], k: int) -> CandidateList:
         found: dict[str, Candidate] = {}  # passage id → candidate carrying the component scores so far

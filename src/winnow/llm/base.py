@@ -61,9 +61,18 @@ class LLMBackend(Protocol):
     see :mod:`winnow.llm.tokens`), so that stages can fit prompts to the context.
     """
 
-    context_size: int
-    context_size_source: str  # where context_size came from, for the trace
-    tokens: TokenCounter
+    # Read-only to callers: a plain attribute or a property (the HTTP backend asks the server lazily).
+    @property
+    def context_size(self) -> int:
+        """Tokens of prompt and answer together that the model's context holds."""
+
+    @property
+    def context_size_source(self) -> str:
+        """Where ``context_size`` came from, for the trace."""
+
+    @property
+    def tokens(self) -> TokenCounter:
+        """Counts tokens with the model's own tokenizer."""
 
     @property
     def identity(self) -> dict[str, Any]:

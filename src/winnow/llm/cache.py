@@ -14,6 +14,7 @@ import json
 import sqlite3
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -70,7 +71,7 @@ class CallCache:
                                        isolation_level=None)
             set_up = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", SCHEMA)
             for statement in set_up:
-                retry_while_locked(lambda: self._db.execute(statement))
+                retry_while_locked(partial(self._db.execute, statement))
         except sqlite3.DatabaseError as exc:
             raise WinnowError(f"cannot open the LLM call cache {self.path}: {exc}",
                               "delete the file to start a fresh cache, or pass --no-cache") from exc

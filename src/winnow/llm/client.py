@@ -58,7 +58,8 @@ class LLM:
         preferred batch size, with progress between chunks so a long rerank shows it is moving.
         """
         if _offers(self.backend, "max_inflight"):
-            report = (lambda done: self.progress(stage, done, len(items))) if self.progress else None
+            progress = self.progress
+            report = (lambda done: progress(stage, done, len(items))) if progress else None
             return run(items, on_done=report)
         size = max(1, getattr(self.backend, "batch_size", len(items) or 1))
         out: list[T] = []
@@ -133,7 +134,7 @@ class LLM:
             keys = [f"{key}#{i}" for i, key in enumerate(keys)]
         hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
         to_send: dict[str, int] = {}
-        for i, (key, hit) in enumerate(zip(keys, hits)):
+        for i, (key, hit) in enumerate(zip(keys, hits, strict=True)):
             if hit is None:
                 to_send.setdefault(key, i)
         return keys, hits, to_send
@@ -146,7 +147,7 @@ class LLM:
         fresh = self._send(_name(traces), [prompts[i] for i in to_send.values()], lambda chunk, **hook:
                            self.backend.generate(chunk, max_tokens=max_tokens, temperature=temperature, stop=stop,
                                                  **hook))
-        sent = dict(zip(to_send, fresh))
+        sent = dict(zip(to_send, fresh, strict=True))
         for key, generation in sent.items():
             # Sampled answers are not a function of the prompt: cache only greedy decoding.
             if self.cache is not None and temperature == 0.0:
@@ -167,7 +168,7 @@ class LLM:
         keys, hits, to_send = self._lookup("choices", prompts, params)
         fresh = self._send(_name(traces), [prompts[i] for i in to_send.values()],
                            lambda chunk, **hook: self.backend.choice_logprobs(chunk, choices, **hook))
-        sent = dict(zip(to_send, fresh))
+        sent = dict(zip(to_send, fresh, strict=True))
         if self.cache is not None:
             for key, scores in sent.items():
                 self.cache.put(key, "choices", asdict(scores))

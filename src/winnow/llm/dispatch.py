@@ -10,6 +10,7 @@ and full jitter, a bounded number of times; the retries are counted so that usag
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -121,9 +122,9 @@ class Dispatcher:
         """``send(endpoint, job)`` for every job, in order, with at most ``max_inflight`` at once;
         ``on_done(n)`` is called after each finished job with the number finished so far."""
         if len(jobs) <= 1 or self.max_inflight == 1:
-            out = []
+            out: list[tuple[T, int]] = []
             for job in jobs:
-                out.append(self.call(lambda endpoint, job=job: send(endpoint, job)))
+                out.append(self.call(functools.partial(_send_one, send, job)))
                 if on_done:
                     on_done(len(out))
             return out
@@ -150,3 +151,8 @@ class Dispatcher:
             self._pool.shutdown(wait=True, cancel_futures=True)
         for endpoint in self.endpoints:
             endpoint.client.close()
+
+
+def _send_one(send: Callable[[Endpoint, J], T], job: J, endpoint: Endpoint) -> T:
+    """``send`` with its job bound first, called with the endpoint the dispatcher chose."""
+    return send(endpoint, job)

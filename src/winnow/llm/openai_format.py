@@ -107,7 +107,8 @@ def _top_alternatives(choice: dict[str, Any], source: str) -> list[tuple[str, fl
     for i, entry in enumerate(entries):
         at = f"{where}[0].top_logprobs[{i}]"
         entry = checks.obj(entry, at)
-        top.append((checks.text(entry.get("token"), f"{at}.token"), checks.logprob(entry.get("logprob"), f"{at}.logprob")))
+        top.append((checks.text(entry.get("token"), f"{at}.token"),
+                    checks.logprob(entry.get("logprob"), f"{at}.logprob")))
     if not top:
         top = [(checks.text(first.get("token"), f"{where}[0].token"),
                 checks.logprob(first.get("logprob"), f"{where}[0].logprob"))]

@@ -123,16 +123,17 @@ class TransformersBackend:
             rows = [self.token_ids(m) for m in prompts[start:start + self.batch_size]]
             logprobs = self._next_token_logprobs(rows)
             seconds = (time.perf_counter() - started) / len(rows)
-            for row, dist in zip(rows, logprobs):
+            for row, dist in zip(rows, logprobs, strict=True):
                 if not bool(self._torch.isfinite(dist).all()):
                     # Broken weights or an overflow in float16 give NaN logits; a NaN score would
                     # silently sort anywhere, so it is refused like a server's NaN.
                     raise BackendError(f"transformers ({self._source.name}) computed non-finite next-token "
-                                       "log-probabilities", "check the model: a fine-tuning run that diverged leaves NaN weights")
+                                       "log-probabilities",
+                                       "check the model: a fine-tuning run that diverged leaves NaN weights")
                 spelled = [(self._tokenizer.convert_ids_to_tokens(i), float(dist[i]))
                            for ids in ids_by_choice.values() for i in ids]
                 top_values, top_ids = dist.topk(RAW_TOP)
-                top = [(self._tokenizer.decode([int(i)]), float(v)) for v, i in zip(top_values, top_ids)]
+                top = [(self._tokenizer.decode([int(i)]), float(v)) for v, i in zip(top_values, top_ids, strict=True)]
                 scores, missing = scores_over_choices(spelled or top, choices)
                 results.append(ChoiceScores(scores, len(row), seconds, missing, raw_top=dict(top)))
         return results
@@ -157,7 +158,7 @@ class TransformersBackend:
                                               pad_token_id=self._tokenizer.pad_token_id, eos_token_id=sorted(eos),
                                               top_p=None, top_k=None, **sampling)
             seconds = (time.perf_counter() - started) / len(rows)
-            for row, generated in zip(rows, output[:, ids.shape[1]:].tolist()):
+            for row, generated in zip(rows, output[:, ids.shape[1]:].tolist(), strict=True):
                 results.append(self._finish(row, generated, eos, stop, max_tokens, seconds))
         return results
 

@@ -37,7 +37,7 @@ def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str
     ``{"judge": other}`` for MAIN-RAG's judge (``winnow methods`` lists every method's roles).
     """
     cls = method_class(name)
-    return cls(index, llm, method_settings(name, **overrides), agents)  # type: ignore[call-arg]
+    return cls(index, llm, method_settings(name, **overrides), agents)
 
 
 def agent_roles(name: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from ..llm.client import LLM
 from ..records import Answer, CandidateList, Query
 from ..settings import Settings, at_least
 from ..stages.contract import QuestionState, Stage, run_stages
+from ..stages.retrieve import SearchIndex
 
 
 @dataclass
@@ -68,7 +69,9 @@ class Method:
     #: Agent roles that may run on a model of their own: role -> what it does.
     roles: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, settings: MethodSettings, llm: LLM, agents: Mapping[str, LLM] | None = None) -> None:
+    def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
+                 agents: Mapping[str, LLM] | None = None) -> None:
+        self.index = index
         self.settings = settings
         self.llm = llm
         self.agents = {role_name(role): agent for role, agent in (agents or {}).items()}

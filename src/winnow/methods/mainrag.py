@@ -64,7 +64,7 @@ class MainRAG(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
         self.predictor = PerDocumentPredictor(llm, max_tokens=settings.max_document_answer_tokens)
         self.judge = NoisyDocumentJudge(self.llm_for("judge"))

@@ -47,7 +47,7 @@ class RankGPT(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
         self.reranker = ListwiseReranker(llm, window=settings.window, step=settings.step,
                                          max_words=settings.max_passage_words, keep=None,

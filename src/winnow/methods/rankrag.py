@@ -23,7 +23,7 @@ class RankRAG(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RerankingSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
         fusing = settings.fusion_alpha > 0
         # With fusion every passage must keep its P(True) until the blend decides which k survive.

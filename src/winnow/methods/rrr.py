@@ -86,7 +86,7 @@ class RRR(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
         # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
@@ -121,7 +121,7 @@ class RRR(Method):
         retrieved = [state.ranked for state in batch]
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}
-        for state, loop, r_t in zip(batch, loops, retrieved):
+        for state, loop, r_t in zip(batch, loops, retrieved, strict=True):
             loop.first_retrieval = loop.first_retrieval or r_t
             kept = state.ranked.candidates
             new = [c for c in kept if c.passage.id not in loop.found]
@@ -135,7 +135,7 @@ class RRR(Method):
             state.done = len(loop.found) >= s.n or round_number == s.rewrites
             if not state.done:
                 state.feedback.append((state.search_text, r_t.passages[: s.feedback_docs]))  # π_t
-        rewriting = [(state, loop) for state, loop in zip(batch, loops) if not state.done]
+        rewriting = [(state, loop) for state, loop in zip(batch, loops, strict=True) if not state.done]
         if rewriting:
             self.rewriter.run([state for state, _ in rewriting])  # q_{t+1} = g(q_t; π_t)
         for state, loop in rewriting:
@@ -146,7 +146,7 @@ class RRR(Method):
         """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives."""
         with recording(batch, "order", "sort", {"by": "σ(q, ·) then E[σ], then order found"},
                        with_input=False) as traces:
-            for state, loop, stage in zip(batch, loops, traces):
+            for state, loop, stage in zip(batch, loops, traces, strict=True):
                 grades = state.grades
                 ordered = sorted(loop.found.values(), key=lambda c: (-grades[c.passage.id].argmax,
                                                                      -grades[c.passage.id].expected))
@@ -154,7 +154,7 @@ class RRR(Method):
                     Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
                               note=f"found in round {loop.found_in_round[c.passage.id]}")
                     for rank, c in enumerate(ordered, start=1)])
-                details: PoolDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(PoolDetails)
                 details.rounds = loop.rounds
                 if not pool.candidates and loop.first_retrieval is not None:
                     # Nothing cleared τ in any round: rather than answer from nothing, use the first

@@ -28,7 +28,7 @@ class VanillaRAG(Method):
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(settings, llm, agents)
+        super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
         self.recipe = [self.retriever, self.reader]

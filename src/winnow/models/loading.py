@@ -152,11 +152,12 @@ def load_model(source: ModelSource, *, dtype: str = "float32", merge_adapter: bo
         if source.kind == "adapter":
             from peft import PeftModel
 
+            assert source.base is not None  # locate_model gives every adapter its base
             base_model, tokenizer = load_model(source.base, dtype=dtype)
             if (source.path / "tokenizer_config.json").is_file():
                 tokenizer = AutoTokenizer.from_pretrained(source.path)
-            model = PeftModel.from_pretrained(base_model, source.path)
-            model = model.merge_and_unload() if merge_adapter else model
+            adapted = PeftModel.from_pretrained(base_model, source.path)
+            model = adapted.merge_and_unload() if merge_adapter else adapted
         else:
             folder = dequantised_folder(source) if source.kind == "gguf" else source.path
             tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -183,7 +184,8 @@ def dequantised_folder(source: ModelSource) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch_dtype("float32"))
         # The weights are plain float32 tensors now; the GGUF marker only stops save_pretrained.
-        model.hf_quantizer = None
+        # torch types Module.__setattr__ for tensors and submodules only; this is a plain attribute.
+        model.hf_quantizer = None  # type: ignore[assignment]
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         with staged_folder(target) as temp:

@@ -63,7 +63,7 @@ def _resolve_registered(spec: ModelSpec, progress: bool) -> ResolvedModel:
         if _is_verified(spec, target, record):  # joined before: the parts may even be uninstalled now
             return ResolvedModel(spec.name, target, spec.sha256, spec.size_bytes)
     located = [part.locate() for part in spec.parts]
-    missing = [part for part, where in zip(spec.parts, located) if where is None]
+    missing = [part for part, where in zip(spec.parts, located, strict=True) if where is None]
     if missing:
         raise _missing_parts_error(spec, missing)
     paths = [where for where in located if where is not None]
@@ -242,7 +242,8 @@ def format_models_table(statuses: list[ModelStatus]) -> Table:
         if status.verified:
             state, where = "[green]ready[/green]", str(status.path)
         elif status.installed:
-            state = "installed; joined and verified on first use" if status.split else "installed; verified on first use"
+            state = ("installed; joined and verified on first use" if status.split
+                     else "installed; verified on first use")
             where = str(status.path)
         else:
             state, where = "[yellow]not installed[/yellow]", status.install_command

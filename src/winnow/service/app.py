@@ -30,7 +30,7 @@ from .engine import Service
 from .hosts import HostPolicy
 from .limits import ApiError, check_unicode, invalid
 from .runner import ClientGone, execute, open_record, stream
-from .schemas import (AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse)
+from .schemas import AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse
 
 STATIC = Path(__file__).parent / "static"
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 503, 504)}

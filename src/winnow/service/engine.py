@@ -25,12 +25,19 @@ from ..llm.client import LLM
 from ..pipeline import Pipeline
 from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
-from .limits import (ApiError, Limits, check_range, check_settings, check_text, invalid, request_overrides,
-                     within_ceilings)
+from .limits import (
+    ApiError,
+    Limits,
+    check_range,
+    check_settings,
+    check_text,
+    invalid,
+    request_overrides,
+    within_ceilings,
+)
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
-
 
 
 @dataclass
@@ -81,10 +88,11 @@ class Service:
         self.limits = limits or Limits()
         self.models = Models(pipeline.llm, dict(pipeline.agents))
         twins = {id(llm): cache_only(llm) for llm in pipeline.llms} if cache else {}
-        self.cached_models = None
-        if twins and all(twins.values()):
-            self.cached_models = Models(twins[id(pipeline.llm)],
-                                        {role: twins[id(llm)] for role, llm in pipeline.agents.items()})
+        ready = {key: twin for key, twin in twins.items() if twin is not None}
+        self.cached_models: Models | None = None
+        if twins and len(ready) == len(twins):
+            self.cached_models = Models(ready[id(pipeline.llm)],
+                                        {role: ready[id(llm)] for role, llm in pipeline.agents.items()})
         self.worker = LLMWorker(pipeline.llms, max_pending=self.limits.max_pending)
         self.traces: LRU[str, dict[str, Any]] = LRU(trace_capacity)
         self.answers: LRU[str, dict[str, Any]] = LRU(answer_capacity if cache else 0)

@@ -30,8 +30,8 @@ class ClientGone(Exception):
 
 
 def open_record(service: Service, plan: Plan) -> dict[str, Any]:
-    record = {"trace_id": new_trace_id(), "kind": plan.kind, "status": "accepted", "created": time.time(),
-              "request": plan.request}
+    record: dict[str, Any] = {"trace_id": new_trace_id(), "kind": plan.kind, "status": "accepted",
+                              "created": time.time(), "request": plan.request}
     service.traces.put(record["trace_id"], record)
     return record
 
@@ -63,8 +63,10 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
         elif not plan.needs_llm:
             payload, served_from = await run_in_threadpool(plan.compute, None), "computed"
         else:
-            payload, served_from = await run_in_threadpool(service.from_call_cache, plan), "call-cache"
-            if payload is None:
+            found = await run_in_threadpool(service.from_call_cache, plan)
+            if found is not None:
+                payload, served_from = found, "call-cache"
+            else:
                 payload, queue_seconds = await _on_worker(service, plan, _recording(record, emit), disconnected)
                 served_from = "llm"
     except ApiError as exc:

@@ -22,7 +22,8 @@ class AskRequest(BaseModel):
     n: Optional[StrictInt] = Field(None, description="Passages to retrieve.")
     k: Optional[StrictInt] = Field(None, description="Passages to answer from.")
     options: dict[str, Any] = Field(default_factory=dict, description="Other method settings, e.g. "
-                                                                       "{\"judge_n\": 0.5}; GET /v1/methods lists them.")
+                                                                       "{\"judge_n\": 0.5}; GET /v1/methods lists "
+                                                                       "them.")
     stream: StrictBool = Field(False, description="Answer as server-sent events: queued, started, progress "
                                                   "(stage, done, total), then result or error.")
     include_trace: StrictBool = Field(False, description="Include the full trace (also at GET /v1/traces/{id}).")

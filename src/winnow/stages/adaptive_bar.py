@@ -65,8 +65,8 @@ class AdaptiveJudgeBar(ListStage):
         settings = {"n": self.n, "std": "population", "scored_by": self.scored_by,
                     "rule": "keep s ≥ τ = mean(s) − n·std(s), descending s (MAIN-RAG adaptive judge bar)"}
         with recording(batch, self.name, "adaptive-judge-bar", settings) as traces:
-            for state, stage in zip(batch, traces):
-                state.candidates = self._cut(state.ranked, stage.details)  # type: ignore[arg-type]
+            for state, stage in zip(batch, traces, strict=True):
+                state.candidates = self._cut(state.ranked, stage.details_as(FilterDetails))
                 stage.output = state.ranked.to_dicts()
 
     def _cut(self, candidates: CandidateList, details: FilterDetails) -> CandidateList:

@@ -47,7 +47,8 @@ class QuestionState:
     ``document_answers`` are MAIN-RAG Agent-1's answers by passage id; ``grades`` RRR's σ by
     passage id (kept across rounds, so a document retrieved again is not graded twice);
     ``feedback`` RRR's π_t, the queries tried and their top documents; ``answer`` the reader's
-    generation. ``round`` is a loop's round (stages inside it record it); ``done`` marks a question that left a loop (RRR's stop rule) while others go on.
+    generation. ``round`` is a loop's round (stages inside it record it); ``done`` marks a question
+    that left a loop (RRR's stop rule) while others go on.
     """
 
     query: Query

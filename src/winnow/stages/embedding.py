@@ -27,7 +27,7 @@ class EmbeddingReranker(ListStage):
         settings = {"scorer": f"cosine of {self.embedder.name} embeddings, query vs title + text",
                     "model": self.embedder.name, "keep": self.keep}
         with recording(batch, self.name, "embedding-cosine", settings) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 similarities: list[float] = []
                 if len(state.ranked):
                     # One call: the query and passages are length-sorted into batches together.

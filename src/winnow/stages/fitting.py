@@ -119,7 +119,7 @@ def _sizes(llm: LLM, passages: Sequence[Passage], cap: int) -> list[int]:
 def _cut_to(llm: LLM, passages: Sequence[Passage], sizes: Sequence[int], budget: int
             ) -> tuple[list[Passage], list[PassageCut]]:
     fitted, cuts = [], []
-    for passage, size in zip(passages, sizes):
+    for passage, size in zip(passages, sizes, strict=True):
         if size <= budget:
             fitted.append(passage)
             continue
@@ -185,3 +185,11 @@ def fit_prompt(llm: LLM, render: Render, passages: Sequence[Passage], *, output_
     fitted.extend({**vars(cut), "context_size": fit.context_size, "passage_budget": fit.passage_budget,
                    "token_counting": fit.token_counting} for cut in fit.cuts)
     return fit.passages
+
+
+def fit_one_passage(llm: LLM, render: Callable[[Passage], Messages], passage: Passage, *, output_tokens: int,
+                    fitted: list[dict[str, Any]]) -> Passage:
+    """:func:`fit_prompt` for a prompt about a single passage (a judge's or a grader's)."""
+    [kept] = fit_prompt(llm, lambda passages: render(passages[0]), [passage], output_tokens=output_tokens,
+                        fitted=fitted)
+    return kept

@@ -28,7 +28,7 @@ def min_max(values: Sequence[float]) -> list[float]:
 
 
 def fuse(reranker: Sequence[float], first_stage: Sequence[float], alpha: float) -> list[float]:
-    return [(1 - alpha) * r + alpha * f for r, f in zip(min_max(reranker), min_max(first_stage))]
+    return [(1 - alpha) * r + alpha * f for r, f in zip(min_max(reranker), min_max(first_stage), strict=True)]
 
 
 @dataclass
@@ -52,14 +52,14 @@ class ScoreFusion(ListStage):
         settings = {"alpha": self.alpha, "first_stage": self.first_stage, "reranker": self.reranker,
                     "normalisation": "min-max per query", "keep": self.keep}
         with recording(batch, self.name, "score-fusion", settings) as traces:
-            for state, stage in zip(batch, traces):
-                reranked = [c.score_of(self.reranker) for c in state.ranked]
-                first = [c.score_of(self.first_stage) for c in state.ranked]
-                if any(v is None for v in reranked + first):
+            for state, stage in zip(batch, traces, strict=True):
+                pairs = [(c.score_of(self.reranker), c.score_of(self.first_stage)) for c in state.ranked]
+                both = [(r, f) for r, f in pairs if r is not None and f is not None]
+                if len(both) < len(pairs):
                     raise WinnowError(f"score fusion needs both a {self.first_stage!r} and a {self.reranker!r} "
                                       "score on every candidate")
-                state.candidates = state.ranked.ranked_by(self.name, fuse(reranked, first, self.alpha),  # type: ignore[arg-type]
-                                                          keep=self.keep)
+                fused = fuse([r for r, _ in both], [f for _, f in both], self.alpha)
+                state.candidates = state.ranked.ranked_by(self.name, fused, keep=self.keep)
                 stage.output = state.ranked.to_dicts()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Sequence
 
 from ..details import FilterDetails, GradedDetails
@@ -27,7 +28,7 @@ from ..llm.client import LLM
 from ..prompts import GradedPromptTemplate, graded_prompt
 from ..records import Candidate, CandidateList, Passage, StageTrace, Trace
 from .contract import ListStage, QuestionState, recording, round_settings
-from .fitting import fit_prompt
+from .fitting import fit_one_passage
 from .relevance_grade import RelevanceGrade
 
 GRADES = ("1", "2", "3", "4", "5")
@@ -131,12 +132,12 @@ class GradedRelevanceReranker(ListStage):
                                  [traces[i] for i, _ in owners])
 
             asked = [0] * len(batch)
-            for (i, passage), grade in zip(owners, grades):
+            for (i, passage), grade in zip(owners, grades, strict=True):
                 batch[i].grades[passage.id] = grade
                 asked[i] += 1
-            for state, stage, fresh in zip(batch, traces, asked):
+            for state, stage, fresh in zip(batch, traces, asked, strict=True):
                 mine = [state.grades[p.id] for p in state.ranked.passages]
-                details: GradedDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(GradedDetails)
                 details.grades = [g.to_dict() for g in mine]
                 details.already_graded = len(mine) - fresh
                 details.generated_grades = sum(g.source == "generated" for g in mine)
@@ -151,22 +152,23 @@ class GradedRelevanceReranker(ListStage):
     def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace]) -> list[RelevanceGrade]:
         """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace."""
         prompts = []
-        for q, p, trace in zip(queries, passages, traces):
-            [fitted] = fit_prompt(self.llm, lambda ps, q=q: self.template.messages(q, ps[0], prefill=self.prefill), [p],
-                                  output_tokens=self.max_tokens, fitted=trace.details.fitted)
+        for q, p, trace in zip(queries, passages, traces, strict=True):
+            fitted = fit_one_passage(self.llm, partial(self.template.messages, q, prefill=self.prefill), p,
+                                     output_tokens=self.max_tokens, fitted=trace.details.fitted)
             prompts.append(self.template.messages(q, fitted, prefill=self.prefill))
         grades: list[RelevanceGrade | None] = [None] * len(prompts)
         if self.prefill and prompts:
             for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=traces)):
                 grades[i] = grade_from_choices(passages[i].id, scores)
         fallback = [i for i, g in enumerate(grades) if g is None]
+        from_text: dict[int, RelevanceGrade] = {}
         if fallback:
             # Stop at the closing tag: the grade is before it, and the rest of the answer is cost.
             generations = self.llm.generate([prompts[i] for i in fallback], stage=[traces[i] for i in fallback],
                                             max_tokens=self.max_tokens, stop=["<</Score>>"])
-            for i, generation in zip(fallback, generations):
-                grades[i] = grade_from_text(passages[i].id, generation.text)
-        return grades  # type: ignore[return-value]  # every slot is filled above
+            for i, generation in zip(fallback, generations, strict=True):
+                from_text[i] = grade_from_text(passages[i].id, generation.text)
+        return [from_text[i] if grade is None else grade for i, grade in enumerate(grades)]
 
 
 @dataclass
@@ -189,7 +191,7 @@ class ThresholdFilter(ListStage):
         settings = {"tau": self.tau, "sigma": self.use, "graded_by": self.graded_by,
                     "rule": "keep σ > τ (RRR Algorithm 1 line 6)"}
         with recording(batch, self.name, "threshold", lambda s: {**settings, **round_settings(s)}) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 kept: list[Candidate] = []
                 dropped: list[Candidate] = []
                 for candidate in state.ranked:
@@ -199,7 +201,7 @@ class ThresholdFilter(ListStage):
                     else:
                         note = f"dropped by {self.name}: σ ({self.use}) = {sigma:g} ≤ τ = {self.tau:g}"
                         dropped.append(Candidate(candidate.passage, list(candidate.scores), note))
-                details: FilterDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(FilterDetails)
                 details.tau = self.tau
                 details.dropped = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
                 details.kept = len(kept)

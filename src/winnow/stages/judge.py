@@ -15,6 +15,7 @@ judge bar then cuts (:mod:`winnow.stages.adaptive_bar`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
 from ..details import JudgeDetails
@@ -22,7 +23,7 @@ from ..llm.base import ChoiceScores
 from ..llm.client import LLM
 from ..prompts import JudgePromptTemplate, judge_prompt
 from .contract import ListStage, QuestionState, recording
-from .fitting import fit_prompt
+from .fitting import fit_one_passage
 
 CHOICES = ("Yes", "No")
 
@@ -65,19 +66,19 @@ class NoisyDocumentJudge(ListStage):
             prompts = []
             for i, p in owners:
                 question, answer = batch[i].query.text, batch[i].document_answers[p.id]
-                [fitted] = fit_prompt(self.llm, lambda ps, q=question, a=answer: self.template.messages(q, ps[0], a),
-                                      [p], output_tokens=1, fitted=traces[i].details.fitted)
+                fitted = fit_one_passage(self.llm, partial(self.template.messages, question, answer=answer), p,
+                                         output_tokens=1, fitted=traces[i].details.fitted)
                 prompts.append(self.template.messages(question, fitted, answer))
             choice_scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 passages = state.ranked.passages
                 mine = choice_scores[start:start + len(passages)]
                 start += len(passages)
                 scores = [judge_score(s) for s in mine]
-                details: JudgeDetails = stage.details  # type: ignore[assignment]
-                details.scores = {p.id: s for p, s in zip(passages, scores)}
-                details.choices_not_in_top_tokens = {p.id: list(s.missing) for p, s in zip(passages, mine)
+                details = stage.details_as(JudgeDetails)
+                details.scores = {p.id: s for p, s in zip(passages, scores, strict=True)}
+                details.choices_not_in_top_tokens = {p.id: list(s.missing) for p, s in zip(passages, mine, strict=True)
                                                      if s.missing}
                 state.candidates = state.ranked.ranked_by(self.name, scores)
                 stage.output = state.ranked.to_dicts()

@@ -84,9 +84,10 @@ LISTWISE_PROMPTS = {"rrr": "rrr.listwise", "rankgpt": "rrr.listwise_rankgpt"}
 def check_listwise_prompt(choice: object) -> str:
     """The template name for a ``listwise_prompt`` setting; anything else is refused, naming it."""
     if choice not in LISTWISE_PROMPTS:
-        raise SettingError("listwise_prompt", f"setting 'listwise_prompt' must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
-                          "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
-    return LISTWISE_PROMPTS[choice]  # type: ignore[index]
+        raise SettingError("listwise_prompt",
+                           f"setting 'listwise_prompt' must be one of {', '.join(LISTWISE_PROMPTS)} (got {choice!r})",
+                           "rrr: the RRR paper's App. A.3 prompt (default); rankgpt: rank_gpt.py's prompt")
+    return LISTWISE_PROMPTS[choice]
 
 
 def ranking_token_budget(num: int) -> int:
@@ -144,8 +145,8 @@ class ListwiseReranker(ListStage):
             for j in range(max((len(p) for p in plans), default=0)):
                 active = [i for i in range(len(batch)) if j < len(plans[i])]
                 self._rank_windows([(batch[i], traces[i], orders[i], plans[i][j]) for i in active])
-            for state, stage, order in zip(batch, traces, orders):
-                unchanged_warning(stage.details)  # type: ignore[arg-type]
+            for state, stage, order in zip(batch, traces, orders, strict=True):
+                unchanged_warning(stage.details_as(ListwiseDetails))
                 n = len(order)
                 scores = [0.0] * n
                 for position, i in enumerate(order):
@@ -172,10 +173,10 @@ class ListwiseReranker(ListStage):
         # Windows of different sizes get different output budgets: one call per budget.
         generations: dict[int, Any] = {}
         for budget in sorted(set(budgets)):
-            group = [k for k, b in zip(asked, budgets) if b == budget]
+            group = [k for k, b in zip(asked, budgets, strict=True) if b == budget]
             answers = self.llm.generate([prompts[asked.index(k)] for k in group], max_tokens=budget,
                                         stage=[work[k][1] for k in group])
-            generations.update(zip(group, answers))
+            generations.update(zip(group, answers, strict=True))
         for k, (state, stage, order, (start, end)) in enumerate(work):
             record = records[k]
             in_window = order[start:end]
@@ -189,4 +190,4 @@ class ListwiseReranker(ListStage):
             else:
                 record["skipped"] = "a single passage: nothing to rank"
             record["ranked_ids"] = [state.ranked.candidates[i].passage.id for i in order[start:end]]
-            stage.details.windows.append(record)  # type: ignore[attr-defined]
+            stage.details_as(ListwiseDetails).windows.append(record)

@@ -9,6 +9,7 @@ batch, every (question, passage) pair of every question goes to the model in one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
 from ..details import RankingDetails
@@ -33,14 +34,14 @@ class PointwiseTrueReranker(ListStage):
         with recording(batch, self.name, "pointwise-true", settings) as traces:
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
             prompts = [self.template.messages(batch[i].query.text, fit_prompt(
-                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p], output_tokens=1,
+                self.llm, partial(self.template.messages, batch[i].query.text), [p], output_tokens=1,
                 fitted=traces[i].details.fitted)) for i, p in owners]
             scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 mine = scores[start:start + len(state.ranked)]
                 start += len(state.ranked)
-                details: RankingDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(RankingDetails)
                 reranked = state.ranked.ranked_by(self.name, [s.probability("True") for s in mine])
                 if self.keep is not None and len(reranked) > self.keep:
                     # The whole order stays in the trace: answer Recall@k after reranking (Table 6)

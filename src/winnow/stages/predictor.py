@@ -8,6 +8,7 @@ C's ("You are an accurate and reliable AI assistant …"), the same one Agent-3 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
 from ..details import PredictorDetails
@@ -45,12 +46,12 @@ class PerDocumentPredictor:
                     raise ValueError(f"passage ids must be unique in a candidate list; repeated: {duplicated}")
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
             prompts = [self.template.messages(batch[i].query.text, fit_prompt(
-                self.llm, lambda ps, q=batch[i].query.text: self.template.messages(q, ps), [p],
+                self.llm, partial(self.template.messages, batch[i].query.text), [p],
                 output_tokens=self.max_tokens, fitted=traces[i].details.fitted)) for i, p in owners]
             generations = self.llm.generate(prompts, stage=[traces[i] for i, _ in owners], max_tokens=self.max_tokens)
-            for (i, passage), generation in zip(owners, generations):
+            for (i, passage), generation in zip(owners, generations, strict=True):
                 batch[i].document_answers[passage.id] = generation.text
-            for state, stage in zip(batch, traces):
-                details: PredictorDetails = stage.details  # type: ignore[assignment]
+            for state, stage in zip(batch, traces, strict=True):
+                details = stage.details_as(PredictorDetails)
                 details.answers = {p.id: state.document_answers[p.id] for p in state.ranked.passages}
                 stage.output = state.ranked.to_dicts()

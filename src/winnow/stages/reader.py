@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Sequence
 
 from ..details import ReaderDetails
@@ -23,12 +24,12 @@ class Reader:
         settings = {"prompt": self.template.name, "max_tokens": self.max_tokens, "temperature": 0.0}
         with recording(batch, self.name, "reader", settings) as traces:
             prompts = [self.template.messages(s.query.text, fit_prompt(
-                self.llm, lambda ps, q=s.query.text: self.template.messages(q, ps), s.ranked.passages,
-                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces)]
+                self.llm, partial(self.template.messages, s.query.text), s.ranked.passages,
+                output_tokens=self.max_tokens, fitted=t.details.fitted)) for s, t in zip(batch, traces, strict=True)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens)
-            for state, stage, generation in zip(batch, traces, generations):
+            for state, stage, generation in zip(batch, traces, generations, strict=True):
                 state.answer = generation
-                details: ReaderDetails = stage.details  # type: ignore[assignment]
+                details = stage.details_as(ReaderDetails)
                 details.answer = generation.text
                 details.finish_reason = generation.finish_reason
                 details.cut_by_token_limit = generation.finish_reason == "length"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from ..details import RetrievalDetails
 from ..records import CandidateList, Query
 from .contract import ListStage, QuestionState, recording, round_settings
 
@@ -34,8 +35,8 @@ class Retriever(ListStage):
     def run(self, batch: Sequence[QuestionState]) -> None:
         with recording(batch, self.name, self.kind, lambda s: {"n": self.n, **round_settings(s)},
                        with_input=False) as traces:
-            for state, stage in zip(batch, traces):
+            for state, stage in zip(batch, traces, strict=True):
                 searched = state.query if state.search_text == state.query.text else state.search_text
                 state.candidates = CandidateList(state.query, self.index.search(searched, k=self.n).candidates)
-                stage.details.query = state.search_text  # type: ignore[attr-defined]
+                stage.details_as(RetrievalDetails).query = state.search_text
                 stage.output = state.ranked.to_dicts()

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..details import RewriteDetails
 from ..llm.base import Messages
 from ..llm.client import LLM
 from ..prompts import RewritePromptTemplate, rewrite_prompt
@@ -60,12 +61,12 @@ class QueryRewriter:
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs}  # noqa: E731
         with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
-            prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces)]
+            prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces, strict=True)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,
                                             stop=["<</Rewrite>>"])
-            for state, stage, generation in zip(batch, traces, generations):
+            for state, stage, generation in zip(batch, traces, generations, strict=True):
                 text = parse_rewrite(generation.text)
-                stage.details.rewrites.append({"answer": generation.text, "rewrite": text})  # type: ignore[attr-defined]
+                stage.details_as(RewriteDetails).rewrites.append({"answer": generation.text, "rewrite": text})
                 if text:
                     state.search_text = text
                 else:

@@ -33,7 +33,7 @@ from .blend_config import PASSAGES_PER_LIST, BlendConfig, ComponentSpec, read_bl
 from .contamination import EvalQuestions, default_eval_sets, load_eval_questions
 from .mining import answer_in, load_training_questions, mine_lists
 from .pseudo_relevance import label_chunks
-from .sources import (ConvDocument, Conversation, GoldQA, RankingPair, RetrievedList, read_component_file)
+from .sources import ConvDocument, Conversation, GoldQA, RankingPair, RetrievedList, read_component_file
 
 FORMAT = 1
 TRAIN_FILE = "train.jsonl"
@@ -71,7 +71,8 @@ def build_blend(config_path: str | Path, out: str | Path, *, overwrite: bool = F
     started = time.perf_counter()
     config = read_blend_config(config_path)
     out = Path(out).expanduser()
-    check_replaceable(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder")  # fail before the work
+    # Fail before the work, not after it.
+    check_replaceable(out, overwrite=overwrite, looks_ours=is_blend_folder, what="a blend folder")
     eval_names = config.eval_sets if config.eval_sets is not None else default_eval_sets()
     eval_questions = load_eval_questions(eval_names, base=config.path.parent,
                                          loaded=lambda name: _report(progress, f"read evaluation set {name}", 1, None))
@@ -118,6 +119,7 @@ def _pool(spec: ComponentSpec, seed: int, eval_questions: EvalQuestions, mined_c
         records, questions, skipped = _mined(spec, mined_cache, progress)
         pool = ComponentPool(spec, [], questions, Counter(skipped))
     else:
+        assert spec.path is not None  # read_blend_config gives every component a data file or qa + index
         records = read_component_file(spec.kind, spec.path, spec.limit)
         pool = ComponentPool(spec, [], len(records))
     for example in render(spec, records, rng, pool.skipped):
@@ -135,18 +137,20 @@ def _mined(spec: ComponentSpec, cache: dict, progress: Advance | None) -> tuple[
     """Lists mined once per (questions, index, depth, limit), shared by the components that use them."""
     from ..index import BM25Index
 
-    key = (spec.qa, str(spec.index), spec.depth, spec.limit)
+    qa, index_dir = spec.qa, spec.index
+    assert qa is not None and index_dir is not None  # read_blend_config requires both for a mined component
+    key = (qa, str(index_dir), spec.depth, spec.limit)
     if key not in cache:
-        questions = load_training_questions(spec.qa, spec.limit)
-        index = BM25Index.open(spec.index)
+        questions = load_training_questions(qa, spec.limit)
+        index = BM25Index.open(index_dir)
         done = 0
 
         def advance(n: int) -> None:
             nonlocal done
             done += n
-            _report(progress, f"mining {spec.qa} against {spec.index.name}", done, len(questions))
+            _report(progress, f"mining {qa} against {index_dir.name}", done, len(questions))
 
-        mined = mine_lists(questions, index, depth=spec.depth, source=spec.qa, advance=advance)
+        mined = mine_lists(questions, index, depth=spec.depth, source=qa, advance=advance)
         cache[key] = (mined.lists, mined.questions, Counter(mined.skipped))
     lists, questions, skipped = cache[key]
     return lists, questions, Counter(skipped)
@@ -180,8 +184,8 @@ def render(spec: ComponentSpec, records: Sequence[Any], rng: random.Random, skip
                 out.append(ex.rag_qa(name, record.question, passages, target))
             else:
                 holds = AnswerMatcher(record.answers, regex=record.regex)
-                relevant = [p.id == record.gold.id or holds(p.text) for p in passages]
-                out.append(ex.rag_ranking(name, record.question, passages, relevant))
+                labels = [p.id == record.gold.id or holds(p.text) for p in passages]
+                out.append(ex.rag_ranking(name, record.question, passages, labels))
         elif kind == "ranking":
             if isinstance(record, RetrievedList):  # mined: the gold pair and one hard negative
                 holds = AnswerMatcher(record.answers, regex=record.regex)

@@ -108,7 +108,7 @@ def read_blend_config(path: str | Path) -> BlendConfig:
         raise InputError(path, "no [[component]] tables", field="component",
                          hint="add one [[component]] per data source (see docs/training.md)")
     seed = _integer(data, "seed", path, default=0, minimum=0)
-    size = _integer(data, "size", path, default=None, minimum=1)
+    size = _optional_integer(data, "size", path, minimum=1)
     eval_sets = data.get("eval_sets")
     if eval_sets is not None and (not isinstance(eval_sets, list) or not all(isinstance(e, str) for e in eval_sets)):
         raise InputError(path, "eval_sets must be a list of dataset names or QA files", field="eval_sets")
@@ -120,14 +120,18 @@ def read_blend_config(path: str | Path) -> BlendConfig:
     return BlendConfig(path, components, seed, size, eval_sets, data)
 
 
-def _integer(table: dict[str, Any], key: str, path: Path, *, default: int | None, minimum: int,
-             where: str = "") -> int | None:
-    value = table.get(key, default)
+def _optional_integer(table: dict[str, Any], key: str, path: Path, *, minimum: int, where: str = "") -> int | None:
+    value = table.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(path, f"{where}{key} must be an integer >= {minimum}, got {value!r}", field=key)
     return value
+
+
+def _integer(table: dict[str, Any], key: str, path: Path, *, default: int, minimum: int, where: str = "") -> int:
+    value = _optional_integer(table, key, path, minimum=minimum, where=where)
+    return default if value is None else value
 
 
 def _component(table: Any, number: int, path: Path) -> ComponentSpec:
@@ -174,7 +178,7 @@ def _component(table: Any, number: int, path: Path) -> ComponentSpec:
     return ComponentSpec(
         name=name, kind=kind, ratio=ratio, ratio_source=ratio_source, path=file_path, qa=qa, index=index,
         depth=_integer(table, "depth", path, default=DEFAULT_DEPTH, minimum=PASSAGES_PER_LIST, where=where),
-        limit=_integer(table, "limit", path, default=None, minimum=1, where=where), answer_style=style)
+        limit=_optional_integer(table, "limit", path, minimum=1, where=where), answer_style=style)
 
 
 def _ratio(value: Any, where: str, path: Path) -> tuple[float, str]:

@@ -67,7 +67,8 @@ def mine_lists(questions: Sequence[QAItem], index, *, depth: int, source: str,
     mined = MinedLists([], len(questions))
     for start in range(0, len(questions), batch):
         chunk = questions[start:start + batch]
-        for offset, (item, hits) in enumerate(zip(chunk, index.search_many([q.question for q in chunk], k=depth))):
+        found = index.search_many([q.question for q in chunk], k=depth)
+        for offset, (item, hits) in enumerate(zip(chunk, found, strict=True)):
             passages: list[Passage] = hits.passages
             holds = AnswerMatcher(item.golden_answers, regex=item.is_regex)
             # Passage text only, as answer Recall@k in winnow.evaluation tests it.

@@ -201,7 +201,8 @@ def _ranking(record: dict[str, Any], where: Where) -> RankingPair:
     f = _Fields(record, where, "ranking")
     relevant = record.get("relevant")
     if not isinstance(relevant, bool):
-        raise f.fail("relevant", f"must be true or false, got {json_type(relevant) if 'relevant' in record else 'nothing'}")
+        got = json_type(relevant) if "relevant" in record else "nothing"
+        raise f.fail("relevant", f"must be true or false, got {got}")
     return RankingPair(where, f.text("question"), f.passage("passage"), relevant,
                        f.turns("history", required=False, final="assistant"))
 
