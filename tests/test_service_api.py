@@ -418,3 +418,19 @@ def test_the_server_log_has_no_tracebacks(client, server_log):
     log = "".join(server_log)
     for sign in ("Traceback", "Exception in ASGI application", "never retrieved", "ERROR"):
         assert sign not in log, log
+
+
+def test_rerank_fits_a_document_longer_than_the_model_context(client):
+    """An 18,022-character document (about 4,500 SmolLM2 tokens; the context is 4,096) used to be a
+    502 from the model; its text is now cut to fit, and the trace says what was cut."""
+    long = ("Rome is the capital city of Italy and of the Lazio region. " * 320)[:18_022]
+    response = client.post("/v1/rerank", json={"query": "What is the capital of Italy?", "method": "pointwise",
+                                                "documents": [long, "A banana is an elongated, edible fruit."],
+                                                "include_trace": True})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert sorted(r["index"] for r in body["results"]) == [0, 1]
+    [stage] = body["trace"]["stages"]
+    [cut] = stage["details"]["fitted"]
+    assert cut["passage_id"] == "0" and cut["chars_before"] == 18_022 > cut["chars_after"]
+    assert all(call["prompt_tokens"] <= cut["context_size"] for call in stage["llm_calls"])
