@@ -182,7 +182,7 @@ def test_every_stage_of_every_method_fits_long_documents(small_llm, long_index, 
             cut = stage.details.fitted[0]
             assert cut["chars_before"] > cut["chars_after"] and cut["context_size"] == CONTEXT
     # The candidates keep their whole text: only what was sent was cut.
-    assert all(len(c.passage.text) > 19_000 for c in answer.passages)
+    assert all(len(c.passage.text) >= 14_000 for c in answer.passages)  # as indexed (the shortest is 14,000)
 
 
 def test_an_answer_cut_by_its_token_limit_says_so(small_llm, long_index):
