@@ -217,3 +217,10 @@ def test_an_agent_role_the_method_lacks_is_refused_naming_its_roles(built):
                     env_dir=built / "cache", check=False)
     assert result.returncode == 2
     assert "method 'rrr' has no agent role(s) ['judge']" in result.stderr and "rewrite, relevance, rerank" in result.stderr
+
+
+def test_max_inflight_on_an_in_process_backend_is_refused(built):
+    """The in-process llama.cpp runs one call at a time: a bound it would ignore is refused."""
+    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--max-inflight", "4", "q",
+                    env_dir=built / "cache", check=False)
+    assert result.returncode == 2 and "max_inflight applies to the openai backend, not 'llama.cpp'" in result.stderr

@@ -34,8 +34,11 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
 
     For ``backend="openai"``, ``base_url`` may name several endpoints (a list, or comma-separated);
     ``max_inflight`` bounds the requests in flight over all of them (default 64,
-    :mod:`winnow.llm.dispatch`). The in-process backends run one sequence at a time and ignore it.
+    :mod:`winnow.llm.dispatch`). The in-process backends run one sequence at a time and refuse it.
     """
+    if max_inflight is not None and backend != "openai":
+        raise WinnowError(f"max_inflight applies to the openai backend, not {backend!r}",
+                          "the in-process backends run one call at a time; leave --max-inflight out")
     if backend == "llama.cpp":
         from ..models import resolve_model
         from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend

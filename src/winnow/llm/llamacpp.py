@@ -87,6 +87,9 @@ class LlamaCppBackend:
         #: The context per sequence llama.cpp really allocated (it reports it in /props).
         self.context_size = (reported and reported[0]) or requested
         self.context_size_source = f"llama.cpp in-process, started with context_size={requested}"
+        if self.context_size != requested:
+            # llama.cpp rounds the context up (to 256 at least); say so rather than pretend.
+            self.context_size_source += f" (llama.cpp allocated {self.context_size})"
 
     @property
     def identity(self) -> dict[str, Any]:
