@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import WinnowError
+from ..text import lone_surrogate
 
 #: Method settings that multiply LLM work, and their ceilings (a request's ``options`` may not exceed them).
 SETTING_CAPS: dict[str, int] = {
@@ -85,16 +86,6 @@ def check_range(field_name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-def _lone_surrogate(text: str) -> int | None:
-    """Where ``text`` holds half a UTF-16 surrogate pair (a JSON ``\\ud800`` escape alone), if it does:
-    such a string is not Unicode text and can be neither encoded nor hashed nor tokenised."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return None
-
-
 def check_unicode(body: Any) -> None:
     """Refuse a request with a lone surrogate in any string or key, naming the field
     (``documents[2].title``). Walked without recursion: a body may nest as deep as JSON allows."""
@@ -104,15 +95,16 @@ def check_unicode(body: Any) -> None:
         if isinstance(value, BaseModel):
             value = dict(value)  # the declared fields and the extra ones
         if isinstance(value, str):
-            position = _lone_surrogate(value)
-            if position is not None:
+            found = lone_surrogate(value)
+            if found is not None:
+                position = found[0]
                 raise invalid(path, f"{path} has a lone surrogate ({value[position]!r} at character {position + 1}), "
                                     f"which is not Unicode text: send valid UTF-8 (a \\uD800-\\uDFFF escape "
                                     f"must be one half of a pair)")
         elif isinstance(value, dict):
             for key, item in reversed(value.items()):
                 key = str(key)
-                if _lone_surrogate(key) is not None:
+                if lone_surrogate(key) is not None:
                     raise invalid(path or "body", f"a key in {path or 'the body'} has a lone surrogate ({key!r}): "
                                                   f"send valid UTF-8")
                 pending.append((f"{path}.{key}" if path else key, item))
