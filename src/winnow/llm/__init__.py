@@ -17,7 +17,7 @@ BACKENDS = ("llama.cpp", "openai", "transformers")
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str | list[str] = "",
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None,
-             max_inflight: int | None = None) -> LLM:
+             max_inflight: int | None = None, slots: int | None = None) -> LLM:
     """An :class:`LLM` ready for stages.
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
@@ -34,20 +34,30 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
 
     For ``backend="openai"``, ``base_url`` may name several endpoints (a list, or comma-separated);
     ``max_inflight`` bounds the requests in flight over all of them (default 64,
-    :mod:`winnow.llm.dispatch`). The in-process backends run one sequence at a time and refuse it.
+    :mod:`winnow.llm.dispatch`). The in-process backends refuse it.
+
+    ``slots`` (llama.cpp only, default 1) is how many sequences llama.cpp decodes together, each with
+    ``context_size`` tokens of context (:mod:`winnow.llm.llamacpp`); a server's own slots are set on
+    the server, so the other backends refuse it.
     """
     if max_inflight is not None and backend != "openai":
         raise WinnowError(f"max_inflight applies to the openai backend, not {backend!r}",
-                          "the in-process backends run one call at a time; leave --max-inflight out")
+                          "the in-process backends run their own calls; leave --max-inflight out"
+                          + (" (llama.cpp runs --slots sequences at once)" if backend == "llama.cpp" else ""))
+    if slots is not None and backend != "llama.cpp":
+        raise WinnowError(f"slots applies to the in-process llama.cpp backend, not {backend!r}",
+                          "a server's parallel slots are set on the server (llama-server --parallel N); "
+                          "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
     if backend == "llama.cpp":
         from ..models import resolve_model
-        from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend
+        from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend, checked_slots
 
+        slots = checked_slots(1 if slots is None else slots)  # before loading anything
         require("llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)  # before assembling the model
         resolved = resolve_model(model)
         engine: LLMBackend = LlamaCppBackend(resolved.path, model_name=resolved.name,
                                              model_sha256=resolved.sha256, context_size=context_size,
-                                             threads=threads)
+                                             threads=threads, slots=slots)
     elif backend == "openai":
         from .openai_http import MAX_INFLIGHT, OpenAICompatibleBackend
 

@@ -53,11 +53,12 @@ class LLM:
     def _send(self, stage: str, items: list[Messages], run: Callable[..., list[T]]) -> list[T]:
         """Send ``items`` to the backend, reporting progress as calls finish.
 
-        A backend with a dispatcher (``max_inflight``: the OpenAI-compatible one) takes them all at
-        once and keeps its bound on calls in flight itself; any other runs them in chunks of its
-        preferred batch size, with progress between chunks so a long rerank shows it is moving.
+        A backend that schedules calls itself (it counts its ``inflight`` calls: the OpenAI-compatible
+        one's dispatcher, llama.cpp's slots) takes them all at once, keeps its own bound on calls in
+        flight and reports each finished call; any other runs them in chunks of its preferred batch
+        size, with progress between chunks so a long rerank shows it is moving.
         """
-        if _offers(self.backend, "max_inflight"):
+        if _offers(self.backend, "inflight"):
             progress = self.progress
             report = (lambda done: progress(stage, done, len(items))) if progress else None
             return run(items, on_done=report)
@@ -71,12 +72,12 @@ class LLM:
 
     @property
     def inflight(self) -> int:
-        """Calls on the wire right now (0 for a backend without a dispatcher)."""
+        """Calls on the wire or in llama.cpp's slots right now (0 for a backend that does not count them)."""
         return int(getattr(self.backend, "inflight", 0))
 
     @property
     def tokens_done(self) -> int:
-        """Tokens of the calls answered so far, as they finish (0 for a backend without a dispatcher)."""
+        """Tokens of the calls answered so far, as they finish (0 for a backend that does not count them)."""
         return int(getattr(self.backend, "tokens_done", 0))
 
     @property

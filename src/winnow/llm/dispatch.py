@@ -132,25 +132,33 @@ class Dispatcher:
             if self._pool is None:
                 # The pool's workers are the in-flight slots: a worker that finishes takes the next job.
                 self._pool = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="winnow-llm")
-        futures = {self._pool.submit(self.call, lambda endpoint, job=job: send(endpoint, job)): i
-                   for i, job in enumerate(jobs)}
-        results: list[Any] = [None] * len(jobs)
-        try:
-            for done, future in enumerate(as_completed(futures), 1):
-                results[futures[future]] = future.result()
-                if on_done:
-                    on_done(done)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-        return results
+        return pooled_map(self._pool, [functools.partial(self.call, functools.partial(_send_one, send, job))
+                                       for job in jobs], on_done)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         for endpoint in self.endpoints:
             endpoint.client.close()
+
+
+def pooled_map(pool: ThreadPoolExecutor, calls: Sequence[Callable[[], T]],
+               on_done: Callable[[int], None] | None = None) -> list[T]:
+    """Every call's result, in order, run on ``pool``'s workers: a worker that finishes takes the next
+    call at once, so no call waits for a slower one started with it. ``on_done(n)`` is told after each
+    finished call how many have finished; the first failure cancels the calls not yet started."""
+    futures = {pool.submit(call): i for i, call in enumerate(calls)}
+    results: list[Any] = [None] * len(calls)
+    try:
+        for done, future in enumerate(as_completed(futures), 1):
+            results[futures[future]] = future.result()
+            if on_done:
+                on_done(done)
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+    return results
 
 
 def _send_one(send: Callable[[Endpoint, J], T], job: J, endpoint: Endpoint) -> T:

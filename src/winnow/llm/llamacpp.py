@@ -6,19 +6,33 @@ which a template renders in the model's own format). Every prompt is computed fr
 ``cache_prompt`` below), so a prompt's scores never depend on the prompt asked before it.
 The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
 with llama.cpp's own tokenizer.
+
+With ``slots`` > 1, llama.cpp holds that many sequences at once (its server's parallel slots, each
+with a context of ``context_size`` tokens of its own) and decodes them together in one batch per
+step; a stage's prompts are handed to it from as many threads (xllamacpp releases the GIL while
+llama.cpp answers, and its server queues each call to a free slot exactly as it does for concurrent
+HTTP requests). That changes scores: llama.cpp's CPU kernels sum in a different order when a batch
+holds several sequences' tokens, so a P("True") moves by up to about 0.04 in log-probability (greedy
+answers mostly stay the same) and depends on which calls happened to share a batch, which differs
+from run to run. One slot, the default, keeps every prompt's scores a function of the prompt alone.
+What slots gain in speed is measured by ``bench/bench_slots.py`` (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
-from ..errors import ModelError
+from ..errors import ModelError, WinnowError
 from ..extras import import_extra
 from .base import ChoiceScores, Generation, Messages
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
+from .dispatch import pooled_map
 from .openai_format import (
     choice_request,
     generation_request,
@@ -34,14 +48,24 @@ TOP_LOGPROBS = 100
 LLAMACPP_FEATURE = "the llama.cpp backend (the default --backend)"
 LLAMACPP_ALTERNATIVE = "use --backend openai --base-url URL with your own server"
 
+T = TypeVar("T")
+M = TypeVar("M")
+
+
+def checked_slots(slots: object) -> int:
+    """``slots`` if it is a usable number of parallel sequences, else a WinnowError naming the option."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise WinnowError(f"slots must be a whole number of sequences, at least 1 (got {slots!r})",
+                          "e.g. --slots 4; 1 runs one sequence at a time")
+    return slots
+
 
 class LlamaCppBackend:
-    """Runs one GGUF model in this process. Not thread-safe: one caller at a time."""
-
-    batch_size = 1  # llama.cpp here decodes one sequence at a time; smaller batches mean finer progress
+    """Runs one GGUF model in this process, ``slots`` sequences at a time (see the module's note).
+    A stage's calls may come from one thread at a time; the backend runs them on its own threads."""
 
     def __init__(self, model_path: str | Path, *, model_name: str = "", model_sha256: str = "",
-                 context_size: int | None = None, threads: int | None = None) -> None:
+                 context_size: int | None = None, threads: int | None = None, slots: int = 1) -> None:
         import httpx
 
         xllamacpp = import_extra("xllamacpp", "llamacpp", LLAMACPP_FEATURE, alternative=LLAMACPP_ALTERNATIVE)
@@ -52,11 +76,16 @@ class LlamaCppBackend:
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
         requested = checked_context_size(context_size) or DEFAULT_CONTEXT_SIZE
-        params.n_ctx = requested
+        self.slots = checked_slots(slots)
+        # llama.cpp splits n_ctx evenly between its slots: allocate context_size for each, so that
+        # context_size keeps meaning the tokens one sequence can hold. Each slot has a cache of its
+        # own (not one shared, "unified", cache), so no sequence can crowd out another.
+        params.n_ctx = requested * self.slots
+        params.n_parallel = self.slots
+        params.kv_unified = False
         threads = threads or max(1, os.cpu_count() or 1)
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
-        params.n_parallel = 1
         # Each prompt is computed from scratch. Reusing the KV cache of the previous prompt's common
         # prefix changes how the rest is split into batches, and so the floating-point sums: the
         # same prompt then scores differently depending on what was asked before it (P("True")
@@ -84,16 +113,30 @@ class LlamaCppBackend:
         reported = llama_server_context(self._http, address)
         self.tokens: TokenCounter = ModelTokens(LlamaServerTokenIds(self._http, address, source),
                                                 "exact: llama.cpp's tokenizer")
-        #: The context per sequence llama.cpp really allocated (it reports it in /props).
+        #: The context per sequence llama.cpp really allocated (it reports it per slot in /props).
         self.context_size = (reported and reported[0]) or requested
         self.context_size_source = f"llama.cpp in-process, started with context_size={requested}"
+        if self.slots > 1:
+            self.context_size_source += f" for each of {self.slots} slots"
         if self.context_size != requested:
             # llama.cpp rounds the context up (to 256 at least); say so rather than pretend.
             self.context_size_source += f" (llama.cpp allocated {self.context_size})"
+        self._lock = threading.Lock()
+        self.inflight = 0  # sequences in llama.cpp's slots right now (for a progress bar)
+        self.tokens_done = 0  # prompt + completion tokens of the calls answered so far
+        # The workers are the slots: one that finishes takes the next prompt at once.
+        self._pool = (ThreadPoolExecutor(self.slots, thread_name_prefix="winnow-llamacpp")
+                      if self.slots > 1 else None)
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"backend": "llama.cpp", "model": self._name, "sha256": self._sha256 or str(self._path)}
+        identity = {"backend": "llama.cpp", "model": self._name, "sha256": self._sha256 or str(self._path)}
+        if self.slots > 1:
+            # Sequences decoded together score slightly differently from one at a time (and from run
+            # to run, as batches form): their answers are not interchangeable with one slot's, so
+            # neither the call cache nor a run folder may mix them.
+            identity["slots"] = self.slots
+        return identity
 
     @property
     def http_address(self) -> str:
@@ -101,26 +144,54 @@ class LlamaCppBackend:
         return self._server.listening_address
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        with self._lock:
+            self.inflight += 1
         started = time.perf_counter()
-        response = self._server.handle_chat_completions({**body, "cache_prompt": False})
+        try:
+            response = self._server.handle_chat_completions({**body, "cache_prompt": False})
+        finally:
+            with self._lock:
+                self.inflight -= 1
         return response, time.perf_counter() - started
 
+    def _answered(self, tokens: int) -> None:
+        with self._lock:
+            self.tokens_done += tokens
+
+    def _map(self, prompts: Sequence[M], one: Callable[[M], T], on_done: Callable[[int], None] | None) -> list[T]:
+        """``one(prompt)`` for every prompt, in order: on the slots' workers when there are several."""
+        if self._pool is None or len(prompts) <= 1:
+            out: list[T] = []
+            for messages in prompts:
+                out.append(one(messages))
+                if on_done:
+                    on_done(len(out))
+            return out
+        return pooled_map(self._pool, [functools.partial(one, messages) for messages in prompts], on_done)
+
     def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
-                 stop: Sequence[str] = ()) -> list[Generation]:
-        results = []
-        for messages in prompts:
+                 stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
+        def one(messages: Messages) -> Generation:
             response, seconds = self._call(generation_request(messages, max_tokens=max_tokens,
                                                               temperature=temperature, stop=stop))
-            results.append(read_generation(response, seconds, f"llama.cpp ({self._name})", max_tokens=max_tokens))
-        return results
+            generation = read_generation(response, seconds, f"llama.cpp ({self._name})", max_tokens=max_tokens)
+            self._answered(generation.prompt_tokens + generation.completion_tokens)
+            return generation
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
-        results = []
-        for messages in prompts:
+        return self._map(prompts, one, on_done)
+
+    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str],
+                        on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
+        def one(messages: Messages) -> ChoiceScores:
             response, seconds = self._call(choice_request(messages, top_logprobs=TOP_LOGPROBS))
-            results.append(read_choice_scores(response, choices, seconds, f"llama.cpp ({self._name})"))
-        return results
+            scores = read_choice_scores(response, choices, seconds, f"llama.cpp ({self._name})")
+            self._answered(scores.prompt_tokens + 1)  # one output token is generated
+            return scores
+
+        return self._map(prompts, one, on_done)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         self._http.close()
         self._server = None
