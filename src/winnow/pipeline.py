@@ -35,6 +35,7 @@ class RunSpec:
     retriever: str = DEFAULT_RETRIEVER
     context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
+    slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, checked
 
@@ -70,6 +71,8 @@ class RunSpec:
             if spec.context_size < 64:
                 raise SettingError("context_size", f"setting 'context_size' must be at least 64 tokens "
                                                    f"(got {spec.context_size})")
+        if spec.slots is not None:
+            spec.slots = checked_run_slots(spec.slots, spec.backend)
         spec.settings = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
                                 config or "config")
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
@@ -81,8 +84,10 @@ class RunSpec:
         """The spec as run folders record it. MAIN-RAG's roles keep their older keys
         (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
         # Options added after run folders existed are left out at their default, so those folders resume.
+        # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
-                     if key not in ("agents", "max_inflight") and not (key == "context_size" and value is None)}
+                     if key not in ("agents", "max_inflight") and not (key == "context_size" and value is None)
+                     and not (key == "slots" and (value or 1) == 1)}
         described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
         if others:
@@ -91,6 +96,21 @@ class RunSpec:
 
 
 _SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents"}
+
+
+def checked_run_slots(value: Any, backend: str) -> int:
+    """The run option ``slots`` as a whole number ≥ 1, for the one backend it applies to."""
+    from .settings import coerce_value
+
+    slots = coerce_value("slots", int, value)
+    if slots < 1:
+        raise SettingError("slots", f"setting 'slots' must be at least 1 (got {slots})",
+                           "1 runs one sequence at a time, e.g. --slots 4 runs four together")
+    if backend != "llama.cpp":
+        raise SettingError("slots", f"setting 'slots' applies to the in-process llama.cpp backend, not {backend!r}",
+                           "a server's parallel slots are set on the server (llama-server --parallel N); "
+                           "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
+    return slots
 
 
 def agent_models(value: Any, source: str | Path) -> dict[str, str]:
@@ -137,7 +157,7 @@ class Pipeline:
             if loading:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
-                           context_size=spec.context_size, max_inflight=spec.max_inflight,
+                           context_size=spec.context_size, max_inflight=spec.max_inflight, slots=spec.slots,
                            progress=progress, threads=threads)
             self.llms.append(llm)
             return llm

@@ -30,6 +30,7 @@ from .common import (
     NOption,
     RetrieverOption,
     SetOption,
+    SlotsOption,
     StageProgress,
     app,
     err,
@@ -48,6 +49,7 @@ def ask(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    slots: SlotsOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
     n: NOption = None,
@@ -69,8 +71,8 @@ def ask(
 
     check_text(question, "the question")
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
-                       base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model,
-                       final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
+                       base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
+                       judge_model=judge_model, final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
                        max_answer_tokens=max_answer_tokens, context_size=context_size)
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
@@ -99,6 +101,7 @@ def rerank(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    slots: SlotsOption = None,
     api_key: ApiKeyOption = "",
     top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
     window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
@@ -128,7 +131,8 @@ def rerank(
         progress = StageProgress(err)
         with err.status(f"loading {model or DEFAULT_MODEL}"):
             llm = load_llm(model or DEFAULT_MODEL, backend=backend or "llama.cpp", base_url=base_url or "",
-                           api_key=api_key, cache=not no_cache, progress=progress, max_inflight=max_inflight)
+                           api_key=api_key, cache=not no_cache, progress=progress, max_inflight=max_inflight,
+                           slots=slots)
         try:
             with progress.bar:
                 done = rerank_passages(query, corpus.passages, method, llm=llm, **options)

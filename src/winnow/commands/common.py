@@ -75,6 +75,11 @@ MaxInflightOption = Annotated[Optional[int], typer.Option("--max-inflight", min=
                                                           help="--backend openai: LLM calls in flight at once over "
                                                                "all endpoints (default 64; set it to the servers' "
                                                                "capacity of concurrent sequences).")]
+SlotsOption = Annotated[Optional[int], typer.Option("--slots", min=1,
+                                                  help="--backend llama.cpp: sequences decoded together, each "
+                                                       "with --context-size tokens (default 1). Scores then "
+                                                       "differ slightly from one slot's and from run to run; "
+                                                       "the speed-up on a CPU is small (docs/benchmarks.md).")]
 ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
                                            show_default=False)]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]

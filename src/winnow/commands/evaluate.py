@@ -35,6 +35,7 @@ from .common import (
     NOption,
     RetrieverOption,
     SetOption,
+    SlotsOption,
     StageProgress,
     app,
     err,
@@ -122,6 +123,7 @@ def evaluate(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    slots: SlotsOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
     n: NOption = None,
@@ -170,7 +172,7 @@ def evaluate(
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
-                       backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
+                       backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,

@@ -28,6 +28,7 @@ from .common import (
     NOption,
     RetrieverOption,
     SetOption,
+    SlotsOption,
     app,
     err,
     resolve_run,
@@ -75,6 +76,7 @@ def serve(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    slots: SlotsOption = None,
     backend_api_key: Annotated[str, typer.Option("--backend-api-key", help="Key for --backend openai (or "
                                                                             "WINNOW_OPENAI_API_KEY).",
                                                  show_default=False)] = "",
@@ -124,7 +126,7 @@ def serve(
     from ..service.hosts import HostPolicy
 
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
-                       backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
+                       backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,

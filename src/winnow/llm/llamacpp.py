@@ -130,7 +130,8 @@ class LlamaCppBackend:
 
     @property
     def identity(self) -> dict[str, Any]:
-        identity = {"backend": "llama.cpp", "model": self._name, "sha256": self._sha256 or str(self._path)}
+        identity: dict[str, Any] = {"backend": "llama.cpp", "model": self._name,
+                                    "sha256": self._sha256 or str(self._path)}
         if self.slots > 1:
             # Sequences decoded together score slightly differently from one at a time (and from run
             # to run, as batches form): their answers are not interchangeable with one slot's, so
