@@ -220,7 +220,18 @@ def test_an_agent_role_the_method_lacks_is_refused_naming_its_roles(built):
 
 
 def test_max_inflight_on_an_in_process_backend_is_refused(built):
-    """The in-process llama.cpp runs one call at a time: a bound it would ignore is refused."""
+    """The in-process llama.cpp schedules its own calls (--slots): a bound it would ignore is refused."""
     result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--max-inflight", "4", "q",
                     env_dir=built / "cache", check=False)
     assert result.returncode == 2 and "max_inflight applies to the openai backend, not 'llama.cpp'" in result.stderr
+
+
+def test_slots_on_an_http_backend_are_refused(built):
+    """A server's parallel slots are set on the server: --slots with --backend openai would be ignored."""
+    result = winnow("ask", "--index", str(built / "idx"), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                    "--slots", "4", "q", env_dir=built / "cache", check=False)
+    assert result.returncode == 2
+    assert "'slots' applies to the in-process llama.cpp backend, not 'openai'" in result.stderr
+    assert "--max-inflight" in result.stderr
+    result = winnow("ask", "--index", str(built / "idx"), "--slots", "0", "q", env_dir=built / "cache", check=False)
+    assert result.returncode == 2 and "--slots" in result.stderr
