@@ -14,7 +14,7 @@ busy spells fall on all of them alike. Outputs (answers, every stage's scores, e
 are compared with old's; questions/s and the ratio new/old are printed side by side.
 
 Usage: .venv/bin/python bench/bench_real_server.py [--questions 16] [--round 8] [--slots 4]
-       [--methods rankrag mainrag] [--model smollm2-135m] [--work /tmp/winnow-bench-slots]
+       [--methods rankrag mainrag] [--model smollm2-135m] [--threads T] [--work /tmp/winnow-bench-slots]
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ from winnow.methods import build_method  # noqa: E402
 CONFIGS = (("old", "one at a time", 8), ("new", "batch", None), ("old again", "one at a time", 8))
 
 
-def serve(model: str, slots: int, context_size: int) -> None:
+def serve(model: str, slots: int, context_size: int, threads: int | None) -> None:
     """The server process: llama.cpp's HTTP server on loopback until the parent closes our stdin."""
     from winnow.llm.llamacpp import LlamaCppBackend
     from winnow.models import resolve_model
 
     resolved = resolve_model(model, progress=False)
-    backend = LlamaCppBackend(resolved.path, model_name=resolved.name, slots=slots, context_size=context_size)
+    backend = LlamaCppBackend(resolved.path, model_name=resolved.name, slots=slots, context_size=context_size,
+                              threads=threads)
     print(backend.http_address, flush=True)
     sys.stdin.read()
     backend.close()
@@ -59,12 +60,13 @@ def main() -> None:
     parser.add_argument("--context-size", type=int, default=4096, help="tokens per slot")
     parser.add_argument("--methods", nargs="+", default=["rankrag", "mainrag"])
     parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--threads", type=int, default=None, help="the server's CPU threads (default: every core)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-slots"))
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server process
     args = parser.parse_args()
     if args.serve:
-        serve(args.model, args.slots, args.context_size)
+        serve(args.model, args.slots, args.context_size, args.threads)
         return
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -73,7 +75,8 @@ def main() -> None:
     rounds = [questions[i:i + args.round] for i in range(0, len(questions), args.round)]
     index = open_retriever(index_dir, "bm25")
     server = subprocess.Popen([sys.executable, __file__, "--serve", "--model", args.model, "--slots", str(args.slots),
-                               "--context-size", str(args.context_size)],
+                               "--context-size", str(args.context_size),
+                               *(["--threads", str(args.threads)] if args.threads else [])],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert server.stdout is not None and server.stdin is not None
     address = server.stdout.readline().strip()
@@ -100,7 +103,8 @@ def main() -> None:
         server.stdin.close()
         server.wait(timeout=60)
 
-    print(f"\nllama.cpp HTTP server on 127.0.0.1, {args.slots} slots, {args.model}, N={args.n}, "
+    print(f"\nllama.cpp HTTP server on 127.0.0.1, {args.slots} slots, {args.threads or 'all'} threads, "
+          f"{args.model}, N={args.n}, "
           f"{len(questions)} questions, new path in rounds of {args.round}")
     print(f"{'method':8} {'path':9} {'q/s':>7} {'vs old':>7} {'same answers':>12} {'identical':>9} "
           f"{'largest |Δ|':>11}")

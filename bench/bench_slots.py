@@ -20,7 +20,7 @@ Each configuration's answers are compared with the reference's: the answer text,
 probabilities). "identical" means equal to the last bit; otherwise the largest difference is shown.
 
 Usage: .venv/bin/python bench/bench_slots.py [--questions 20] [--round 4] [--n 10] [--slots 4]
-       [--methods mainrag rrr] [--model qwen2.5-coder-0.5b] [--work /tmp/winnow-bench-slots]
+       [--methods mainrag rrr] [--model qwen2.5-coder-0.5b] [--threads T] [--work /tmp/winnow-bench-slots]
        [--json-out FILE]
 """
 
@@ -102,6 +102,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4, help="slots of the parallel configurations")
     parser.add_argument("--methods", nargs="+", default=["mainrag", "rrr"])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp's CPU threads (default: every core; 1 suffers least when others load "
+                             "the machine, since llama.cpp's threads wait for each other at every step)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-slots"),
                         help="where the wiki-vital index and QA questions are built once")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the figures here")
@@ -112,7 +115,7 @@ def main() -> None:
     questions = [json.loads(line)["question"] for line in queries.read_text().splitlines()[:args.questions]]
     rounds = [questions[i:i + args.round] for i in range(0, len(questions), args.round)]
     index = open_retriever(index_dir, "bm25")
-    llms = {slots: load_llm(args.model, cache=False, slots=slots) for slots in (1, args.slots)}
+    llms = {slots: load_llm(args.model, cache=False, slots=slots, threads=args.threads) for slots in (1, args.slots)}
     configs = {method: [Config(path, slots) for path in ("one at a time", "batch") for slots in (1, args.slots)]
                for method in args.methods}
     built = {(method, slots): build_method(method, index=index, llm=llm, n=args.n)
@@ -133,7 +136,7 @@ def main() -> None:
 
     rows = []
     print(f"\n{args.model}, N={args.n}, {len(questions)} questions in rounds of {args.round}, "
-          f"{args.slots} slots vs 1, configurations interleaved")
+          f"{args.slots} slots vs 1, {args.threads or 'all'} threads, configurations interleaved")
     print(f"{'method':8} {'configuration':24} {'s/question':>10} {'speed-up':>8} {'same answers':>12} "
           f"{'identical':>9} {'largest |Δ|':>11}")
     for method in args.methods:
