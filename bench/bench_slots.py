@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--round", type=int, default=4, help="questions per round (the batch engine's batch)")
     parser.add_argument("--n", type=int, default=10, help="passages retrieved per question (N)")
+    parser.add_argument("--k", type=int, default=5, help="passages answered from (RRR; at most N)")
     parser.add_argument("--slots", type=int, default=4, help="slots of the parallel configurations")
     parser.add_argument("--methods", nargs="+", default=["mainrag", "rrr"])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -118,7 +119,8 @@ def main() -> None:
     llms = {slots: load_llm(args.model, cache=False, slots=slots, threads=args.threads) for slots in (1, args.slots)}
     configs = {method: [Config(path, slots) for path in ("one at a time", "batch") for slots in (1, args.slots)]
                for method in args.methods}
-    built = {(method, slots): build_method(method, index=index, llm=llm, n=args.n)
+    settings = {"mainrag": {"n": args.n}, "rrr": {"n": args.n, "k": min(args.k, args.n)}}
+    built = {(method, slots): build_method(method, index=index, llm=llm, **settings.get(method, {"n": args.n}))
              for method in args.methods for slots, llm in llms.items()}
     try:
         for number, batch in enumerate(rounds):
