@@ -241,3 +241,22 @@ def test_stdout_is_stderr_while_the_models_load(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "protocol\n"
     assert "native log line" in done.stderr and "python print" in done.stderr
+
+
+def test_the_mcp_extra_alone_needs_no_fastapi():
+    """`winnow[mcp]` without `winnow[serve]`: the engine and the MCP server import, the HTTP app names
+    its extra. FastAPI is hidden from the import system (a None entry in sys.modules is "not installed")."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["fastapi"] = None
+        import winnow.service.mcp_server
+        from winnow.extras import MissingExtra
+        try:
+            import winnow.service.app
+        except MissingExtra as error:
+            print(error.extra)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "serve\n"
