@@ -3,4 +3,5 @@ client's config names the interpreter of the environment Winnow is installed in)
 
 from .cli import main
 
-main()
+if __name__ == "__main__":  # importing the module (as tests that import every module do) runs nothing
+    main()
