@@ -172,7 +172,10 @@ def test_ask_answers_with_the_kept_passages_and_the_cost(client):
     # RankRAG §4.3: one P("True") per retrieved passage, then one answer.
     assert body["usage"]["calls"] == 4 + 1 and body["usage"]["prompt_tokens"] > 0
     assert body["usage"]["completion_tokens"] > 0 and body["served_from"] == "llm"
-    assert progress and all(message.startswith("LLM ") for _, _, message in progress)  # notifications arrived
+    # A notification as LLM calls finish: calls over all stages so far, growing as MCP requires.
+    assert progress and all(message and message.startswith("LLM ") for _, _, message in progress)
+    assert [done for done, _, _ in progress] == sorted({done for done, _, _ in progress})
+    assert progress[-1][0] <= body["usage"]["calls"]
     again = client.result("ask", {"question": QUESTION, "settings": TINY})
     assert again["served_from"] == "answer-cache" and again["answer"] == body["answer"]
 

@@ -75,13 +75,25 @@ def tool_errors() -> Iterator[None]:
 
 
 def progress_to(context: Context) -> Emit:
-    """The worker's progress events (``stage``, ``done``, ``total`` per LLM call) as MCP progress
-    notifications; the SDK sends them only to a client that asked for progress on the call."""
+    """The worker's progress events (``stage``, ``done``, ``total`` per stage's LLM calls) as MCP
+    progress notifications, which the SDK sends only to a client that asked for progress on the call.
+    MCP's progress must grow with every notification, while each stage counts from 1 again: the
+    progress sent is the LLM calls finished over all stages so far, the message names the stage."""
     loop = asyncio.get_running_loop()
+    last_done: dict[str, int] = {}  # per stage, the count it last reported
+    calls = 0
 
     def emit(event: dict[str, Any]) -> None:  # called on the worker thread
-        if event["event"] == "progress":
-            note = context.report_progress(event["done"], event["total"], f"LLM {event['stage']}")
+        nonlocal calls
+        if event["event"] != "progress":
+            return
+        stage, done = event["stage"], event["done"]
+        before = last_done.get(stage, 0)
+        last_done[stage] = done
+        new = done - before if done >= before else done  # a stage run again (RRR's next round) counts from 0
+        if new > 0:
+            calls += new
+            note = context.report_progress(calls, None, f"LLM {stage} {done}/{event['total']}")
             asyncio.run_coroutine_threadsafe(note, loop)
 
     return emit
