@@ -46,11 +46,12 @@ RERANK_DOCS = ["The Nile is a major river in northeastern Africa.",
 class Client:
     """The SDK's client session to the server, called from synchronous tests through the portal."""
 
-    def __init__(self, portal: Any, session: Any, faults: list[Exception], stderr: Path) -> None:
+    def __init__(self, portal: Any, session: Any, faults: list[Exception], stderr: Path, index_dir: Path) -> None:
         self.portal = portal
         self.session = session
         self.faults = faults  # stdout lines that were not protocol messages, as the SDK reported them
         self.stderr = stderr
+        self.index_dir = index_dir
 
     def call(self, tool: str, arguments: dict[str, Any], progress: list[tuple[float, float | None, str | None]]
              | None = None) -> Any:
@@ -98,10 +99,10 @@ def client(tmp_path_factory) -> Any:
     folder = tmp_path_factory.mktemp("mcp")
     faults: list[Exception] = []
     stderr = folder / "server-stderr.txt"
+    index_dir = build_small_index(folder)
     with start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(session_to(build_small_index(folder), folder / "cache", stderr,
-                                                          faults)) as session:
-            yield Client(portal, session, faults, stderr)
+        with portal.wrap_async_context_manager(session_to(index_dir, folder / "cache", stderr, faults)) as session:
+            yield Client(portal, session, faults, stderr, index_dir)
 
 
 def test_the_three_tools_and_their_input_schemas(client):
@@ -127,15 +128,11 @@ def test_the_three_tools_and_their_input_schemas(client):
 def test_search_is_the_index_retriever(client):
     found = client.result("search", {"query": "capital city", "k": 3})
     assert found["retriever"] == "bm25"
-    expected = client_index(client).search("capital city", k=3).to_dicts()
-    assert [p["id"] for p in found["passages"]] == [p["id"] for p in expected]
+    expected = BM25Index.open(client.index_dir).search("capital city", k=3).to_dicts()  # the same index, here
+    assert len(found["passages"]) == 3 and [p["id"] for p in found["passages"]] == [p["id"] for p in expected]
     assert [p["score"] for p in found["passages"]] == pytest.approx([p["score"] for p in expected])
     for passage in found["passages"]:
         assert passage["text"] == CORPUS[passage["id"]]["text"]
-
-
-def client_index(client: Client) -> BM25Index:
-    return BM25Index.open(client.stderr.parent / "index")
 
 
 def test_rerank_agrees_with_winnow_rerank(client, llm):
