@@ -16,7 +16,7 @@ import pytest
 
 from winnow.errors import BackendError
 from winnow.llm import LLM
-from winnow.llm.dispatch import RetryPolicy
+from winnow.llm.dispatch import MAX_RETRY_AFTER_SECONDS, RetryPolicy, retry_after_seconds
 from winnow.llm.openai_http import OpenAICompatibleBackend
 from winnow.records import StageTrace
 
@@ -34,6 +34,7 @@ class ScriptedServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.delay = delay
         self.failures = list(failures or [])  # "429", "503" or "drop", for the next requests in turn
+        self.retry_after = ""  # a Retry-After header sent with each scripted failure, when set
         self.logprobs = logprobs
         self.slow_word = ""  # a prompt containing it takes ten times longer
         self.lock = threading.Lock()
@@ -76,7 +77,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(2)
                 return
             if failure:
-                self._send(int(failure), {"error": {"message": "busy"}})
+                headers = {"Retry-After": server.retry_after} if server.retry_after else {}
+                self._send(int(failure), {"error": {"message": "busy"}}, headers)
                 return
             self._send(200, self._answer(body, prompt))
         finally:
@@ -91,9 +93,11 @@ class _Handler(BaseHTTPRequestHandler):
             choice["logprobs"] = {"content": [{"token": "True", "logprob": -0.2, "top_logprobs": top}]}
         return {"choices": [choice], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
 
-    def _send(self, status: int, payload: dict) -> None:
+    def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -165,6 +169,26 @@ def test_429_503_and_a_dropped_connection_are_retried_and_counted(servers):
     assert server.requests == 4
     assert (stage.usage.calls, stage.usage.retries) == (1, 3)
     assert stage.llm_calls[0].retries == 3
+
+
+def test_a_retry_after_header_is_waited_for_before_the_next_attempt(servers):
+    server = servers(delay=0.0, failures=["429"])
+    server.retry_after = "1"  # FAST_RETRY alone would retry within 0.05 s
+    backend = _backend(server.url, max_inflight=1)
+    started = time.perf_counter()
+    [answer] = backend.generate([_prompt("q")], max_tokens=4)
+    waited = time.perf_counter() - started
+    backend.close()
+    assert answer.text == "re: q" and server.requests == 2
+    assert waited >= 1.0
+
+
+def test_retry_after_reads_seconds_and_http_dates_and_caps_them():
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0  # already past
+    assert retry_after_seconds("86400") == MAX_RETRY_AFTER_SECONDS
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
 
 
 def test_retries_are_bounded_and_then_a_clear_error(servers):

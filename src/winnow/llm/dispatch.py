@@ -5,7 +5,8 @@ moment, and a new one starts the moment one finishes (no chunk waits for its slo
 server that batches many sequences (vLLM, TGI, llama.cpp with slots) stays full. Each request goes
 to the endpoint with the fewest requests in flight (least-loaded dispatch). A request that meets a
 passing failure (429, a 5xx, a timeout, a dropped connection) is retried with exponential backoff
-and full jitter, a bounded number of times; the retries are counted so that usage shows them.
+and full jitter, a bounded number of times; the retries are counted so that usage shows them. A
+server that says when to come back (``Retry-After`` on a 429 or 503) is waited for at least that long.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Sequence, TypeVar
 
 import httpx
@@ -30,8 +32,36 @@ J = TypeVar("J")
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
+#: The longest a ``Retry-After`` header is obeyed; a server asking for more is waited for this long.
+MAX_RETRY_AFTER_SECONDS = 120.0
+
+
 class TransientFailure(Exception):
-    """A failure worth trying again: the server was busy, restarting or dropped the connection."""
+    """A failure worth trying again: the server was busy, restarting or dropped the connection.
+    ``retry_after`` is the wait in seconds the server asked for, if it said."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for (RFC 9110 §10.2.3: seconds or an HTTP date), capped
+    at :data:`MAX_RETRY_AFTER_SECONDS`; None when absent or unreadable (then backoff alone decides)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            moment = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if moment.tzinfo is None:
+            return None
+        seconds = moment.timestamp() - (time.time() if now is None else now)
+    return min(MAX_RETRY_AFTER_SECONDS, max(0.0, seconds))
 
 
 @dataclass(frozen=True)
@@ -43,8 +73,11 @@ class RetryPolicy:
     base_seconds: float = 0.5
     cap_seconds: float = 20.0
 
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0.0, min(self.cap_seconds, self.base_seconds * 2 ** attempt))
+    def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
+        """The pause before the next attempt: jittered backoff, but never shorter than the server
+        asked for (retrying earlier would only meet another 429)."""
+        backoff = rng.uniform(0.0, min(self.cap_seconds, self.base_seconds * 2 ** attempt))
+        return backoff if retry_after is None else max(backoff, retry_after)
 
 
 class Endpoint:
@@ -66,7 +99,8 @@ class Endpoint:
         except (httpx.TimeoutException, httpx.TransportError) as exc:  # reset, dropped mid-answer, slow
             raise TransientFailure(f"{url}: {type(exc).__name__}: {exc}") from exc
         if response.status_code in RETRY_STATUSES:
-            raise TransientFailure(f"{url} answered {response.status_code}")
+            raise TransientFailure(f"{url} answered {response.status_code}",
+                                   retry_after_seconds(response.headers.get("retry-after")))
         return checked_json(response, url, self.base_url)
 
 
@@ -103,9 +137,11 @@ class Dispatcher:
         """``send``'s result on some endpoint, and how many retries it took."""
         for attempt in range(self.retry.attempts):
             endpoint = self._acquire()
+            retry_after = None
             try:
                 return send(endpoint), attempt
             except TransientFailure as exc:
+                retry_after = exc.retry_after
                 if attempt + 1 == self.retry.attempts:
                     raise BackendError(f"{exc}, still after {self.retry.attempts} attempts",
                                        "the server is overloaded or failing: lower --max-inflight or check "
@@ -113,7 +149,7 @@ class Dispatcher:
             finally:
                 self._release(endpoint)
             with self._lock:
-                pause = self.retry.delay(attempt, self._rng)
+                pause = self.retry.delay(attempt, self._rng, retry_after)
             time.sleep(pause)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
