@@ -95,7 +95,7 @@ def main() -> None:
                     done, took = run_round(rag, path, batch)
                     seconds[method, label] += took
                     answers[method, label].extend(fingerprint(a) for a in done)
-                    print(f"round {number + 1}/{len(rounds)} {method:8} {label:9} {len(batch) / took:6.2f} q/s",
+                    print(f"round {number + 1}/{len(rounds)} {method:8} {label:9} {len(batch) / took:7.4f} q/s",
                           file=sys.stderr, flush=True)
     finally:
         for llm in llms.values():
@@ -118,7 +118,7 @@ def main() -> None:
             shown = "-" if difference == 0 else ("shape" if math.isinf(difference) else f"{difference:.2g}")
             rows.append({"method": method, "path": label, "questions_per_second": round(rate, 3),
                          "ratio": round(ratio, 3), **same})
-            print(f"{method:8} {label:9} {rate:7.2f} {ratio:6.2f}x {same['same_answers']:>6}/{len(questions):<5} "
+            print(f"{method:8} {label:9} {rate:7.4f} {ratio:6.2f}x {same['same_answers']:>6}/{len(questions):<5} "
                   f"{same['identical']:>3}/{len(questions):<5} {shown:>11}")
     print("same answers / identical / largest |Δ|: against old (see bench/bench_slots.py)")
     if args.json_out:
