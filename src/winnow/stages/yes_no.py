@@ -57,7 +57,8 @@ class YesNoJudgment(ListStage):
                                  "run NoisyDocumentJudge on the list before the Yes/No judgment")
             decision = "Yes" if says_yes(score) else "No"
             details.decisions[candidate.passage.id] = decision
-            note = f'{"kept" if decision == "Yes" else "dropped"} by {self.name}: the judge said {decision} (s = {score:.4g})'
+            verdict = "kept" if decision == "Yes" else "dropped"
+            note = f"{verdict} by {self.name}: the judge said {decision} (s = {score:.4g})"
             noted = Candidate(candidate.passage, list(candidate.scores), note)
             if decision == "Yes":
                 kept.append(noted)
