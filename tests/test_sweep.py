@@ -14,6 +14,7 @@ import pytest
 from test_evaluation import bench, read_lines, winnow  # noqa: F401  (bench is a fixture)
 from winnow.errors import WinnowError
 from winnow.evaluation.efficiency import question_times, reranking_overhead
+from winnow.evaluation.report import load_run, overhead_table
 from winnow.evaluation.sweep import parse_sweep, sweep_specs
 from winnow.pipeline import RunSpec
 from winnow.settings import SettingError
@@ -158,3 +159,9 @@ def test_a_sweep_over_n_reports_the_overhead_ratio_and_em_per_n_sharing_the_rera
     assert "RankRAG §5.5" in result.stdout and "overhead" in result.stdout
     metrics = json.loads((out / "n=2" / "metrics.json").read_text())
     assert metrics["efficiency"] == summary["rows"][1]["efficiency"]
+    # `winnow report` over the sweep's folders shows the same figures, N by N.
+    table = overhead_table([load_run(out / "n=2"), load_run(out / "n=1")]).splitlines()
+    assert table[0] == "| runs | N | EM | Acc. | t1 s/q | N·t2 s/q | t3 s/q | overhead |"
+    assert [line.split(" | ")[1] for line in table[2:]] == ["1", "2"]
+    for line, row in zip(table[2:], summary["rows"], strict=True):
+        assert line.endswith(f"| {row['efficiency']['overhead_ratio']:.2f}x |")

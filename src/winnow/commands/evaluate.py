@@ -266,8 +266,8 @@ def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, que
     interrupted = False
     try:
         pending = runs.prepare()
-        values = ", ".join(point.label.split("=", 1)[1] for point in runs.points)
-        err.print(f"{spec.method} {spec.model}: {setting} swept over {values}; {len(runs.points[0].run.selected)} "
+        listed = ", ".join(point.label.split("=", 1)[1] for point in runs.points)
+        err.print(f"{spec.method} {spec.model}: {setting} swept over {listed}; {len(runs.points[0].run.selected)} "
                   f"questions each, {sum(len(p) for p in pending.values())} to ask in all", highlight=False)
         if any(pending.values()):
             stages = StageProgress(err)
@@ -294,9 +294,10 @@ def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, que
     else:
         out.print(sweep_table(summary))
     calls = summary["calls"]
-    err.print(f"{len(runs.points)} runs in {_duration(time.perf_counter() - started)}: {calls['made']} LLM calls made "
-              f"for {calls['asked']} asked ({calls['asked'] - calls['made']} shared between values or cached) · "
-              f"wrote {runs.out} (sweep.json and a run folder per value)", highlight=False)
+    err.print(f"{len(runs.points)} runs, this session {_duration(time.perf_counter() - started)}; the sweep so far: "
+              f"{calls['made']} LLM calls made for {calls['asked']} asked ({calls['asked'] - calls['made']} shared "
+              f"between values or cached before) · wrote {runs.out} (sweep.json and a run folder per value)",
+              highlight=False)
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
