@@ -80,7 +80,7 @@ class MainRAG(Method):
                'log P("Yes") - log P("No") (Agent-2), keep s ≥ mean - n·std in descending order, '
                "answer from all survivors (Agent-3)")
     stages = ("retrieve(N)", "predict per document (Agent-1)", "judge Yes/No log-odds (Agent-2)",
-              "adaptive judge bar τ = mean − n·std, survivors in `order` [variant=naive: keep Yes, retrieval order]",
+              "adaptive judge bar τ = mean − n·std, in `order` (naive: keep the Yes)",
               "final predict from survivors (Agent-3)")
     Settings = MainRAGSettings
     roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
