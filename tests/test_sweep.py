@@ -92,6 +92,13 @@ def test_the_command_refuses_a_bad_sweep_or_a_setting_given_twice(bench, tmp_pat
 
 # --- real sweeps -------------------------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def own_call_cache(tmp_path, monkeypatch):
+    """A call cache of each test's own: other tests of the session ask the same bench, and the call
+    counts below must not depend on which ran first."""
+    monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path / "winnow-cache"))
+
+
 @pytest.mark.llm
 def test_a_sweep_over_judge_n_makes_the_judge_calls_once(bench, tmp_path):  # noqa: F811
     out = tmp_path / "mainrag-n"
