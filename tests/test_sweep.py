@@ -68,6 +68,7 @@ def test_sweep_values_are_read_like_set_values_and_coerced_by_the_methods_settin
     ("judge_n", [0, "x"], "setting 'judge_n' must be a number"),
     ("order", ["descending", "sideways"], "setting 'order' must be one of"),
     ("judge_n", [0, 0.0], "the value 0 is given twice"),
+    ("k", [1, 2], "method 'mainrag' does not use setting 'k'"),
 ])
 def test_a_sweep_over_an_unknown_setting_or_a_bad_value_is_refused_naming_the_setting(setting, values, message):
     with pytest.raises(SettingError, match=message) as caught:

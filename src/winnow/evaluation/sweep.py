@@ -75,6 +75,9 @@ def sweep_specs(spec: Any, setting: str, values: Sequence[Any]) -> list[tuple[st
     if setting not in known:
         raise SettingError(setting, f"--sweep: method {spec.method!r} has no setting {setting!r}",
                            f"its settings: {', '.join(known)}")
+    if setting in method_class(spec.method).unused_settings:
+        raise SettingError(setting, f"--sweep: method {spec.method!r} does not use setting {setting!r}, so every "
+                                    "value would give the same run")
     if not values:
         raise SettingError(setting, f"--sweep {setting}: no values given")
     points: list[tuple[str, Any, Any]] = []

@@ -84,6 +84,7 @@ class MainRAG(Method):
               "final predict from survivors (Agent-3)")
     Settings = MainRAGSettings
     roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
+    unused_settings = ("k",)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
