@@ -141,7 +141,9 @@ def test_a_sweep_over_judge_n_makes_the_judge_calls_once(bench, tmp_path):  # no
 @pytest.mark.llm
 def test_a_sweep_over_n_reports_the_overhead_ratio_and_em_per_n_sharing_the_reranking_calls(bench, tmp_path):  # noqa: F811
     out = tmp_path / "rankrag-N"
-    result = winnow(*sweep_args(bench, out, "--method", "rankrag", "--k", "1", "--sweep", "n=1,2"))
+    # --no-cache: the values still share their calls, through the sweep's own cache file.
+    result = winnow(*sweep_args(bench, out, "--method", "rankrag", "--k", "1", "--sweep", "n=1,2", "--no-cache"))
+    assert (out / "calls.sqlite").is_file() and not (tmp_path / "winnow-cache" / "llm-calls.sqlite").exists()
     summary = json.loads((out / "sweep.json").read_text())
     small, large = (read_lines(out / folder / "answers.jsonl") for folder in ("n=1", "n=2"))
     for short, full in zip(small, large, strict=True):
