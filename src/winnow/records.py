@@ -38,13 +38,43 @@ class Passage:
         )
 
 
+#: Who said a turn of a dialogue: the user asking, or the assistant answering.
+ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier turn of a dialogue: who said it (``"user"`` or ``"assistant"``) and what."""
+
+    role: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"a turn's role is 'user' or 'assistant', not {self.role!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text}
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A question or search query; ``id`` is optional for ad-hoc questions."""
+    """A question or search query; ``id`` is optional for ad-hoc questions.
+
+    ``history`` holds the turns of a dialogue before this question, oldest first (Doc2Dial,
+    TopiOCQA, INSCIT: RankRAG §5.1, Appendix D); a query without one is a question on its own.
+    """
 
     text: str
     id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    history: tuple[Turn, ...] = ()
+
+    @property
+    def search_text(self) -> str:
+        """What a retriever searches for this query: the question, preceded by the dialogue's
+        earlier turns when it has any (the latest question alone is often "what about him?")."""
+        return " ".join([*(turn.text for turn in self.history), self.text])
 
 
 @dataclass(frozen=True, slots=True)
