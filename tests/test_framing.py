@@ -13,12 +13,15 @@ model is sent, and the templates must render exactly that:
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 
-from winnow.errors import WinnowError
+from winnow.datasets import read_qa_jsonl
+from winnow.errors import InputError, WinnowError
 from winnow.llm import LLM, CallCache
 from winnow.llm.openai_format import read_choice_scores
 from winnow.llm.openai_http import OpenAICompatibleBackend
@@ -288,3 +291,48 @@ def test_legacy_completion_logprobs_are_read():
     scores = read_choice_scores(response, ["True", "False"], 0.1, "a vLLM server")
     assert scores.probability("True") == pytest.approx(math.exp(-0.2) / (math.exp(-0.2) + math.exp(-1.8)))
     assert scores.prompt_tokens == 12
+
+
+# --- a dialogue history in an eval query file -------------------------------------------------------
+
+def write_queries(path, *records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.mark.llm
+def test_an_eval_query_file_carries_the_history_to_the_prompt(index, llm, tmp_path):
+    from winnow.evaluation.runner import _records
+
+    queries = write_queries(tmp_path / "qa.jsonl", {
+        "id": "t1", "question": "when was it painted", "golden_answers": ["1503"],
+        "history": [{"role": "user", "text": "who painted the mona lisa"},
+                    {"role": "assistant", "text": "Leonardo da Vinci"}]})
+    [item] = read_qa_jsonl(queries)
+    assert item.query.history == (Turn("user", "who painted the mona lisa"), Turn("assistant", "Leonardo da Vinci"))
+    method = build_method("vanilla", index=index, llm=llm, k=1, max_answer_tokens=2, task="conversational")
+    spec = SimpleNamespace(method="vanilla", retriever="bm25", settings={"k": 1})
+    [record] = _records(SimpleNamespace(index=index, method=method), spec, [item])
+    assert record["history"] == [turn.to_dict() for turn in item.history] and record["usage"]["calls"] == 1
+    [answer] = method.ask_batch([item.query])  # the same call again, from the cache: its trace shows the prompt
+    [call] = answer.trace.stages[-1].llm_calls
+    system, first, *rest = call.messages
+    assert call.cached and system["role"] == "system"
+    assert first["role"] == "user" and first["content"].startswith("Passage 1: ")
+    assert first["content"].endswith("\n\nwho painted the mona lisa")
+    assert rest == [{"role": "assistant", "content": "Leonardo da Vinci"},
+                    {"role": "user", "content": "when was it painted"}]
+
+
+@pytest.mark.parametrize("history, message", [
+    ([{"role": "user", "text": "hi"}], "history\\[0\\] is the user's: the last earlier turn is the assistant's"),
+    ([{"role": "user", "text": 3}, {"role": "assistant", "text": "b"}], "history\\[0\\].text must be a string"),
+    ({"role": "user"}, "history must be a list"),
+    ([{"role": "user", "text": "\ud800"}, {"role": "assistant", "text": "b"}], "holds U\\+D800 at character 1"),
+])
+def test_a_bad_history_in_a_query_file_names_file_line_and_field(tmp_path, history, message):
+    queries = tmp_path / "qa.jsonl"
+    queries.write_text(json.dumps({"id": "fine", "question": "q", "golden_answers": []}) + "\n"
+                       + json.dumps({"id": "t", "question": "q", "golden_answers": [], "history": history}) + "\n")
+    with pytest.raises(InputError, match=f"{queries}, line 2, field 'history': {message}"):
+        read_qa_jsonl(queries)

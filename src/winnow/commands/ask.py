@@ -73,6 +73,8 @@ def ask(
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
+    from ..methods import method_settings
+    from ..methods.base import check_dialogue
     from ..pipeline import Pipeline
     from ..records import Query
     from ..report import print_answer, summary_line
@@ -83,6 +85,7 @@ def ask(
                        base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model,
                        final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
                        max_answer_tokens=max_answer_tokens, context_size=context_size, framing=framing, task=task)
+    check_dialogue(method_settings(spec.method, **spec.settings), 1 if dialogue else 0)  # before loading a model
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)

@@ -73,6 +73,15 @@ class RerankingSettings(MethodSettings):
                      "0 reproduces the paper, 1 keeps the retriever's order")
 
 
+def check_dialogue(settings: MethodSettings, questions_with_history: int) -> None:
+    """Refuse questions with a dialogue history under a task whose prompts have no place for it
+    (they would be answered as if the history had not been given)."""
+    if questions_with_history and settings.task != "conversational":
+        raise SettingError("task", f"{questions_with_history} question(s) carry a dialogue history, which task "
+                                   f"{settings.task!r} has no place for",
+                           "set the task setting to 'conversational' (methods rankrag and vanilla)")
+
+
 def role_name(role: str) -> str:
     """``judge``, whether written ``judge``, ``judge_llm`` or ``judge_model`` (older spellings)."""
     for suffix in ("_llm", "_model"):
@@ -113,11 +122,7 @@ class Method:
     def ask_batch(self, questions: Sequence[str | Query]) -> list[Answer]:
         """Answer many questions, each stage over all of them at once; answers in question order."""
         batch = [QuestionState(q if isinstance(q, Query) else Query(text=q)) for q in questions]
-        talking = sum(1 for state in batch if state.query.history)
-        if talking and self.settings.task != "conversational":
-            raise SettingError("task", f"{talking} question(s) carry a dialogue history, which task "
-                                       f"{self.settings.task!r} has no place for",
-                               "set the task setting to 'conversational' (methods rankrag and vanilla)")
+        check_dialogue(self.settings, sum(1 for state in batch if state.query.history))
         if batch:
             self.run_batch(batch)
         return [self._answer(state) for state in batch]
