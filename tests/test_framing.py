@@ -278,6 +278,7 @@ def test_rankrag_in_plain_framing_sends_the_appendix_text(index, llm):
         "{Question 1}": "who painted the mona lisa", "{Answer 1}": "Leonardo da Vinci",
         "{Latest Question}": "when was it painted"})
     assert generate.llm_calls[0].messages == [{"role": "plain", "content": expected}]
+    assert generate.settings["stop"] == ["\nUser:"]  # the plain layout's next turn ends the answer
     retrieve = answer.trace.stages[0]
     assert retrieve.details.query == "who painted the mona lisa Leonardo da Vinci when was it painted"
 

@@ -13,6 +13,9 @@ from ..prompts import PromptTemplate, prompt
 from .contract import QuestionState, recording
 from .fitting import fit_prompt
 
+#: Where an answer in the plain framing ends: the next "User:" turn of the layout.
+PLAIN_TURN_END = ("\nUser:",)
+
 
 @dataclass
 class Reader:
@@ -23,15 +26,18 @@ class Reader:
     name: str = "generate"
 
     def run(self, batch: Sequence[QuestionState]) -> None:
+        # A plain prompt has no end-of-turn token to stop at: the model's turn ends where it starts
+        # the user's next one, as the layout it continues writes it.
+        stop = PLAIN_TURN_END if self.framing == "plain" else ()
         settings = {"prompt": self.template.name, "framing": self.framing, "max_tokens": self.max_tokens,
-                    "temperature": 0.0}
+                    "temperature": 0.0, **({"stop": list(stop)} if stop else {})}
         with recording(batch, self.name, "reader", settings) as traces:
             renders = [partial(self.template.render, s.query.text, history=s.query.history, framing=self.framing)
                        for s in batch]
             prompts = [render(fit_prompt(self.llm, render, s.ranked.passages, output_tokens=self.max_tokens,
                                          fitted=t.details.fitted)) for render, s, t in zip(renders, batch, traces,
                                                                                             strict=True)]
-            generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens)
+            generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens, stop=stop)
             for state, stage, generation in zip(batch, traces, generations, strict=True):
                 state.answer = generation
                 details = stage.details_as(ReaderDetails)
