@@ -337,3 +337,15 @@ def test_a_bad_history_in_a_query_file_names_file_line_and_field(tmp_path, histo
                        + json.dumps({"id": "t", "question": "q", "golden_answers": [], "history": history}) + "\n")
     with pytest.raises(InputError, match=f"{queries}, line 2, field 'history': {message}"):
         read_qa_jsonl(queries)
+
+
+def test_framing_and_task_come_from_a_config_file_and_are_checked_there(tmp_path):
+    from winnow.pipeline import RunSpec
+
+    config = tmp_path / "run.toml"
+    config.write_text('method = "rankrag"\nframing = "plain"\ntask = "fever"\n')
+    spec = RunSpec.resolve(config=config)
+    assert (spec.settings["framing"], spec.settings["task"]) == ("plain", "fever")
+    config.write_text('method = "rrr"\ntask = "conversational"\n')
+    with pytest.raises(SettingError, match="setting 'task' = 'conversational' is not available here"):
+        RunSpec.resolve(config=config)

@@ -3,6 +3,11 @@
 One LLM scores each of the top-N retrieved passages with the context-ranking prompt (Appendix D.1),
 the k most relevant are kept, and the same LLM answers from them with the RAG prompt (D.2). The
 paper retrieves N=100 for its 8B model; on a CPU the default is N=20.
+
+Appendix D prints both prompts for each task type of §5.1: "NQ/TriviaQA/HotpotQA/PopQA", "FEVER"
+(a claim to verify) and "Doc2dial, Inscit, TopiocQA" (a question with its dialogue's earlier
+turns); the ``task`` setting picks the variant. The ``framing`` setting sends them as chat turns
+(the model's template) or as the printed "System: … User: … Assistant:" text, a raw completion.
 """
 
 from __future__ import annotations
