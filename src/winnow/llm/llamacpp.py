@@ -1,8 +1,9 @@
 """The embedded default backend: a GGUF model run in-process by llama.cpp through xllamacpp.
 
-xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
-own template; RankRAG's Appendix D prints its prompts as plain "System: … User: … Assistant:" text,
-which a template renders in the model's own format). Every prompt is computed from scratch (see
+xllamacpp wraps llama.cpp's own server: a chat prompt goes to its chat completions, with the chat
+template from the GGUF file (the model's own); a plain prompt (the ``plain`` framing: RankRAG's
+Appendix D text "System: … User: … Assistant:") goes to its completions as it is, no template
+applied. Every prompt is computed from scratch (see
 ``cache_prompt`` below), so a prompt's scores never depend on the prompt asked before it.
 The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
 with llama.cpp's own tokenizer.
@@ -30,14 +31,17 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import ModelError, WinnowError
 from ..extras import import_extra
-from .base import ChoiceScores, Generation, Messages
+from .base import ChoiceScores, Generation
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
 from .dispatch import pooled_map
+from .messages import Prompt
 from .openai_format import (
+    CHAT_ROUTE,
     choice_request,
     generation_request,
     read_choice_scores,
     read_generation,
+    route,
 )
 from .server_tokens import LlamaServerTokenIds, llama_server_context
 from .tokens import ModelTokens, TokenCounter
@@ -148,8 +152,9 @@ class LlamaCppBackend:
         with self._lock:
             self.inflight += 1
         started = time.perf_counter()
+        handle = self._server.handle_chat_completions if route(body) == CHAT_ROUTE else self._server.handle_completions
         try:
-            response = self._server.handle_chat_completions({**body, "cache_prompt": False})
+            response = handle({**body, "cache_prompt": False})
         finally:
             with self._lock:
                 self.inflight -= 1
@@ -163,17 +168,17 @@ class LlamaCppBackend:
         """``one(prompt)`` for every prompt, in order: on the slots' workers when there are several."""
         if self._pool is None or len(prompts) <= 1:
             out: list[T] = []
-            for messages in prompts:
-                out.append(one(messages))
+            for prompt in prompts:
+                out.append(one(prompt))
                 if on_done:
                     on_done(len(out))
             return out
-        return pooled_map(self._pool, [functools.partial(one, messages) for messages in prompts], on_done)
+        return pooled_map(self._pool, [functools.partial(one, prompt) for prompt in prompts], on_done)
 
-    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+    def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
-        def one(messages: Messages) -> Generation:
-            response, seconds = self._call(generation_request(messages, max_tokens=max_tokens,
+        def one(prompt: Prompt) -> Generation:
+            response, seconds = self._call(generation_request(prompt, max_tokens=max_tokens,
                                                               temperature=temperature, stop=stop))
             generation = read_generation(response, seconds, f"llama.cpp ({self._name})", max_tokens=max_tokens)
             self._answered(generation.prompt_tokens + generation.completion_tokens)
@@ -181,10 +186,10 @@ class LlamaCppBackend:
 
         return self._map(prompts, one, on_done)
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str],
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str],
                         on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
-        def one(messages: Messages) -> ChoiceScores:
-            response, seconds = self._call(choice_request(messages, top_logprobs=TOP_LOGPROBS))
+        def one(prompt: Prompt) -> ChoiceScores:
+            response, seconds = self._call(choice_request(prompt, top_logprobs=TOP_LOGPROBS))
             scores = read_choice_scores(response, choices, seconds, f"llama.cpp ({self._name})")
             self._answered(scores.prompt_tokens + 1)  # one output token is generated
             return scores
