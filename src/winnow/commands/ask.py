@@ -28,6 +28,7 @@ from .common import (
     ModelOption,
     NoCacheOption,
     NOption,
+    ProfileOption,
     RetrieverOption,
     SetOption,
     StageProgress,
@@ -60,6 +61,7 @@ def ask(
     agents: AgentOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
+    profile: ProfileOption = None,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -68,7 +70,8 @@ def ask(
     from ..report import print_answer, summary_line
 
     check_text(question, "the question")
-    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
+    spec = resolve_run(config, assignments, profile=profile,
+                       agents=agents, method=method, model=model, backend=backend,
                        base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model,
                        final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
                        max_answer_tokens=max_answer_tokens, context_size=context_size)

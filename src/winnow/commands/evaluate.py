@@ -33,6 +33,7 @@ from .common import (
     ModelOption,
     NoCacheOption,
     NOption,
+    ProfileOption,
     RetrieverOption,
     SetOption,
     StageProgress,
@@ -134,6 +135,7 @@ def evaluate(
     context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
+    profile: ProfileOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
                                                                  "sample with --seed; raise it later to extend "
                                                                  "the run).")] = None,
@@ -169,7 +171,8 @@ def evaluate(
     from ..pipeline import Pipeline
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+    spec = resolve_run(config, assignments, profile=profile,
+                       agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, n=n, k=k,
                        fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
