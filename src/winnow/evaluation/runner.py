@@ -85,6 +85,7 @@ class EvalRun:
     capped: bool = False
     api_key: str = ""
     cache: bool = True
+    prices: Any = None  # a PriceTable (``--prices``): the cost in USD in metrics.json
     command: list[str] = field(default_factory=lambda: ["winnow", *sys.argv[1:]])
 
     def __post_init__(self) -> None:
@@ -224,7 +225,7 @@ class EvalRun:
                "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
                "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
-                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped)
+                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices)
         metrics["questions"]["failed_this_session"] = len(self.failures)
         metrics = {"written": now(), **metrics}
         self.folder.close()

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ..errors import WinnowError
 from ..llm.client import LLM
-from ..records import Answer, CandidateList, Query
+from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import Settings, at_least
 from ..stages.contract import QuestionState, Stage, run_stages
 from ..stages.retrieve import SearchIndex
@@ -77,6 +77,9 @@ class Method:
         self.agents = {role_name(role): agent for role, agent in (agents or {}).items()}
         check_roles(self.name, self.roles, self.agents)
         self.recipe: list[Stage] = []
+        #: Stage name -> the agent role whose model it calls (``llm_for(role)``); a stage not named
+        #: calls the method's own model, role "default". Traces carry it, so cost splits by role.
+        self.stage_roles: dict[str, str] = {}
 
     def llm_for(self, role: str) -> LLM:
         """The model of ``role``: its own if one was given, else the method's model."""
@@ -91,6 +94,10 @@ class Method:
         batch = [QuestionState(q if isinstance(q, Query) else Query(text=q)) for q in questions]
         if batch:
             self.run_batch(batch)
+            for state in batch:
+                for stage in state.trace.stages:
+                    if stage.llm_calls:
+                        stage.role = self.stage_roles.get(stage.name, DEFAULT_ROLE)
         return [self._answer(state) for state in batch]
 
     def ask(self, question: str | Query) -> Answer:

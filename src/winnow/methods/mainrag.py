@@ -72,3 +72,4 @@ class MainRAG(Method):
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
         self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]
+        self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

@@ -99,6 +99,8 @@ class RRR(Method):
                                          template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+        self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite",
+                            self.reranker.name: "rerank"}
 
     def run_batch(self, batch: Sequence[QuestionState]) -> None:
         loops = [_Loop() for _ in batch]
