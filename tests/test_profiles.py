@@ -22,6 +22,8 @@ def test_the_paper_profile_sets_the_papers_values():
     GAR-meets-RAG §4(D): "The best values for these parameters are N_rw = 5, τ = 1 (i.e., prune the
     least scoring ones), w = 10 and s = 5"; App. B: "N_rw*N = 500 calls" (N = 100); Table 4:
     "Rewriter g · GPT-4 · token limit 20".
+    RankGPT: GAR-meets-RAG §4(B), "we quote results from Thakur et al. (2021) and Sun et al. (2023)
+    computed in identical setting", i.e. RankGPT's own: top 100, window 20, step 10.
     MAIN-RAG (the design brief): "Retriever returns N documents (paper: Contriever-MS MARCO, N=20)",
     "τ_q = mean(s) − n·std(s) per query (n is the only hyper-parameter, default 0".
     """
@@ -31,7 +33,8 @@ def test_the_paper_profile_sets_the_papers_values():
     assert (rrr["n"], rrr["rewrites"], rrr["tau"], rrr["window"], rrr["step"], rrr["max_rewrite_tokens"]) == \
         (100, 5, 1.0, 10, 5, 20)
     assert (paper["mainrag"]["n"], paper["mainrag"]["judge_n"]) == (20, 0.0)
-    assert (paper["rankgpt"]["n"], paper["rankgpt"]["window"], paper["rankgpt"]["step"]) == (100, 10, 5)
+    # RankGPT, the baseline GAR-meets-RAG quotes from Sun et al. (§4(B)): BM25 top 100, window 20, step 10.
+    assert (paper["rankgpt"]["n"], paper["rankgpt"]["window"], paper["rankgpt"]["step"]) == (100, 20, 10)
     assert (paper["vanilla"]["k"], paper["vanilla"]["max_answer_tokens"]) == (5, 32)
     # The variants change only what §5.1 says they do.
     assert method_settings("rankrag", profile="paper-70b").n == 30

@@ -19,8 +19,11 @@ Where the values come from:
   N_rw = 5, τ = 1 (i.e., prune the least scoring ones), w = 10 and s = 5"; N = 100 from App. B
   ("N_rw*N = 500 calls"); the rewriter's "token limit 20" from Table 4. N_aug is not given a
   value in the paper, so Winnow's 3 stays.
-* RankGPT as Winnow runs it is RRR's re-ranker h alone (§4(C)), so its paper values are h's:
-  w = 10, s = 5 (§4(D)) over the N = 100 first-stage documents.
+* RankGPT (Sun et al., 2023) is a baseline of GAR-meets-RAG, whose numbers it quotes (§4(B):
+  "we quote results from Thakur et al. (2021) and Sun et al. (2023) computed in identical
+  setting"): BM25's top 100 reranked with a window of 20 and a step of 10, the defaults of the
+  ``sliding_windows`` function of RankGPT's released code. Winnow's CPU defaults are RRR's h's
+  (w = 10, s = 5, §4(D)).
 * MAIN-RAG (Chang et al., ACL 2025, restated in the design brief): N = 20 retrieved documents and
   n = 0 in τ = mean − n·std.
 """
@@ -61,7 +64,7 @@ def _paper(size: str, task: str) -> Profile:
         "rankrag": {"n": RANKRAG_N[size], **reader},
         "mainrag": {"n": 20, "judge_n": 0.0},
         "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20, **reader},
-        "rankgpt": {"n": 100, "window": 10, "step": 5, **reader},
+        "rankgpt": {"n": 100, "window": 20, "step": 10, **reader},
     })
 
 

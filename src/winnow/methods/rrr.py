@@ -10,10 +10,14 @@
         q_{t+1} = g(q_t; π_t)
     order S by σ(q, ·); S* = h(S)                         RankGPT listwise, window w, step s
 
-Defaults follow §4(D) (N_rw=5, N_aug=3, τ=1, w=10, s=5) except N: the paper retrieves 100, a CPU
-default of 20 keeps a question within minutes. Relevance grades are memoised per document within a
-question (a document retrieved again by a later rewrite is not graded twice) and, across runs, by
-the LLM call cache, which the paper (App. B) credits with cutting relevance calls by about 40%.
+Defaults follow §4(D): "The best values for these parameters are N_rw = 5, τ = 1 (i.e., prune the
+least scoring ones), w = 10 and s = 5". The paper gives N_aug no value; 3 is Winnow's. Two defaults
+differ from the paper for a CPU: N (the paper retrieves 100, App. B: "N_rw*N = 500 calls"; 20
+keeps a question within minutes) and the rewriter's token limit (Table 4: "token limit 20"; 48
+here). ``--profile paper`` sets the paper's values. Relevance grades are memoised per document
+within a question (a document retrieved again by a later rewrite is not graded twice) and, across
+runs, by the LLM call cache: App. B's "database of previous calls", which cut its 500 relevance
+calls per query to "around 300 amortized calls".
 The reader answers from the top k of S*.
 
 Over a batch, each round's retrieval, grading, filtering and rewriting run for all questions still
@@ -89,7 +93,7 @@ class RRR(Method):
         super().__init__(index, llm, settings, agents)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
-        # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
+        # σ is asked about the original query (§3.1 (ii); §5.3 (ii), Table 8), whatever query retrieved R_t.
         self.relevance = GradedRelevanceReranker(self.llm_for("relevance"), name="relevance", reorder=False)
         self.filter = ThresholdFilter(tau=settings.tau, graded_by=self.relevance.name, name="filter")
         self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
