@@ -416,7 +416,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
         parts += ["### Cost per model and role (GAR-meets-RAG App. B)", "",
                   f"Calls and tokens per question that reached each model, and each agent role's share{priced}; "
                   "role `default` is the method's own model (the reader, RankRAG's reranker, MAIN-RAG's "
-                  "Agent-1). A model's rows sum to the run's cost above.", "", table, ""]
+                  "Agent-1). The model rows sum to the run's cost above, and so do the role rows.", "", table, ""]
         parts += [f"- {note}" for note in notes] + ([""] if notes else [])
     parts += ["## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases, by_run)]
     paired = paired_table(runs)
