@@ -133,28 +133,30 @@ def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
 _NOT_GIVEN = object()
 
 
-def request_overrides(n: Any, k: Any, options: dict[str, Any]) -> dict[str, Any]:
+def request_overrides(n: Any, k: Any, options: dict[str, Any], *, container: str = "options") -> dict[str, Any]:
     """The settings a request asks for, keyed by the field that asked: ``n``, ``k``,
-    ``options.window``. N and k may come top-level or in ``options``; given both ways, they must
-    be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is not ``1``), or
-    the request is refused naming both fields: neither silently wins."""
-    asked = {f"options.{key}": value for key, value in options.items()}
+    ``options.window`` (``container`` names the table of other settings: ``options`` over HTTP,
+    ``settings`` in the MCP ``ask`` tool). N and k may come top-level or in the table; given both
+    ways, they must be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is
+    not ``1``), or the request is refused naming both fields: neither silently wins."""
+    asked = {f"{container}.{key}": value for key, value in options.items()}
     for name, value in (("n", n), ("k", k)):
         if value is None:
             continue
-        duplicate = asked.pop(f"options.{name}", _NOT_GIVEN)
+        duplicate = asked.pop(f"{container}.{name}", _NOT_GIVEN)
         if duplicate is not _NOT_GIVEN and (duplicate != value or isinstance(duplicate, bool)):
-            raise invalid(name, f"{name} is {value!r} but options.{name} is {reprlib.repr(duplicate)}: give "
-                                f"{name} once (top-level or in options), or the same value in both")
+            raise invalid(name, f"{name} is {value!r} but {container}.{name} is {reprlib.repr(duplicate)}: give "
+                                f"{name} once (top-level or in {container}), or the same value in both")
         asked[name] = value
     return asked
 
 
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
-                   profile: str | None = None) -> dict[str, Any]:
+                   container: str = "options", profile: str | None = None) -> dict[str, Any]:
     """The method's settings for one request: ``base`` (the server's), then the request's
     ``profile`` (a named preset, :mod:`winnow.methods.profiles`), then ``overrides`` (what the
-    request asked, keyed by field as :func:`request_overrides` gives them), each coerced to the
+    request asked, keyed by field as :func:`request_overrides` gives them, ``container`` the
+    table of settings other than N and k), each coerced to the
     setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
     ceilings, requested values refused above them: a profile's count as requested, and an error
     about one names the field ``profile``). Returns the full resolved settings."""
@@ -169,7 +171,7 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     except SettingError as exc:
         raise invalid("profile", str(exc)) from exc
     chosen = [("profile", key, value) for key, value in preset.items()]
-    chosen += [(name, name.removeprefix("options."), value) for name, value in overrides.items()]
+    chosen += [(name, name.removeprefix(f"{container}."), value) for name, value in overrides.items()]
     asked: dict[str, Any] = {}
     asked_as: dict[str, str] = {}  # options.n or n as the request put it, or "profile"
     for name, key, value in chosen:
@@ -189,7 +191,7 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
                              limits, asked=asked)
 
     def field_of(key: str) -> str:
-        return asked_as.get(key, key if key in ("n", "k") else f"options.{key}")
+        return asked_as.get(key, key if key in ("n", "k") else f"{container}.{key}")
 
     def label_of(key: str) -> str:
         return f"profile {profile!r} setting {key!r}" if field_of(key) == "profile" else field_of(key)
@@ -201,4 +203,4 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     except SettingError as exc:
         raise invalid(field_of(exc.setting), str(exc)) from exc
     except WinnowError as exc:
-        raise invalid("options", str(exc)) from exc
+        raise invalid(container, str(exc)) from exc
