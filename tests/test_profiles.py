@@ -41,7 +41,13 @@ def test_the_paper_profile_sets_the_papers_values():
     assert method_settings("rrr", profile="paper-70b").n == 100
     assert method_settings("rankrag", profile="paper-fever").max_answer_tokens == 8
     assert method_settings("rankrag", profile="paper-70b-convqa").to_dict() == {
-        **paper["rankrag"], "n": 30, "max_answer_tokens": 128}
+        **paper["rankrag"], "n": 30, "max_answer_tokens": 128, "task": "conversational"}
+    # App. D prints its prompts as plain text; the task variants are its FEVER and ConvQA prompts.
+    assert (paper["rankrag"]["framing"], paper["rankrag"]["task"]) == ("plain", "qa")
+    assert method_settings("vanilla", profile="paper-fever").task == "fever"
+    # An explicit task picks §5.1's answer limit for it; an explicit limit still wins.
+    assert method_settings("rankrag", profile="paper", task="fever").max_answer_tokens == 8
+    assert method_settings("rankrag", profile="paper", task="fever", max_answer_tokens=12).max_answer_tokens == 12
     assert method_settings("mainrag", profile="paper-fever") == method_settings("mainrag", profile="paper")
 
 
@@ -61,8 +67,8 @@ def test_explicit_settings_override_the_profile(tmp_path):
     config.write_text('method = "rankrag"\nprofile = "paper-70b"\nk = 3\n[rankrag]\nmax_answer_tokens = 16\n')
     spec = RunSpec.resolve(config=config)
     assert spec.profile == "paper-70b"
-    assert method_settings(spec.method, **spec.settings).to_dict() == {"n": 30, "k": 3, "max_answer_tokens": 16,
-                                                                       "fusion_alpha": 0.0}
+    assert method_settings(spec.method, **spec.settings).to_dict() == {
+        "n": 30, "k": 3, "max_answer_tokens": 16, "fusion_alpha": 0.0, "framing": "plain", "task": "qa"}
     # The flag's profile wins over the file's.
     assert RunSpec.resolve(config=config, run={"profile": "paper"}).settings["n"] == 100
 

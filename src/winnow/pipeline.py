@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
-from .records import Answer, CandidateList
+from .records import Answer, CandidateList, Query
 from .settings import SettingError
 
 DEFAULT_METHOD = "rankrag"
@@ -75,9 +75,9 @@ class RunSpec:
                                                    f"(got {spec.context_size})")
         if not isinstance(spec.profile, str):
             raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
-        spec.settings = {**profile_settings(spec.profile, spec.method),
-                         **resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
-                                   config or "config")}
+        explicit = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
+                           config or "config")
+        spec.settings = {**profile_settings(spec.profile, spec.method, explicit.get("task")), **explicit}
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
         if agents_for_method:
             check_agent_roles(spec.method, spec.agents)
@@ -164,10 +164,11 @@ class Pipeline:
             self.close()
             raise
 
-    def ask(self, question: str) -> Answer:
+    def ask(self, question: str | Query) -> Answer:
+        """Answer one question (a :class:`~winnow.records.Query` to give it a dialogue history)."""
         return self.method.ask(question)
 
-    def ask_batch(self, questions: list[str]) -> list[Answer]:
+    def ask_batch(self, questions: list[str | Query]) -> list[Answer]:
         """Answer many questions together, each stage over all of them (see :mod:`winnow.stages.contract`)."""
         return self.method.ask_batch(questions)
 

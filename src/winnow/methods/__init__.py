@@ -29,7 +29,8 @@ def method_settings(name: str, *, profile: str | None = None, **overrides: Any) 
     ``"paper"``), then ``overrides`` (``None`` values are ignored), coerced to their types and
     checked; a bad value raises :class:`~winnow.settings.SettingError` naming it."""
     cls = method_class(name)
-    values = {**profile_settings(profile, name), **{k: v for k, v in overrides.items() if v is not None}}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values = {**profile_settings(profile, name, given.get("task")), **given}
     return cls.Settings.from_values(values, owner=f"method {name!r}")
 
 

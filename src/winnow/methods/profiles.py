@@ -12,7 +12,10 @@ Where the values come from:
   OpenQA, 128 for ConvQA and 8 for others"; k = 5 from §1: "At inference, the LLM first reranks
   the retrieved contexts, then generates answer based on the refined top-k (e.g., 5)".
   ``paper`` is the 8B model on open-domain QA; ``paper-70b`` retrieves 30; the ``-fever`` and
-  ``-convqa`` variants give the fact-verification and conversational answer lengths. The answer
+  ``-convqa`` variants give the fact-verification and conversational answer lengths and set the
+  ``task`` setting to match. For rankrag and vanilla a profile also sets ``framing = "plain"``:
+  App. D prints its prompts as plain text, not through a chat template. An explicit ``task``
+  (``--profile paper --task fever``) takes its own answer limit. The answer
   limit applies to every method that answers with RankRAG's D.2 reader (vanilla, rankrag, rankgpt,
   rrr): §5.1 sets it for all the systems it evaluates.
 * GAR-meets-RAG / RRR (Arora et al., 2023) §4(D): "The best values for these parameters are
@@ -37,6 +40,9 @@ from ..settings import SettingError
 
 #: RankRAG §5.1: "the maximum number of generated token to be 32 for OpenQA, 128 for ConvQA and 8 for others".
 RANKRAG_ANSWER_TOKENS = {"openqa": 32, "fever": 8, "convqa": 128}
+#: The ``task`` setting (RankRAG's Appendix D prompt variants) of each profile's task type.
+TASK_SETTING = {"openqa": "qa", "fever": "fever", "convqa": "conversational"}
+ANSWER_TOKENS_BY_TASK = {TASK_SETTING[task]: tokens for task, tokens in RANKRAG_ANSWER_TOKENS.items()}
 #: RankRAG §5.1: "retrieve top-N (100 for 8B and 30 for 70B) documents for ranking".
 RANKRAG_N = {"8b": 100, "70b": 30}
 
@@ -55,13 +61,15 @@ class Profile:
 
 def _paper(size: str, task: str) -> Profile:
     reader = {"k": 5, "max_answer_tokens": RANKRAG_ANSWER_TOKENS[task]}
+    # RankRAG's prompts as App. D prints them (plain text, not the chat template), for its task type.
+    appendix_d = {"framing": "plain", "task": TASK_SETTING[task]}
     name = "-".join(part for part in ("paper", "" if size == "8b" else size, "" if task == "openqa" else task) if part)
     what = {"openqa": "open-domain QA", "fever": "FEVER-style fact verification",
             "convqa": "conversational QA"}[task]
     return Profile(name, f"the papers' settings; RankRAG {size.upper()} (N={RANKRAG_N[size]}) on {what} "
                          f"(answers of at most {RANKRAG_ANSWER_TOKENS[task]} tokens)", {
-        "vanilla": reader,
-        "rankrag": {"n": RANKRAG_N[size], **reader},
+        "vanilla": {**reader, **appendix_d},
+        "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d},
         "mainrag": {"n": 20, "judge_n": 0.0},
         "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20, **reader},
         "rankgpt": {"n": 100, "window": 20, "step": 10, **reader},
@@ -79,6 +87,12 @@ def profile_named(name: str) -> Profile:
     return PROFILES[name]
 
 
-def profile_settings(name: str | None, method: str) -> dict[str, Any]:
-    """The settings profile ``name`` gives ``method`` (none for no profile)."""
-    return profile_named(name).for_method(method) if name else {}
+def profile_settings(name: str | None, method: str, task: Any = None) -> dict[str, Any]:
+    """The settings profile ``name`` gives ``method`` (none for no profile). A ``task`` given
+    explicitly (``--task fever`` with ``--profile paper``) also picks §5.1's answer limit for it,
+    where the profile sets the task."""
+    values = profile_named(name).for_method(method) if name else {}
+    if task is not None and "task" in values:
+        values["task"] = task
+        values["max_answer_tokens"] = ANSWER_TOKENS_BY_TASK.get(task, values["max_answer_tokens"])
+    return values
