@@ -21,6 +21,7 @@ from typing import Any
 from ..answers import mean
 from .cost import split_costs, usd_cost
 from .prices import PriceTable
+from .efficiency import reranking_overhead
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
@@ -151,6 +152,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         "cost": cost_summary(records),
         "stage_cost": stage_costs(records),
         **cost_split_metrics(records, prices),
+        "efficiency": reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
         "qrels": None,
         "question_ids": [r["id"] for r in records],  # last: long, and what reports read the records by
     }

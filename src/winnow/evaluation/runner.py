@@ -298,15 +298,16 @@ def run_label(spec: Any) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
     A run from a profile says so ("profile=paper") and lists the settings changed from the profile's."""
-    from ..methods import method_settings
+    from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
     profile = getattr(spec, "profile", "")
     defaults = method_settings(spec.method, profile=profile).to_dict()
     parts = [spec.method, spec.model, *([f"profile={profile}"] if profile else [])]
-    if spec.method != "vanilla":  # vanilla retrieves k; N is not used
+    unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
+    if "n" not in unused:
         parts.append(f"N={settings.get('n')}")
-    if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
+    if "k" not in unused:
         parts.append(f"k={settings.get('k')}")
     for key, value in settings.items():
         if key not in ("n", "k") and value != defaults.get(key):
