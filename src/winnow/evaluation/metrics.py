@@ -20,8 +20,8 @@ from typing import Any
 
 from ..answers import mean
 from .cost import split_costs, usd_cost
-from .prices import PriceTable
 from .efficiency import reranking_overhead
+from .prices import PriceTable
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
