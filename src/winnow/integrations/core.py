@@ -206,6 +206,9 @@ class Winnower:
         self.max_document_answer_tokens = _at_least(max_document_answer_tokens, 1, "max_document_answer_tokens")
         self.llm = check_llm(llm)
         self.judge_llm = check_llm(judge_llm, "judge_llm")
+        if embedder is not None and not callable(getattr(embedder, "embed", None)):
+            raise ArgumentError("embedder", f"must be a winnow Embedder (got {type(embedder).__name__})",
+                                "winnow.index.load_embedder(), or leave it out to load all-MiniLM-L6-v2")
         self.embedder = embedder
         self._model = (model or DEFAULT_MODEL, backend, base_url, api_key, cache)
         self._owned: list[LLM] = []

@@ -23,105 +23,36 @@ and returns the passages the method kept, without generating its answer.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..extras import import_extra
-from .core import (
-    STAGES,
-    ArgumentError,
-    MethodRunner,
-    Winnowed,
-    Winnower,
-    check_stage,
-    check_top_k,
-    dropped_metadata,
-    method_items,
-    winnow_metadata,
-)
+from .core import STAGES, ArgumentError, MethodRunner, dropped_metadata, method_items, winnow_metadata
 
 import_extra("langchain_core", "langchain", "winnow.integrations.langchain")
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks  # noqa: E402
 from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator  # noqa: E402
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator  # noqa: E402
 
 from ..records import Answer  # noqa: E402
+from .stage_model import StageModel  # noqa: E402
 
 
-class WinnowCompressor(BaseDocumentCompressor):
-    """A Winnow stage as a LangChain document compressor (see the module docstring).
-
-    ``stage``: pointwise, graded, listwise, embedding (rerankers) or judge_filter, graded_filter
-    (filters). ``llm`` is a :class:`winnow.llm.LLM` on any backend, or ``model`` is loaded with
-    ``backend`` ("llama.cpp" or "openai" at ``base_url``). ``top_k`` keeps the best k; ``judge_n`` is
-    the adaptive bar's n (τ = mean − n·std), ``tau`` the graded filter's τ, ``window``/``step`` the
-    listwise window.
-    """
+class WinnowCompressor(StageModel[Document], BaseDocumentCompressor):
+    """A Winnow stage as a LangChain document compressor (see the module docstring); its options
+    are :class:`~winnow.integrations.stage_model.StageModel`'s."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    stage: str = "pointwise"
-    llm: Any = Field(default=None, exclude=True)
-    model: str | None = None
-    backend: str = "llama.cpp"
-    base_url: str | list[str] = ""
-    api_key: str = Field(default="", exclude=True, repr=False)
-    judge_llm: Any = Field(default=None, exclude=True)
-    embedder: Any = Field(default=None, exclude=True)
-    top_k: int | None = None
-    judge_n: float = 0.0
-    tau: float = 1.0
-    window: int = 10
-    step: int = 5
-    on_result: Callable[[Winnowed], Any] | None = Field(default=None, exclude=True)
-
-    _winnower: Winnower = PrivateAttr()
-    _last: Winnowed | None = PrivateAttr(default=None)
-    _last_dropped: list[Document] = PrivateAttr(default_factory=list)
-
-    @field_validator("stage")
-    @classmethod
-    def _known_stage(cls, stage: str) -> str:
-        return check_stage(stage)
-
-    @field_validator("top_k")
-    @classmethod
-    def _positive_top_k(cls, top_k: int | None) -> int | None:
-        return check_top_k(top_k)
-
-    @model_validator(mode="after")
-    def _open(self) -> WinnowCompressor:
-        self._winnower = Winnower(self.stage, llm=self.llm, model=self.model, backend=self.backend,
-                                  base_url=self.base_url, api_key=self.api_key, judge_llm=self.judge_llm,
-                                  embedder=self.embedder, top_k=self.top_k, judge_n=self.judge_n, tau=self.tau,
-                                  window=self.window, step=self.step)
-        return self
-
-    @property
-    def last_result(self) -> Winnowed | None:
-        """The last call's kept and dropped items, with reasons and the trace."""
-        return self._last
-
-    @property
-    def last_dropped(self) -> list[Document]:
-        """The documents the last call dropped, with ``winnow_dropped`` (why) in their metadata."""
-        return list(self._last_dropped)
 
     def compress_documents(self, documents: Sequence[Document], query: str,
                            callbacks: Callbacks | None = None) -> Sequence[Document]:
         documents = _documents(documents)
-        result = self._winnower.run(query, [d.page_content for d in documents], ids=[d.id or "" for d in documents])
-        self._last = result
-        self._last_dropped = [_copy(documents[d.index], dropped_metadata(d, self.stage)) for d in result.dropped]
-        if self.on_result is not None:
-            self.on_result(result)
+        result = self._winnow(query, [d.page_content for d in documents], [d.id or "" for d in documents],
+                              lambda result: [_copy(documents[d.index], dropped_metadata(d, self.stage))
+                                              for d in result.dropped])
         return [_copy(documents[k.index], winnow_metadata(k, self.stage)) for k in result.kept
                 if k.index is not None]
-
-    def close(self) -> None:
-        """Close a model this compressor loaded itself."""
-        self._winnower.close()
 
 
 class WinnowRetriever(BaseRetriever):

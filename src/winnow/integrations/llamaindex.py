@@ -21,95 +21,31 @@ generated); :class:`WinnowQueryEngine` returns the method's answer with those pa
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ..extras import import_extra
-from .core import (
-    STAGES,
-    ArgumentError,
-    Kept,
-    MethodRunner,
-    Winnowed,
-    Winnower,
-    check_stage,
-    check_top_k,
-    dropped_metadata,
-    method_items,
-    winnow_metadata,
-)
+from .core import STAGES, ArgumentError, Kept, MethodRunner, dropped_metadata, method_items, winnow_metadata
 
 import_extra("llama_index.core", "llamaindex", "winnow.integrations.llamaindex")
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine  # noqa: E402
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.response.schema import Response  # noqa: E402
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator, model_validator  # noqa: E402
 from llama_index.core.callbacks import CallbackManager  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from ..records import Answer  # noqa: E402
+from .stage_model import StageModel  # noqa: E402
 
 
-class WinnowPostprocessor(BaseNodePostprocessor):
-    """A Winnow stage as a LlamaIndex node postprocessor (see the module docstring).
-
-    ``stage``: pointwise, graded, listwise, embedding (rerankers) or judge_filter, graded_filter
-    (filters); ``llm`` a :class:`winnow.llm.LLM` on any backend, or ``model`` loaded with ``backend``
-    ("llama.cpp" or "openai" at ``base_url``); ``top_k`` keeps the best k; ``judge_n``, ``tau``,
-    ``window``, ``step`` and ``max_document_answer_tokens`` as in :class:`~winnow.integrations.core.Winnower`.
-    """
-
-    stage: str = "pointwise"
-    llm: Any = Field(default=None, exclude=True)
-    model: str | None = None
-    backend: str = "llama.cpp"
-    base_url: str | list[str] = ""
-    api_key: str = Field(default="", exclude=True, repr=False)
-    judge_llm: Any = Field(default=None, exclude=True)
-    embedder: Any = Field(default=None, exclude=True)
-    top_k: int | None = None
-    judge_n: float = 0.0
-    tau: float = 1.0
-    window: int = 10
-    step: int = 5
-    max_document_answer_tokens: int = 32
-    on_result: Callable[[Winnowed], Any] | None = Field(default=None, exclude=True)
-
-    _winnower: Winnower = PrivateAttr()
-    _last: Winnowed | None = PrivateAttr(default=None)
-    _last_dropped: list[NodeWithScore] = PrivateAttr(default_factory=list)
+class WinnowPostprocessor(StageModel[NodeWithScore], BaseNodePostprocessor):
+    """A Winnow stage as a LlamaIndex node postprocessor (see the module docstring); its options are
+    :class:`~winnow.integrations.stage_model.StageModel`'s."""
 
     @classmethod
     def class_name(cls) -> str:
         return "WinnowPostprocessor"
-
-    @field_validator("stage")
-    @classmethod
-    def _known_stage(cls, stage: str) -> str:
-        return check_stage(stage)
-
-    @field_validator("top_k")
-    @classmethod
-    def _positive_top_k(cls, top_k: int | None) -> int | None:
-        return check_top_k(top_k)
-
-    @model_validator(mode="after")
-    def _open(self) -> WinnowPostprocessor:
-        self._winnower = Winnower(self.stage, llm=self.llm, model=self.model, backend=self.backend,
-                                  base_url=self.base_url, api_key=self.api_key, judge_llm=self.judge_llm,
-                                  embedder=self.embedder, top_k=self.top_k, judge_n=self.judge_n, tau=self.tau,
-                                  window=self.window, step=self.step,
-                                  max_document_answer_tokens=self.max_document_answer_tokens)
-        return self
-
-    @property
-    def last_result(self) -> Winnowed | None:
-        return self._last
-
-    @property
-    def last_dropped(self) -> list[NodeWithScore]:
-        return list(self._last_dropped)
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore],
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
@@ -120,17 +56,12 @@ class WinnowPostprocessor(BaseNodePostprocessor):
             if not isinstance(item, NodeWithScore):
                 raise ArgumentError(f"nodes[{i}]", f"must be a NodeWithScore (got {type(item).__name__})")
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-        result = self._winnower.run(query_bundle.query_str, texts, ids=[n.node.node_id for n in nodes])
-        self._last = result
-        self._last_dropped = [NodeWithScore(node=_with_metadata(nodes[d.index].node, dropped_metadata(d, self.stage)),
-                                            score=nodes[d.index].score) for d in result.dropped]
-        if self.on_result is not None:
-            self.on_result(result)
+        result = self._winnow(query_bundle.query_str, texts, [n.node.node_id for n in nodes],
+                              lambda result: [NodeWithScore(node=_with_metadata(nodes[d.index].node,
+                                                                                dropped_metadata(d, self.stage)),
+                                                            score=nodes[d.index].score) for d in result.dropped])
         return [NodeWithScore(node=_with_metadata(nodes[k.index].node, winnow_metadata(k, self.stage)),
                               score=k.relevance) for k in result.kept if k.index is not None]
-
-    def close(self) -> None:
-        self._winnower.close()
 
 
 class WinnowRetriever(BaseRetriever):
