@@ -30,8 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 #: Packages whose modules raise MissingExtra on import (they exist for an extra); all else is core.
 EXTRA_ONLY_PACKAGES = {"winnow.service": "serve", "winnow.integrations.langchain": "langchain",
-                       "winnow.integrations.llamaindex": "llamaindex", "winnow.integrations.haystack": "haystack",
-                       "winnow.integrations.stage_model": "langchain"}
+                       "winnow.integrations.llamaindex": "llamaindex", "winnow.integrations.haystack": "haystack"}
 
 
 def core_requirements() -> list[str]:

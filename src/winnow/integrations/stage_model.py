@@ -3,21 +3,17 @@
 LangChain's ``BaseDocumentCompressor`` and LlamaIndex's ``BaseNodePostprocessor`` are pydantic
 models, so their Winnow subclasses declare the stage's options as fields (checked by pydantic, bad
 values a ``ValidationError`` naming the field) and mix in :class:`StageModel`, which holds them
-once and opens the :class:`~winnow.integrations.core.Winnower` that does the work. Either framework
-brings pydantic; this module is imported by their adapters only.
+once and opens the :class:`~winnow.integrations.core.Winnower` that does the work. pydantic is in
+the core install (typer requires it), so this module imports without either framework.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Generic, TypeVar
 
-from ..extras import import_extra
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
+
 from .core import Winnowed, Winnower, check_stage, check_top_k
-
-import_extra("pydantic", "langchain", "winnow.integrations (the LangChain and LlamaIndex adapters)",
-             alternative="pip install 'winnow[llamaindex]'")
-
-from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator  # noqa: E402
 
 Dropped = TypeVar("Dropped")
 
