@@ -228,6 +228,19 @@ def test_haystack_ranker_over_an_openai_compatible_server(llama_backend, shared_
     ranker.close()
 
 
+def test_haystack_retriever_runs_a_method_without_its_answer(index, shared_llm):
+    from winnow.integrations.haystack import WinnowRetriever
+
+    retriever = WinnowRetriever("vanilla", index=index, llm=shared_llm, settings={"k": 3})
+    documents = retriever.run(query=QUERY)["documents"]
+    assert [d.id for d in documents] == [p.id for p in index.search(QUERY, k=3).passages]
+    assert [d.meta["winnow_rank"] for d in documents] == [1, 2, 3]
+    assert retriever.last_answer is not None and retriever.last_answer.text == ""
+    assert retriever.last_answer.usage.calls == 0  # retrieval alone: the reader was not run
+    with pytest.raises(ValueError, match="query: the query is empty"):
+        retriever.run(query="\u200b")
+
+
 def test_haystack_bad_arguments_raise_value_errors(shared_llm):
     from haystack import Document
 
