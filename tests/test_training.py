@@ -382,6 +382,17 @@ def test_transformers_backend_counts_tokens_and_says_why_it_stopped(transformers
     assert (cut.finish_reason, cut.completion_tokens) == ("length", 2)
 
 
+@pytest.mark.llm
+def test_transformers_backend_sends_a_plain_prompt_without_the_chat_template(transformers_backend, llama_backend):
+    """The plain framing: RankRAG Appendix D's text, tokenized as it is (no template) by both backends."""
+    relevant = Passage("m", "The Mona Lisa is a portrait painted by Leonardo da Vinci.", "Mona Lisa")
+    plain = prompt("rankrag.context_ranking").render_plain("who painted the mona lisa", [relevant])
+    [ours] = transformers_backend.choice_logprobs([plain], ("True", "False"))
+    [theirs] = llama_backend.choice_logprobs([plain], ("True", "False"))
+    assert ours.prompt_tokens == len(transformers_backend.encode(plain)) == theirs.prompt_tokens
+    assert abs(ours.probability("True") - theirs.probability("True")) < 0.1
+
+
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):
     import winnow
 

@@ -22,6 +22,7 @@ from .common import (
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
+    FramingOption,
     FusionAlphaOption,
     IndexOption,
     JsonOption,
@@ -36,6 +37,7 @@ from .common import (
     RetrieverOption,
     SetOption,
     StageProgress,
+    TaskOption,
     app,
     err,
     out,
@@ -115,7 +117,9 @@ class RunProgress:
 def evaluate(
     index_dir: IndexOption,
     queries: Annotated[Path, typer.Option("--queries", "-q", help="QA JSONL file: {\"id\", \"question\", "
-                                                                  "\"golden_answers\", \"metadata\"} per line.")],
+                                                                  "\"golden_answers\", \"metadata\"} per line "
+                                                                  "(and \"history\", a dialogue's earlier turns, "
+                                                                  "with --task conversational).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
     method: MethodOption = None,
     model: ModelOption = None,
@@ -132,6 +136,8 @@ def evaluate(
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
     context_size: ContextSizeOption = None,
+    framing: FramingOption = None,
+    task: TaskOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
@@ -172,7 +178,7 @@ def evaluate(
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, n=n, k=k,
-                       fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
+                       fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens, framing=framing, task=task)
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
     started = time.perf_counter()

@@ -26,7 +26,6 @@ from ..errors import BackendError, WinnowError
 from ..extras import require
 from ..index.manifest import file_sha256
 from ..lock import output_lock
-from ..records import Query
 from .metrics import compute_metrics
 from .qrels_coverage import unknown_documents
 from .record import question_record
@@ -277,9 +276,9 @@ def _records(pipeline: Any, spec: Any, batch: list[Any]) -> list[dict[str, Any]]
     depth = first_stage_depth(spec)
     retriever = getattr(pipeline.index, "name", spec.retriever)
     started = time.perf_counter()
-    first_stages = [pipeline.index.search(Query(item.question, id=item.id), k=depth) for item in batch]
+    first_stages = [pipeline.index.search(item.query, k=depth) for item in batch]
     searched = time.perf_counter()
-    answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
+    answers = pipeline.method.ask_batch([item.query for item in batch])
     share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
     return [question_record(item, answer, first_stage, retriever=retriever, seconds=share,
                             first_stage_seconds=(searched - started) / len(batch))

@@ -23,11 +23,13 @@ from typing import Any, Callable
 
 from ..llm.client import LLM
 from ..pipeline import Pipeline
+from ..records import Query
 from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
 from .limits import (
     ApiError,
     Limits,
+    check_history,
     check_range,
     check_settings,
     check_text,
@@ -111,7 +113,9 @@ class Service:
                                      f"(got {requested})")
         return float(requested)
 
-    def plan_ask(self, request: AskRequest) -> Plan:
+    def plan_ask(self, request: AskRequest, *, container: str = "options") -> Plan:
+        """The plan for ``request``; ``container`` is what errors call its ``options`` (the MCP
+        ``ask`` tool takes them as ``settings``)."""
         from ..methods import METHODS
 
         limits = self.limits
@@ -120,13 +124,15 @@ class Service:
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
-        overrides = request_overrides(request.n, request.k, request.options)
-        settings = check_settings(method, base, overrides, limits)
-        key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
+        overrides = request_overrides(request.n, request.k, request.options, container=container)
+        settings = check_settings(method, base, overrides, limits, container=container)
+        history = check_history(request.history, settings["task"], limits, container=container)
+        turns = [turn.to_dict() for turn in history]
+        key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
 
         def compute(models: Models | None) -> dict[str, Any]:
             assert models is not None
-            answer = self._build(method, settings, models).ask(question)
+            answer = self._build(method, settings, models).ask(Query(question, history=history))
             payload = answer.to_dict()
             payload["settings"].update(self.pipeline.describe())
             payload["model"] = models.llm.identity
@@ -139,7 +145,9 @@ class Service:
                 body["trace"] = payload["trace"]
             return body
 
-        return Plan("ask", key, compute, True, {"question": question, "method": method, "settings": settings},
+        described = {"question": question, **({"history": turns} if turns else {}), "method": method,
+                     "settings": settings}
+        return Plan("ask", key, compute, True, described,
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: dict[str, Any], models: Models):
@@ -240,8 +248,10 @@ class Service:
         except CacheMiss:
             return None
 
-    def search(self, query: str, k: int | None = None) -> dict[str, Any]:
-        check_text("q", query, self.limits.max_question_chars)
+    def search(self, query: str, k: int | None = None, *, query_field: str = "q") -> dict[str, Any]:
+        """The top ``k`` passages of first-stage retrieval; errors name the query ``query_field``
+        (``q`` in /v1/search, ``query`` in the MCP ``search`` tool)."""
+        check_text(query_field, query, self.limits.max_question_chars)
         k = min(10, self.limits.max_n) if k is None else check_range("k", k, 1, self.limits.max_n)
         started = time.perf_counter()
         hits = self.pipeline.search(query, k=k)
