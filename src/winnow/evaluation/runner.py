@@ -296,14 +296,15 @@ def indexed_ids(index_dir: Path) -> set[str]:
 def run_label(spec: Any) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label."""
-    from ..methods import method_settings
+    from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
     defaults = method_settings(spec.method).to_dict()
     parts = [spec.method, spec.model]
-    if spec.method != "vanilla":  # vanilla retrieves k; N is not used
+    unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
+    if "n" not in unused:
         parts.append(f"N={settings.get('n')}")
-    if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
+    if "k" not in unused:
         parts.append(f"k={settings.get('k')}")
     for key, value in settings.items():
         if key not in ("n", "k") and value != defaults.get(key):

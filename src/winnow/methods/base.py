@@ -102,6 +102,9 @@ class Method:
     Settings: ClassVar[type[MethodSettings]] = MethodSettings
     #: Agent roles that may run on a model of their own: role -> what it does.
     roles: ClassVar[dict[str, str]] = {}
+    #: Settings the method inherits but does not read (vanilla's ``n``, MAIN-RAG's ``k``): left out
+    #: of run labels, and refused as a ``--sweep`` (every value would give the same run).
+    unused_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:

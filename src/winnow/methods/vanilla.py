@@ -30,6 +30,7 @@ class VanillaRAG(Method):
     summary = "retrieve the top k passages and answer from them with the RankRAG RAG prompt (D.2)"
     stages = ("retrieve(k)", "generate")
     Settings = VanillaSettings
+    unused_settings = ("n",)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
