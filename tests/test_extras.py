@@ -29,7 +29,8 @@ from winnow.extras import EXTRAS
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 #: Packages whose modules raise MissingExtra on import (they exist for an extra); all else is core.
-EXTRA_ONLY_PACKAGES = {"winnow.service": "serve"}
+EXTRA_ONLY_PACKAGES = {"winnow.service": "serve", "winnow.integrations.langchain": "langchain",
+                       "winnow.integrations.llamaindex": "llamaindex", "winnow.integrations.haystack": "haystack"}
 
 
 def core_requirements() -> list[str]:

@@ -112,7 +112,8 @@ def test_the_three_tools_and_their_input_schemas(client):
     assert set(schemas["search"]["properties"]) == {"query", "k"} and schemas["search"]["required"] == ["query"]
     assert set(schemas["rerank"]["properties"]) == {"query", "documents", "method", "top_n", "options"}
     assert schemas["rerank"]["required"] == ["query", "documents"]
-    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings", "history"}
+    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings", "history", "profile"}
+    assert "paper-70b" in schemas["ask"]["properties"]["profile"]["description"]  # the profiles, by name
     assert schemas["ask"]["required"] == ["question"]
     assert "context" not in schemas["ask"]["properties"]  # the SDK's context is injected, not asked for
     # The descriptions tell an agent the server's own limits and choices.

@@ -108,6 +108,22 @@ def test_health_models_methods_and_schema(client):
 
 # ---- ask, search, traces ------------------------------------------------------------------------
 
+def test_ask_takes_a_profile_that_its_own_fields_override(client):
+    """``"profile": "paper"`` starts from the paper's settings (vanilla: k = 5, RankRAG §1, §5.1);
+    the request's own fields override it; an unknown profile is a 422 naming the field and the list."""
+    body = {"question": "Where is the Nile?", "method": "vanilla", "options": {"max_answer_tokens": 4}}
+    answered = client.post("/v1/ask", json={**body, "profile": "paper"})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["profile"] == "paper" and answered.json()["settings"]["k"] == 5
+    assert answered.json()["settings"]["max_answer_tokens"] == 4  # the request's option, not the profile's 32
+    refused = client.post("/v1/ask", json={**body, "profile": "papers"})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "profile"
+    assert "paper-70b" in refused.json()["error"]["message"]
+    methods = client.get("/v1/methods").json()
+    assert "paper" in methods["profiles"]
+    assert {m["name"]: m["profiles"]["paper"] for m in methods["methods"]}["rrr"]["n"] == 100
+
+
 def test_ask_answers_with_ranked_passages_and_per_stage_scores(client, first_answer):
     body = first_answer
     assert body["question"] == ASK["question"] and body["method"] == "rankrag"

@@ -28,9 +28,9 @@ from .settings import Settings
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
-#: of MAIN-RAG's two roles.
+#: of MAIN-RAG's two roles; ``profile`` names a preset of method settings (winnow.methods.profiles).
 RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "context_size", "agents", "judge_model",
-               "final_model", "max_inflight", "slots")
+               "final_model", "max_inflight", "profile", "slots")
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

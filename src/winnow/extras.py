@@ -26,6 +26,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "dense": ("onnxruntime", "tokenizers"),
     "data": ("ir_datasets",),
     "ray": ("ray",),
+    # winnow.integrations: the adapters subclass each framework's own base classes.
+    "langchain": ("langchain_core", "langchain_classic"),
+    "llamaindex": ("llama_index",),
+    "haystack": ("haystack",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

@@ -37,21 +37,24 @@ class RunSpec:
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
-    settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, checked
+    settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
+    profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
 
     @classmethod
     def resolve(cls, *, config: str | Path | None = None, run: dict[str, Any] | None = None,
                 settings: dict[str, Any] | None = None, agents_for_method: bool = True) -> RunSpec:
         """Merge a config file (TOML/YAML) with explicit values; explicit values that are not None win.
 
-        ``run`` holds run options (method, model, backend, base_url, retriever, agents, and the
-        older judge_model / final_model); ``settings`` holds method settings (n, k, window, ...),
-        coerced and checked by the method's typed settings. Unknown keys in the file, settings the
-        method does not have and values of the wrong type are errors naming the key. With
+        ``run`` holds run options (method, model, backend, base_url, retriever, agents, profile, and
+        the older judge_model / final_model); ``settings`` holds method settings (n, k, window, ...),
+        coerced and checked by the method's typed settings. A ``profile`` (e.g. "paper") gives the
+        method's settings their preset values first; the file's and the explicit ones override it.
+        Unknown keys in the file, settings the method does not have and values of the wrong type
+        are errors naming the key. With
         ``agents_for_method``, an agent role the method does not have is refused (a server, whose
         requests choose their method, keeps roles for the methods that have them).
         """
-        from .methods import check_agent_roles, method_class, method_settings
+        from .methods import check_agent_roles, method_class, method_settings, profile_settings
 
         file_settings = read_config(config) if config else {}
         if config:
@@ -73,8 +76,11 @@ class RunSpec:
                                                    f"(got {spec.context_size})")
         if spec.slots is not None:
             spec.slots = checked_run_slots(spec.slots, spec.backend)
-        spec.settings = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
-                                config or "config")
+        if not isinstance(spec.profile, str):
+            raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
+        explicit = resolve(method_class(spec.method).Settings, spec.method, file_settings, settings or {},
+                           config or "config")
+        spec.settings = {**profile_settings(spec.profile, spec.method, explicit.get("task")), **explicit}
         method_settings(spec.method, **spec.settings)  # fail fast, before loading a model
         if agents_for_method:
             check_agent_roles(spec.method, spec.agents)
@@ -85,8 +91,8 @@ class RunSpec:
         (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
         # Options added after run folders existed are left out at their default, so those folders resume.
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
-        described = {key: value for key, value in asdict(self).items()
-                     if key not in ("agents", "max_inflight") and not (key == "context_size" and value is None)
+        described = {key: value for key, value in asdict(self).items() if key not in ("agents", "max_inflight")
+                     and not (key in ("context_size", "profile") and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}

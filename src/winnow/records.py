@@ -14,6 +14,9 @@ from typing import Any, Iterator, TypeVar
 from .details import TRACE_SCHEMA, StageDetails, details_for
 
 Details = TypeVar("Details", bound=StageDetails)
+#: The role of a stage that calls the method's own model rather than an agent role's (the reader,
+#: RankRAG's reranker, MAIN-RAG's Agent-1); the name Pipeline.model_roles gives that model.
+DEFAULT_ROLE = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +221,20 @@ class Usage:
         for counter in fields(self):
             setattr(self, counter.name, getattr(self, counter.name) + getattr(other, counter.name))
 
+    def count(self, call: LLMCall) -> None:
+        """Add one LLM call: to the calls and their cost, or, served from the cache, to the hits."""
+        if call.cached:
+            self.cache_hits += 1
+            self.cached_prompt_tokens += call.prompt_tokens
+            self.cached_completion_tokens += call.completion_tokens
+            self.cached_seconds += call.seconds
+        else:
+            self.calls += 1
+            self.prompt_tokens += call.prompt_tokens
+            self.completion_tokens += call.completion_tokens
+            self.seconds += call.seconds
+            self.retries += call.retries
+
     def to_dict(self) -> dict[str, Any]:
         counts = {counter.name: getattr(self, counter.name) for counter in fields(self)}
         return {name: round(value, 3) if isinstance(value, float) else value for name, value in counts.items()}
@@ -237,6 +254,7 @@ class LLMCall:
     cached: bool
     finish_reason: str = ""  # "length" when the token limit cut a generated answer
     retries: int = 0  # times the request was sent again after a passing server failure
+    model: str = ""  # the model that answered (its identity's name), for cost per model
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -261,6 +279,7 @@ class StageTrace:
     usage: Usage = field(default_factory=Usage)
     llm_calls: list[LLMCall] = field(default_factory=list)
     batch: int = 1
+    role: str = ""  # the agent role whose model the stage called (Method.stage_roles), "" without LLM calls
 
     def __post_init__(self) -> None:
         if self.details is None:
@@ -276,17 +295,7 @@ class StageTrace:
     def record(self, call: LLMCall) -> None:
         """Add one LLM call to this stage's record and cost."""
         self.llm_calls.append(call)
-        if call.cached:
-            self.usage.cache_hits += 1
-            self.usage.cached_prompt_tokens += call.prompt_tokens
-            self.usage.cached_completion_tokens += call.completion_tokens
-            self.usage.cached_seconds += call.seconds
-        else:
-            self.usage.calls += 1
-            self.usage.prompt_tokens += call.prompt_tokens
-            self.usage.completion_tokens += call.completion_tokens
-            self.usage.seconds += call.seconds
-            self.usage.retries += call.retries
+        self.usage.count(call)
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
         def slim(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -301,6 +310,7 @@ class StageTrace:
             "details": self.details.to_dict(),
             "seconds": round(self.seconds, 3),
             **({"batch": self.batch} if self.batch > 1 else {}),
+            **({"role": self.role} if self.role else {}),
             "usage": self.usage.to_dict(),
             "llm_calls": [c.to_dict() for c in self.llm_calls],
         }
@@ -319,6 +329,15 @@ class Trace:
         for stage in self.stages:
             total.add(stage.usage)
         return total
+
+    def usage_split(self) -> dict[tuple[str, str], Usage]:
+        """The LLM cost by (model, role): which model answered each call, for which agent role
+        (GAR-meets-RAG App. B counts calls and tokens per model). The parts sum to :attr:`usage`."""
+        split: dict[tuple[str, str], Usage] = {}
+        for stage in self.stages:
+            for call in stage.llm_calls:
+                split.setdefault((call.model, stage.role or DEFAULT_ROLE), Usage()).count(call)
+        return split
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,7 @@ from .common import (
     ModelOption,
     NoCacheOption,
     NOption,
+    ProfileOption,
     RetrieverOption,
     SetOption,
     SlotsOption,
@@ -71,6 +72,7 @@ def ask(
     agents: AgentOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
+    profile: ProfileOption = None,
     no_cache: NoCacheOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -83,9 +85,11 @@ def ask(
 
     check_text(question, "the question")
     dialogue = dialogue_from(turns, history)
-    spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
+    spec = resolve_run(config, assignments, profile=profile,
+                       agents=agents, method=method, model=model, backend=backend,
                        base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
-                       judge_model=judge_model, final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
+                       judge_model=judge_model,
+                       final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
                        max_answer_tokens=max_answer_tokens, context_size=context_size, framing=framing, task=task)
     check_dialogue(method_settings(spec.method, **spec.settings), 1 if dialogue else 0)  # before loading a model
     progress = StageProgress(err)

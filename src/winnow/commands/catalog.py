@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from .common import app, out
@@ -17,14 +18,26 @@ def models() -> None:
 
 @app.command()
 def methods() -> None:
-    """List the methods, their stages and default settings."""
-    from ..methods import METHODS
+    """List the methods, their stages, and each setting's CPU default beside the papers' value."""
+    from ..methods import METHODS, PROFILES, method_settings
 
-    table = Table(title="Methods", title_justify="left", show_lines=True)
-    for column in ("method", "stages", "what it does", "defaults", "agent roles (--agent ROLE=MODEL)"):
-        table.add_column(column)
+    table = Table(title="Methods", title_justify="left", show_lines=True,
+                  caption="default: Winnow's CPU-friendly value; paper: the value `--profile paper` sets "
+                          "(* where they differ)", caption_justify="left")
+    for column in ("method", "stages", "what it does", "setting", "default", "paper",
+                   "agent roles (--agent ROLE=MODEL)"):
+        table.add_column(column, no_wrap=column in ("setting", "default", "paper"))
     for name, cls in METHODS.items():
-        defaults = "\n".join(f"{k}={v}" for k, v in cls.Settings().to_dict().items())
+        defaults = cls.Settings().to_dict()
+        paper = method_settings(name, profile="paper").to_dict()
         roles = "\n".join(f"{role}: {what}" for role, what in cls.roles.items()) or "-"
-        table.add_row(name, "\n".join(cls.stages), cls.summary, defaults, roles)
+        marked = [f"{paper[key]}{' *' if paper[key] != value else ''}" for key, value in defaults.items()]
+        table.add_row(name, escape("\n".join(cls.stages)), escape(cls.summary), "\n".join(defaults),
+                      "\n".join(str(value) for value in defaults.values()), "\n".join(marked), roles)
     out.print(table)
+    profiles = Table(title="Profiles (--profile NAME)", title_justify="left")
+    profiles.add_column("profile", no_wrap=True)
+    profiles.add_column("what it sets")
+    for profile in PROFILES.values():
+        profiles.add_row(profile.name, profile.summary)
+    out.print(profiles)

@@ -100,6 +100,14 @@ AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give 
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
                                                                       "e.g. --set window=20.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
+PricesOption = Annotated[Optional[Path], typer.Option("--prices", help="TOML or JSON price table, USD per million "
+                                                                     "prompt and completion tokens per model: "
+                                                                     "adds the cost in USD (docs/reproducing.md).")]
+ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="Start from a named preset of settings: "
+                                                                      "paper (the papers' values; see `winnow "
+                                                                      "methods`), paper-70b, paper-fever, "
+                                                                      "paper-convqa, ...; a config file and "
+                                                                      "flags override it.")]
 FusionAlphaOption = Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
                                                                                    "scores (0 = the paper).")]
 ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help="Tokens of prompt and answer the "

@@ -35,6 +35,8 @@ from .common import (
     ModelOption,
     NoCacheOption,
     NOption,
+    PricesOption,
+    ProfileOption,
     RetrieverOption,
     SetOption,
     SlotsOption,
@@ -143,6 +145,7 @@ def evaluate(
     task: TaskOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
+    profile: ProfileOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
                                                                  "sample with --seed; raise it later to extend "
                                                                  "the run).")] = None,
@@ -166,6 +169,7 @@ def evaluate(
     ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
                                                                           "(llama.cpp's threads).")] = 1,
     no_cache: NoCacheOption = False,
+    prices: PricesOption = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="SETTING=V1,V2,…: one run folder per value in "
                                                                  "OUT/SETTING=VALUE, the LLM calls the values share "
                                                                  "made once (e.g. judge_n=-0.5,0,0.5,1 or "
@@ -182,9 +186,13 @@ def evaluate(
     from ..pipeline import Pipeline
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
+    from ..evaluation.prices import read_prices
+
+    price_table = read_prices(prices) if prices else None  # checked before any model loads
     flags: dict[str, Any] = dict(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
                                  framing=framing, task=task)
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+    spec = resolve_run(config, assignments, profile=profile,
+                       agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, **flags)
     if sweep is not None:
@@ -195,10 +203,10 @@ def evaluate(
         _evaluate_sweep(spec, sweep, given, index_dir, queries, out_dir, batch_size=batch_size, no_cache=no_cache,
                         api_key=api_key, as_json=as_json,
                         run_options=dict(limit=limit, seed=seed, qrels=qrels, capped=capped, api_key=api_key,
-                                         cache=not no_cache))
+                                         cache=not no_cache, prices=price_table))
         return
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
-                  api_key=api_key, cache=not no_cache)
+                  api_key=api_key, cache=not no_cache, prices=price_table)
     started = time.perf_counter()
     pending = run.prepare()
     if run.folder.torn_line_dropped:
@@ -244,6 +252,10 @@ def evaluate(
         out.print(metrics_table(metrics))
         if metrics.get("stage_cost"):
             err.print(stage_cost_table(metrics["stage_cost"], metrics["questions"]["answered"]))
+        if metrics.get("cost_by_model"):
+            err.print(model_cost_table(metrics))
+    if metrics.get("cost_usd"):
+        err.print(usd_line(metrics["cost_usd"]), highlight=False)
     cost = metrics["cost"]
     err.print(f"{run.new_answers} questions answered in {_duration(time.perf_counter() - started)}; the run so far: "
               f"{metrics['questions']['answered']}/{metrics['questions']['selected']} questions · "
@@ -404,6 +416,37 @@ def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int):
                       f"{total['completion_tokens']:,.0f}", f"{total.get('llm_seconds', 0):,.1f}",
                       f"{total.get('retries', 0):,.0f}", f"{total['seconds']:,.1f}")
     return table
+
+
+def model_cost_table(metrics: dict[str, Any]):
+    """The run's LLM cost per model and per agent role (GAR-meets-RAG App. B, Table A1): calls and
+    tokens, and USD with ``--prices``."""
+    from rich.table import Table
+
+    questions = metrics["questions"]["answered"]
+    priced = metrics.get("cost_usd") is not None
+    table = Table(title=f"LLM cost per model and role over {questions} questions", title_justify="left")
+    for column in ("per", "name", "calls", "prompt tok", "output tok", "cache hits", *(["USD"] if priced else [])):
+        table.add_column(column, justify="left" if column in ("per", "name") else "right", no_wrap=column != "name")
+    rows = [("model", name, cost) for name, cost in metrics["cost_by_model"].items()]
+    rows += [("role", name, cost) for name, cost in (metrics.get("cost_by_role") or {}).items()]
+    for kind, name, cost in rows:
+        usd = cost.get("usd")
+        money = [f"{usd:,.4f}" if usd is not None else "no price"] if priced else []
+        table.add_row(kind, escape(name), f"{cost['llm_calls']:,}", f"{cost['prompt_tokens']:,}",
+                      f"{cost['completion_tokens']:,}", f"{cost['cache_hits']:,}", *money)
+    return table
+
+
+def usd_line(usd: dict[str, Any]) -> str:
+    """The run's cost in USD as one line (a model without a price makes no total: it is named)."""
+    if usd["total"] is None:
+        return (f"cost in USD: not computed, {usd['prices']} has no price for {', '.join(usd['unpriced_models'])} "
+                f"(add them; 0 for a free local model)")
+    line = f"cost in USD ({usd['prices']}): {usd['total']:,.4f} in all, {usd['per_question']:,.6f} per question"
+    if usd["without_cache_per_question"] is not None and usd["without_cache_per_question"] != usd["per_question"]:
+        line += f" ({usd['without_cache_per_question']:,.6f} per question had nothing come from the call cache)"
+    return line
 
 
 def _without_cache(cost: dict[str, Any]) -> str:

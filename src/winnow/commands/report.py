@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..extras import require
-from .common import JsonOption, app, err, out
+from .common import JsonOption, PricesOption, app, err, out
 
 
 @app.command(name="report")
@@ -19,14 +19,17 @@ def report(
                                                                        "plot (default: each run's first "
                                                                        "question).")] = None,
     title: Annotated[str, typer.Option("--title", help="The report's heading.")] = "Evaluation report",
+    prices: PricesOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Side-by-side table of runs (methods × metrics × cost, first-stage baseline included) and plots:
     answer Recall@k before/after reranking, accuracy and time against N, MAIN-RAG's judge scores."""
     require("eval", "winnow report")
+    from ..evaluation.prices import read_prices
     from ..evaluation.report import write_report
 
-    written = write_report(run_dirs, out_file, question=question, title=title)
+    written = write_report(run_dirs, out_file, question=question, title=title,
+                           prices=read_prices(prices) if prices else None)
     if as_json:
         out.print_json(data=written)
     else:

@@ -32,6 +32,7 @@ from .common import (
     ModelOption,
     NoCacheOption,
     NOption,
+    ProfileOption,
     RetrieverOption,
     SetOption,
     SlotsOption,
@@ -97,6 +98,7 @@ def serve(
     context_size: ContextSizeOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
+    profile: ProfileOption = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
         = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (0: any free port, printed).")] = 8080,
@@ -131,7 +133,8 @@ def serve(
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
+    spec = resolve_run(config, assignments, profile=profile,
+                       agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, n=n, k=k,
                        agents_for_method=False)  # requests choose their method; mainrag's use the agents

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..answers import mean
+from .cost import split_costs, usd_cost
 from .efficiency import reranking_overhead
+from .prices import PriceTable
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
@@ -116,11 +118,24 @@ def stage_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
     return {name: {key: value / count for key, value in stage.items()} for name, stage in sums.items()}
 
 
+def cost_split_metrics(records: Sequence[Mapping[str, Any]], prices: PriceTable | None = None) -> dict[str, Any]:
+    """``cost_by_model``, ``cost_by_role`` (None for records older than the split) and, with a price
+    table, ``cost_usd``: see :mod:`.cost`."""
+    split = split_costs(records, prices)
+    if split is None:
+        return {"cost_by_model": None, "cost_by_role": None, "cost_usd": None}
+    by_model, by_role = split
+    return {"cost_by_model": {model: cost.to_dict() for model, cost in by_model.items()},
+            "cost_by_role": {role: cost.to_dict() for role, cost in by_role.items()},
+            "cost_usd": usd_cost(by_model, prices, len(records)).to_dict() if prices else None}
+
+
 def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run: Mapping[str, Any], depth: int,
                     qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
-                    capped: bool = False) -> dict[str, Any]:
+                    capped: bool = False, prices: PriceTable | None = None) -> dict[str, Any]:
     """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
-    ``depth`` is the first-stage depth D, the deepest cutoff worth reporting."""
+    ``depth`` is the first-stage depth D, the deepest cutoff worth reporting; ``prices`` (``--prices``)
+    adds the cost in USD."""
     labels = stage_labels(records)
     rows = lists_by_row(records, labels)
     answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
@@ -136,6 +151,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         "first_stage_depth": depth,
         "cost": cost_summary(records),
         "stage_cost": stage_costs(records),
+        **cost_split_metrics(records, prices),
         "efficiency": reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
         "qrels": None,
         "question_ids": [r["id"] for r in records],  # last: long, and what reports read the records by

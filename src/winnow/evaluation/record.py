@@ -19,6 +19,7 @@ from typing import Any
 from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
 from ..details import JudgeDetails
 from ..records import Answer, CandidateList, StageTrace
+from .cost import usage_split
 from .retrieval import answer_ranks
 
 # Stage details small enough to keep in every line (MAIN-RAG's bar τ and the judge's mean and std,
@@ -111,6 +112,7 @@ def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, re
         "stages": stage_entries(answer, matcher),
         "final": {"ids": final_ids, "answer_ranks": matcher.ranks(final_ids, final_texts)},
         "usage": answer.usage.to_dict(),
+        "usage_split": usage_split(answer.trace),  # by (model, role): evaluation/cost.py
         "method_seconds": round(answer.trace.seconds, 4),
         "seconds": round(seconds, 4),
     }

@@ -21,7 +21,9 @@ from ..atomic import write_text
 from ..errors import InputError, WinnowError
 from ..writable import make_parent
 from . import plots
+from .cost import split_costs, usd_cost
 from .paired import paired_difference
+from .prices import PriceTable
 from .runfolder import RunFolder
 
 
@@ -174,6 +176,39 @@ def uncached_cost_table(runs: Sequence[LoadedRun]) -> str | None:
                      num(full["prompt_tokens_per_question"], 0), num(full["completion_tokens_per_question"], 0),
                      num(full["llm_seconds_per_question"], 2)])
     return md_table(header, rows) if rows else None
+
+
+def model_cost_table(runs: Sequence[LoadedRun], prices: PriceTable | None) -> tuple[str, list[str]] | None:
+    """Per run, its LLM cost per model and per agent role, per question (GAR-meets-RAG App. B,
+    Table A1), with USD per question and in all when a price table is given; and the notes on runs
+    whose answers predate the split or whose models the table does not price. None without runs."""
+    header = ["run", "model / role", "calls/q", "prompt tok/q", "completion tok/q", "cache hits",
+              *(["USD/q", "USD total"] if prices else [])]
+    rows, notes = [], []
+    for run in runs:
+        split = split_costs(run.records, prices)
+        if split is None:
+            notes.append(f"{run.label}: its answers predate the cost per model (not recorded)")
+            continue
+        count = max(len(run.records), 1)
+        by_model, by_role = split
+        labelled = [(f"model {name}", cost) for name, cost in by_model.items()]
+        labelled += [(f"role {name} ({', '.join(cost.models)})", cost) for name, cost in by_role.items()]
+        for number, (label, cost) in enumerate(labelled):
+            money = []
+            if prices:
+                money = ["no price", "–"] if cost.usd is None else [f"{cost.usd / count:,.6f}", f"{cost.usd:,.4f}"]
+            rows.append([run.label if number == 0 else "", label, num(cost.llm_calls / count),
+                         num(cost.prompt_tokens / count, 0), num(cost.completion_tokens / count, 0),
+                         str(cost.cache_hits), *money])
+        if prices:
+            usd = usd_cost(by_model, prices, len(run.records))
+            if usd.total is None:
+                notes.append(f"{run.label}: no USD total, {prices.path} has no price for "
+                             f"{', '.join(usd.unpriced_models)}")
+            else:
+                rows.append(["", "**all models**", "", "", "", "", f"{usd.per_question:,.6f}", f"{usd.total:,.4f}"])
+    return (md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2)), notes) if rows or notes else None
 
 
 def recall_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: dict[Path, Baseline]) -> str:
@@ -331,8 +366,9 @@ def judge_plot(run: LoadedRun, question_id: str, path: Path) -> Path | None:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: str | None = None,
-                 title: str = "Evaluation report") -> dict[str, Any]:
-    """Write the Markdown report ``out`` and its PNGs beside it; return what was written."""
+                 title: str = "Evaluation report", prices: PriceTable | None = None) -> dict[str, Any]:
+    """Write the Markdown report ``out`` and its PNGs beside it; return what was written. A price
+    table (``--prices``) adds the cost in USD per model and per run."""
     out = Path(out).expanduser()
     if out.suffix.lower() != ".md":
         raise WinnowError(f"--out {out} must end in .md", "the plots are written beside it as PNG files")
@@ -398,6 +434,15 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
         parts += ["### Cost had nothing been cached", "",
                   "Calls that reached the model plus the cache hits, each at the tokens and model seconds of "
                   "its first asking (\"not recorded\": the run's answers predate this count).", "", uncached, ""]
+    split = model_cost_table(runs, prices)
+    if split:
+        table, notes = split
+        priced = f" at the prices of `{prices.path}` (USD per million tokens)" if prices else ""
+        parts += ["### Cost per model and role (GAR-meets-RAG App. B)", "",
+                  f"Calls and tokens per question that reached each model, and each agent role's share{priced}; "
+                  "role `default` is the method's own model (the reader, RankRAG's reranker, MAIN-RAG's "
+                  "Agent-1). The model rows sum to the run's cost above, and so do the role rows.", "", table, ""]
+        parts += [f"- {note}" for note in notes] + ([""] if notes else [])
     parts += ["## Answer Recall@k of every list (RankRAG Tables 6 and 8)", "", recall_table(runs, bases, by_run)]
     paired = paired_table(runs)
     if paired:

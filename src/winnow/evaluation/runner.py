@@ -84,6 +84,7 @@ class EvalRun:
     capped: bool = False
     api_key: str = ""
     cache: bool = True
+    prices: Any = None  # a PriceTable (``--prices``): the cost in USD in metrics.json
     command: list[str] = field(default_factory=lambda: ["winnow", *sys.argv[1:]])
 
     def __post_init__(self) -> None:
@@ -223,7 +224,7 @@ class EvalRun:
                "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
                "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
-                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped)
+                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices)
         metrics["questions"]["failed_this_session"] = len(self.failures)
         metrics = {"written": now(), **metrics}
         self.folder.close()
@@ -295,12 +296,14 @@ def indexed_ids(index_dir: Path) -> set[str]:
 
 def run_label(spec: Any) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
-    defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label."""
+    defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
+    A run from a profile says so ("profile=paper") and lists the settings changed from the profile's."""
     from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
-    defaults = method_settings(spec.method).to_dict()
-    parts = [spec.method, spec.model]
+    profile = getattr(spec, "profile", "")
+    defaults = method_settings(spec.method, profile=profile).to_dict()
+    parts = [spec.method, spec.model, *([f"profile={profile}"] if profile else [])]
     unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
     if "n" not in unused:
         parts.append(f"N={settings.get('n')}")

@@ -86,6 +86,11 @@ class LLM:
     def identity(self) -> dict[str, Any]:
         return self.backend.identity
 
+    @property
+    def model_name(self) -> str:
+        """The model's name as traces, cost tables and price tables (``--prices``) know it."""
+        return str(self.identity.get("model", ""))
+
     # --- fitting prompts to the context (see winnow.stages.fitting) ----------------------------
 
     @property
@@ -178,7 +183,7 @@ class LLM:
             traces[i].record(LLMCall(traces[i].name, "generate", recorded(prompts[i]), generation.text,
                                      generation.prompt_tokens, generation.completion_tokens,
                                      generation.seconds, cached=not paid, finish_reason=generation.finish_reason,
-                                     retries=generation.retries if paid else 0))
+                                     retries=generation.retries if paid else 0, model=self.model_name))
         return results
 
     def choice_scores(self, prompts: Sequence[Prompt], choices: Sequence[str], *,
@@ -199,7 +204,7 @@ class LLM:
             traces[i].record(LLMCall(traces[i].name, "choices", recorded(prompts[i]),
                                      {c: round(scores.probability(c), 6) for c in choices},
                                      scores.prompt_tokens, 0, scores.seconds, cached=not paid,
-                                     retries=scores.retries if paid else 0))
+                                     retries=scores.retries if paid else 0, model=self.model_name))
         return results
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from ..llm.client import LLM
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings, check_roles, role_name
 from .mainrag import MainRAG
+from .profiles import PROFILES, Profile, profile_named, profile_settings
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
 from .rrr import RRR
@@ -23,21 +24,26 @@ def method_class(name: str) -> type[Method]:
     return METHODS[name]
 
 
-def method_settings(name: str, **overrides: Any) -> MethodSettings:
-    """The method's defaults with ``overrides`` applied (``None`` values are ignored), coerced to
-    their types and checked; a bad value raises :class:`~winnow.settings.SettingError` naming it."""
-    return method_class(name).Settings.from_values(overrides, owner=f"method {name!r}")
+def method_settings(name: str, *, profile: str | None = None, **overrides: Any) -> MethodSettings:
+    """The method's defaults, then the named ``profile``'s values for it (:mod:`.profiles`, e.g.
+    ``"paper"``), then ``overrides`` (``None`` values are ignored), coerced to their types and
+    checked; a bad value raises :class:`~winnow.settings.SettingError` naming it."""
+    cls = method_class(name)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values = {**profile_settings(profile, name, given.get("task")), **given}
+    return cls.Settings.from_values(values, owner=f"method {name!r}")
 
 
 def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str, LLM] | None = None,
-                 **overrides: Any) -> Method:
+                 profile: str | None = None, **overrides: Any) -> Method:
     """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``.
 
     ``agents`` gives some roles their own model where the method has such roles, e.g.
     ``{"judge": other}`` for MAIN-RAG's judge (``winnow methods`` lists every method's roles).
+    ``profile="paper"`` starts from the paper's settings (:mod:`.profiles`); ``overrides`` win.
     """
     cls = method_class(name)
-    return cls(index, llm, method_settings(name, **overrides), agents)
+    return cls(index, llm, method_settings(name, profile=profile, **overrides), agents)
 
 
 def agent_roles(name: str) -> dict[str, str]:
@@ -50,5 +56,5 @@ def check_agent_roles(name: str, roles: Any) -> None:
     check_roles(name, agent_roles(name), {role_name(role): None for role in roles})
 
 
-__all__ = ["METHODS", "Method", "MethodSettings", "agent_roles", "build_method", "check_agent_roles", "method_class",
-           "method_settings", "role_name"]
+__all__ = ["METHODS", "PROFILES", "Method", "MethodSettings", "Profile", "agent_roles", "build_method",
+           "check_agent_roles", "method_class", "method_settings", "profile_named", "profile_settings", "role_name"]

@@ -14,9 +14,10 @@ from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from ..errors import WinnowError
 from ..llm.client import LLM
-from ..records import Answer, CandidateList, Query
+from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
 from ..stages.contract import QuestionState, Stage, run_stages
+from ..stages.reader import Reader
 from ..stages.retrieve import SearchIndex
 
 
@@ -113,26 +114,36 @@ class Method:
         self.agents = {role_name(role): agent for role, agent in (agents or {}).items()}
         check_roles(self.name, self.roles, self.agents)
         self.recipe: list[Stage] = []
+        #: Stage name -> the agent role whose model it calls (``llm_for(role)``); a stage not named
+        #: calls the method's own model, role "default". Traces carry it, so cost splits by role.
+        self.stage_roles: dict[str, str] = {}
 
     def llm_for(self, role: str) -> LLM:
         """The model of ``role``: its own if one was given, else the method's model."""
         return self.agents.get(role, self.llm)
 
-    def run_batch(self, batch: Sequence[QuestionState]) -> None:
-        """Run the recipe over ``batch``; afterwards each state holds its answer and final passages."""
-        run_stages(self.recipe, batch)
+    def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
+        """Run the recipe over ``batch``; afterwards each state holds its answer and final passages.
+        With ``answer=False`` the recipe stops before its reader: the passages it would answer from."""
+        run_stages(self.recipe if answer else [s for s in self.recipe if not isinstance(s, Reader)], batch)
 
-    def ask_batch(self, questions: Sequence[str | Query]) -> list[Answer]:
-        """Answer many questions, each stage over all of them at once; answers in question order."""
+    def ask_batch(self, questions: Sequence[str | Query], *, answer: bool = True) -> list[Answer]:
+        """Answer many questions, each stage over all of them at once; answers in question order.
+        ``answer=False`` selects the passages without generating an answer (its text is empty):
+        the method as a retriever (:mod:`winnow.integrations`)."""
         batch = [QuestionState(q if isinstance(q, Query) else Query(text=q)) for q in questions]
         check_dialogue(self.settings, sum(1 for state in batch if state.query.history))
         if batch:
-            self.run_batch(batch)
+            self.run_batch(batch, answer=answer)
+            for state in batch:
+                for stage in state.trace.stages:
+                    if stage.llm_calls:
+                        stage.role = self.stage_roles.get(stage.name, DEFAULT_ROLE)
         return [self._answer(state) for state in batch]
 
-    def ask(self, question: str | Query) -> Answer:
-        [answer] = self.ask_batch([question])
-        return answer
+    def ask(self, question: str | Query, *, answer: bool = True) -> Answer:
+        [result] = self.ask_batch([question], answer=answer)
+        return result
 
     def _answer(self, state: QuestionState) -> Answer:
         state.trace.seconds = sum(stage.seconds for stage in state.trace.stages)

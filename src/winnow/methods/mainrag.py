@@ -43,6 +43,18 @@ from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
 
 
+def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: float = 0.0,
+                        max_document_answer_tokens: int = 32, order: str = "descending",
+                        order_seed: int = 0) -> tuple[PerDocumentPredictor, NoisyDocumentJudge, AdaptiveJudgeBar]:
+    """MAIN-RAG's filter between retrieval and the final predictor: Agent-1 answers from each document
+    alone, Agent-2 judges each (document, query, answer) triplet by s = log P("Yes") - log P("No"),
+    and the adaptive judge bar keeps s ≥ τ = mean(s) - n·std(s), in ``order`` (descending s: "Adaptive Judge
+    Bar"). The method runs these three; :mod:`winnow.integrations` runs them alone over a caller's list."""
+    predictor = PerDocumentPredictor(llm, max_tokens=max_document_answer_tokens)
+    judge = NoisyDocumentJudge(judge_llm or llm)
+    return predictor, judge, AdaptiveJudgeBar(n=judge_n, scored_by=judge.name, order=order, order_seed=order_seed)
+
+
 @dataclass
 class MainRAGSettings(MethodSettings):
     """``n`` documents are retrieved (paper: 20); ``k`` is unused (MAIN-RAG keeps all survivors).
@@ -90,14 +102,14 @@ class MainRAG(Method):
                  agents: Mapping[str, LLM] | None = None) -> None:
         super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
-        self.predictor = PerDocumentPredictor(llm, max_tokens=settings.max_document_answer_tokens)
-        self.judge = NoisyDocumentJudge(self.llm_for("judge"))
-        self.bar: AdaptiveJudgeBar | YesNoJudgment
+        self.predictor, self.judge, bar = judge_filter_stages(
+            llm, self.llm_for("judge"), judge_n=settings.judge_n,
+            max_document_answer_tokens=settings.max_document_answer_tokens, order=settings.order,
+            order_seed=settings.order_seed)
+        self.bar: AdaptiveJudgeBar | YesNoJudgment = bar
         if settings.variant == "naive":
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)
-        else:
-            self.bar = AdaptiveJudgeBar(n=settings.judge_n, scored_by=self.judge.name, order=settings.order,
-                                        order_seed=settings.order_seed)
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
         self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]
+        self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

@@ -1,7 +1,12 @@
 """RankGPT (Sun et al., 2023): retrieve N, rerank listwise with a sliding window, answer from the top k.
 
-RRR's re-ranker h on the first retrieval alone, without the rewrite-retrieve loop, with RRR's
-re-ranker settings (§4(D): window 10, step 5; passages cut to 300 words as RankGPT does).
+GAR-meets-RAG measures RRR against RankGPT as a baseline whose numbers it quotes from Sun et al.
+(§4(B): "we quote results from Thakur et al. (2021) and Sun et al. (2023) computed in identical
+setting"); the paper runs no ablation of RRR without its loop (its nearest, Table 6's N_rw = 1,
+still filters by σ before h). Winnow's RankGPT uses the same listwise stage as RRR's re-ranker h,
+with h's window and step by default (§4(D): "w = 10 and s = 5"); RankGPT's own released code
+reranks the top 100 with a window of 20 and a step of 10, which ``--profile paper`` sets. Passages
+are cut to 300 words, as RankGPT's code does.
 """
 
 from __future__ import annotations

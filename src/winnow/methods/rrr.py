@@ -10,10 +10,14 @@
         q_{t+1} = g(q_t; π_t)
     order S by σ(q, ·); S* = h(S)                         RankGPT listwise, window w, step s
 
-Defaults follow §4(D) (N_rw=5, N_aug=3, τ=1, w=10, s=5) except N: the paper retrieves 100, a CPU
-default of 20 keeps a question within minutes. Relevance grades are memoised per document within a
-question (a document retrieved again by a later rewrite is not graded twice) and, across runs, by
-the LLM call cache, which the paper (App. B) credits with cutting relevance calls by about 40%.
+Defaults follow §4(D): "The best values for these parameters are N_rw = 5, τ = 1 (i.e., prune the
+least scoring ones), w = 10 and s = 5". The paper gives N_aug no value; 3 is Winnow's. Two defaults
+differ from the paper for a CPU: N (the paper retrieves 100, App. B: "N_rw*N = 500 calls"; 20
+keeps a question within minutes) and the rewriter's token limit (Table 4: "token limit 20"; 48
+here). ``--profile paper`` sets the paper's values. Relevance grades are memoised per document
+within a question (a document retrieved again by a later rewrite is not graded twice) and, across
+runs, by the LLM call cache: App. B's "database of previous calls", which cut its 500 relevance
+calls per query to "around 300 amortized calls".
 The reader answers from the top k of S*.
 
 Over a batch, each round's retrieval, grading, filtering and rewriting run for all questions still
@@ -65,6 +69,15 @@ class RRRSettings(MethodSettings):
         check_window(self)
 
 
+def relevance_filter_stages(llm: LLM, *, tau: float = 1.0, reorder: bool = False, name: str = "relevance",
+                            filter_name: str = "filter") -> tuple[GradedRelevanceReranker, ThresholdFilter]:
+    """RRR's σ and its cut (Algorithm 1 lines 5-6): grade each document 1-5 against the original query
+    (App. A.2) and keep those with σ > τ (τ = 1 prunes the lowest grade, §4(D)). ``reorder`` ranks the
+    kept documents by E[σ]; RRR itself keeps the retrieved order and sorts the union S at the end."""
+    relevance = GradedRelevanceReranker(llm, name=name, reorder=reorder)
+    return relevance, ThresholdFilter(tau=tau, graded_by=relevance.name, name=filter_name)
+
+
 @dataclass
 class _Loop:
     """One question's Algorithm 1 bookkeeping: S in the order found, and a record per round."""
@@ -89,9 +102,8 @@ class RRR(Method):
         super().__init__(index, llm, settings, agents)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
-        # σ is asked about the original query (§3.1 (ii), Table 8), whatever query retrieved R_t.
-        self.relevance = GradedRelevanceReranker(self.llm_for("relevance"), name="relevance", reorder=False)
-        self.filter = ThresholdFilter(tau=settings.tau, graded_by=self.relevance.name, name="filter")
+        # σ is asked about the original query (§3.1 (ii); §5.3 (ii), Table 8), whatever query retrieved R_t.
+        self.relevance, self.filter = relevance_filter_stages(self.llm_for("relevance"), tau=settings.tau)
         self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
                                       feedback_docs=settings.feedback_docs)
         self.reranker = ListwiseReranker(self.llm_for("rerank"), window=settings.window, step=settings.step,
@@ -99,8 +111,10 @@ class RRR(Method):
                                          template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+        self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite",
+                            self.reranker.name: "rerank"}
 
-    def run_batch(self, batch: Sequence[QuestionState]) -> None:
+    def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
         loops = [_Loop() for _ in batch]
         for round_number in range(1, self.settings.rewrites + 1):
             active = [i for i, state in enumerate(batch) if not state.done]
@@ -110,7 +124,8 @@ class RRR(Method):
         self._order_by_sigma(batch, loops)
         self.reranker.run([state for state in batch if len(state.ranked) > 1])
         self.keep_top.run(batch)
-        self.reader.run(batch)
+        if answer:
+            self.reader.run(batch)
 
     def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop]) -> None:
         """Algorithm 1 lines 3-12 for every question still in the loop."""

@@ -123,9 +123,13 @@ class Service:
         method = request.method or self.pipeline.spec.method
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-        base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
+        from ..methods import profile_settings
+
+        spec = self.pipeline.spec
+        # The server's settings for its own method; for another, the server's profile's (if any).
+        base = spec.settings if method == spec.method else profile_settings(spec.profile, method)
         overrides = request_overrides(request.n, request.k, request.options, container=container)
-        settings = check_settings(method, base, overrides, limits, container=container)
+        settings = check_settings(method, base, overrides, limits, container=container, profile=request.profile)
         history = check_history(request.history, settings["task"], limits, container=container)
         turns = [turn.to_dict() for turn in history]
         key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
@@ -135,6 +139,7 @@ class Service:
             answer = self._build(method, settings, models).ask(Query(question, history=history))
             payload = answer.to_dict()
             payload["settings"].update(self.pipeline.describe())
+            payload["profile"] = request.profile or spec.profile or None
             payload["model"] = models.llm.identity
             payload["trace"]["documents"] = documents_seen(answer.trace)
             return payload
@@ -269,13 +274,16 @@ class Service:
         return {"object": "list", "data": data}
 
     def method_list(self) -> dict[str, Any]:
-        from ..methods import METHODS
+        from ..methods import METHODS, PROFILES
 
         spec = self.pipeline.spec
         methods = [{"name": name, "summary": cls.summary, "stages": list(cls.stages), "roles": dict(cls.roles),
-                    "defaults": within_ceilings(name, cls.Settings().to_dict(), self.limits)}
+                    "defaults": within_ceilings(name, cls.Settings().to_dict(), self.limits),
+                    "profiles": {profile: dict(p.settings.get(name, {})) for profile, p in PROFILES.items()}}
                    for name, cls in METHODS.items()]
         return {"default": spec.method, "default_settings": within_ceilings(spec.method, spec.settings, self.limits),
+                "profile": spec.profile or None,
+                "profiles": {name: p.summary for name, p in PROFILES.items()},
                 "methods": methods,
                 "rerank_methods": [{"name": k, "summary": v} for k, v in RERANK_METHODS.items()],
                 "limits": self.limits.to_dict()}

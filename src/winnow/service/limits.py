@@ -103,9 +103,10 @@ def check_history(turns: list[Any], task: str, limits: Limits, *, container: str
     return history
 
 
-def check_range(field_name: str, value: int, low: int, high: int) -> int:
+def check_range(field_name: str, value: int, low: int, high: int, label: str = "") -> int:
+    """``value`` if within [low, high], else a 422 naming ``field_name`` (described as ``label``)."""
     if not low <= value <= high:
-        raise invalid(field_name, f"{field_name} must be between {low} and {high} (got {value})")
+        raise invalid(field_name, f"{label or field_name} must be between {low} and {high} (got {value})")
     return value
 
 
@@ -174,21 +175,32 @@ def request_overrides(n: Any, k: Any, options: dict[str, Any], *, container: str
 
 
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
-                   container: str = "options") -> dict[str, Any]:
-    """The method's settings for one request: ``base`` (the server's), then ``overrides`` (what the
+                   container: str = "options", profile: str | None = None) -> dict[str, Any]:
+    """The method's settings for one request: ``base`` (the server's), then the request's
+    ``profile`` (a named preset, :mod:`winnow.methods.profiles`), then ``overrides`` (what the
     request asked, keyed by field as :func:`request_overrides` gives them, ``container`` the
     table of settings other than N and k), each coerced to the
     setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
-    ceilings, requested values refused above them). Returns the full resolved settings."""
-    from ..methods import method_class, method_settings
+    ceilings, requested values refused above them: a profile's count as requested, and an error
+    about one names the field ``profile``). Returns the full resolved settings."""
+    from ..methods import method_class, method_settings, profile_settings
     from ..settings import SettingError, coerce_value
 
     settings_type = method_class(method).Settings
     types = settings_type.field_types()
     defaults = settings_type().to_dict()
+    try:
+        task = next((value for name, value in overrides.items() if name.removeprefix(f"{container}.") == "task"),
+                    None)
+        preset = profile_settings(profile, method, task)
+    except SettingError as exc:
+        raise invalid("profile", str(exc)) from exc
+    chosen = [("profile", key, value) for key, value in preset.items()]
+    chosen += [(name, name.removeprefix(f"{container}."), value) for name, value in overrides.items()]
     asked: dict[str, Any] = {}
-    for name, value in overrides.items():
-        key = name.removeprefix(f"{container}.")
+    asked_as: dict[str, str] = {}  # options.n or n as the request put it, or "profile"
+    for name, key, value in chosen:
+        label = f"profile {profile!r} setting {key!r}" if name == "profile" else name
         if key not in types:
             raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
         try:
@@ -196,18 +208,21 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
         except SettingError as exc:
             raise invalid(name, str(exc)) from exc
         if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
-            raise invalid(name, f"{name} must be between 0 and {limits.setting_caps[key]} (got {value})")
+            raise invalid(name, f"{label} must be between 0 and {limits.setting_caps[key]} (got {value})")
         asked[key] = value
+        asked_as[key] = name
     merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
                                       **{k: v for k, v in base.items() if k in defaults}, **asked},
                              limits, asked=asked)
-    asked_as = {name.removeprefix(f"{container}."): name for name in overrides}  # options.n or n, as asked
 
     def field_of(key: str) -> str:
         return asked_as.get(key, key if key in ("n", "k") else f"{container}.{key}")
 
-    n = check_range(field_of("n"), merged["n"], 1, limits.max_n)
-    check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits))
+    def label_of(key: str) -> str:
+        return f"profile {profile!r} setting {key!r}" if field_of(key) == "profile" else field_of(key)
+
+    n = check_range(field_of("n"), merged["n"], 1, limits.max_n, label_of("n"))
+    check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits), label_of("k"))
     try:
         return method_settings(method, **merged).to_dict()
     except SettingError as exc:

@@ -33,7 +33,7 @@ from pydantic import Field, StrictInt, StrictStr  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from ..errors import WinnowError  # noqa: E402
-from ..methods import METHODS  # noqa: E402
+from ..methods import METHODS, PROFILES  # noqa: E402
 from ..rerank import RERANK_METHODS  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .engine import Service  # noqa: E402
@@ -167,12 +167,16 @@ def build_server(service: Service) -> MCPServer:
             description="The dialogue's earlier turns, oldest first, as {\"role\": \"user\"|\"assistant\", "
                         "\"text\": ...}, opening with the user and alternating; needs settings.task = "
                         "\"conversational\" (rankrag, vanilla).")] = None,
+        profile: Annotated[Optional[StrictStr], Field(description="Start from a named preset of settings: "
+                                                                  f"{', '.join(PROFILES)} (\"paper\": the "
+                                                                  "papers' values); settings override it.")] = None,
         context: Optional[Context] = None,
     ) -> dict[str, Any]:
         with tool_errors():
-            check_unicode({"question": question, "method": method, "settings": settings, "history": history})
+            check_unicode({"question": question, "method": method, "settings": settings, "history": history,
+                           "profile": profile})
             request = AskRequest.model_validate({"question": question, "method": method, "options": settings or {},
-                                                 "history": history or []})
+                                                 "history": history or [], "profile": profile})
             plan = service.plan_ask(request, container="settings")
             return await execute(service, plan, open_record(service, plan),
                                  progress_to(context) if context else None)

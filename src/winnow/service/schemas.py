@@ -35,6 +35,9 @@ class AskRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="Other method settings, e.g. "
                                                                        "{\"judge_n\": 0.5}; GET /v1/methods lists "
                                                                        "them.")
+    profile: Optional[StrictStr] = Field(None, description="Start from a named preset of settings, e.g. \"paper\" "
+                                                           "(the papers' values; GET /v1/methods lists the "
+                                                           "profiles); n, k and options override it.")
     stream: StrictBool = Field(False, description="Answer as server-sent events: queued, started, progress "
                                                   "(stage, done, total), then result or error.")
     include_trace: StrictBool = Field(False, description="Include the full trace (also at GET /v1/traces/{id}).")
@@ -98,6 +101,7 @@ class AskResponse(BaseModel):
     answer: str
     method: str
     settings: dict[str, Any]
+    profile: Optional[str] = Field(None, description="The named preset the settings started from, if any.")
     passages: list[PassageOut]
     usage: dict[str, Any]
     served_from: str = Field(description="llm (the model ran), call-cache (every LLM call was cached) or "

@@ -12,7 +12,7 @@ tokens, e.g. a server that does not continue the prefilled turn), the model is a
 few tokens instead and the grade is parsed from the text (:func:`parse_score`).
 
 :class:`ThresholdFilter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, §4(D):
-"prune the lowest score").
+"τ = 1 (i.e., prune the least scoring ones)").
 """
 
 from __future__ import annotations

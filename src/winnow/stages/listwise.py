@@ -1,10 +1,11 @@
 """Listwise reranking by permutation generation: RankGPT (Sun et al., 2023), RRR's re-ranker h.
 
 The model reads a window of passages as a conversation (RRR Appendix A.3: one user turn "[i]
-passage" per passage, each acknowledged) and answers with a ranking "[2] > [1] > …". Windows slide
-from the back of the list to the front (window w, step s; RRR §4(D): w = 10, s = 5), so a relevant
-passage near the bottom can bubble up by w - s places per window. Unlike RankGPT's own loop, the
-final partial window at the front is ranked too, so every passage is seen at least once.
+passage" per passage, each acknowledged) and answers with a ranking, "[2] >> [1] >> …" as A.3 asks
+(RankGPT's own prompt asks for "[2] > [1] > …"; either is read). Windows slide from the back of
+the list to the front (window w, step s; RRR §4(D): w = 10, s = 5), so a relevant passage near the
+bottom can bubble up by w - s places per window. Unlike RankGPT's own loop, the final partial
+window at the front is ranked too, so every passage is seen at least once.
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ class ListwiseReranker(ListStage):
     """
 
     llm: LLM
-    window: int = 10  # w (RRR §4(D); RankGPT used 20)
-    step: int = 5  # s (RRR §4(D); RankGPT used 10)
+    window: int = 10  # w (RRR §4(D); RankGPT's released code: 20)
+    step: int = 5  # s (RRR §4(D); RankGPT's released code: 10)
     max_words: int = 300  # RankGPT truncates each passage to its first 300 words
     keep: int | None = None  # top-k to keep after reranking; None keeps all
     name: str = "listwise"

@@ -1,0 +1,123 @@
+"""``--profile paper``: each method's settings set to its paper's values, overridable, and shown."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from winnow.cli import app, main
+from winnow.evaluation.runner import run_label
+from winnow.methods import METHODS, PROFILES, method_settings
+from winnow.pipeline import RunSpec
+from winnow.service.limits import ApiError, Limits, check_settings
+from winnow.settings import SettingError
+
+
+def test_the_paper_profile_sets_the_papers_values():
+    """RankRAG §5.1: "retrieve top-N (100 for 8B and 30 for 70B) documents for ranking" and "set the
+    maximum number of generated token to be 32 for OpenQA, 128 for ConvQA and 8 for others"; §1:
+    "generates answer based on the refined top-k (e.g., 5)".
+    GAR-meets-RAG §4(D): "The best values for these parameters are N_rw = 5, τ = 1 (i.e., prune the
+    least scoring ones), w = 10 and s = 5"; App. B: "N_rw*N = 500 calls" (N = 100); Table 4:
+    "Rewriter g · GPT-4 · token limit 20".
+    RankGPT: GAR-meets-RAG §4(B), "we quote results from Thakur et al. (2021) and Sun et al. (2023)
+    computed in identical setting", i.e. RankGPT's own: top 100, window 20, step 10.
+    MAIN-RAG (the design brief): "Retriever returns N documents (paper: Contriever-MS MARCO, N=20)",
+    "τ_q = mean(s) − n·std(s) per query (n is the only hyper-parameter, default 0".
+    """
+    paper = {name: method_settings(name, profile="paper").to_dict() for name in METHODS}
+    assert (paper["rankrag"]["n"], paper["rankrag"]["k"], paper["rankrag"]["max_answer_tokens"]) == (100, 5, 32)
+    rrr = paper["rrr"]
+    assert (rrr["n"], rrr["rewrites"], rrr["tau"], rrr["window"], rrr["step"], rrr["max_rewrite_tokens"]) == \
+        (100, 5, 1.0, 10, 5, 20)
+    assert (paper["mainrag"]["n"], paper["mainrag"]["judge_n"]) == (20, 0.0)
+    # RankGPT, the baseline GAR-meets-RAG quotes from Sun et al. (§4(B)): BM25 top 100, window 20, step 10.
+    assert (paper["rankgpt"]["n"], paper["rankgpt"]["window"], paper["rankgpt"]["step"]) == (100, 20, 10)
+    assert (paper["vanilla"]["k"], paper["vanilla"]["max_answer_tokens"]) == (5, 32)
+    # The variants change only what §5.1 says they do.
+    assert method_settings("rankrag", profile="paper-70b").n == 30
+    assert method_settings("rrr", profile="paper-70b").n == 100
+    assert method_settings("rankrag", profile="paper-fever").max_answer_tokens == 8
+    assert method_settings("rankrag", profile="paper-70b-convqa").to_dict() == {
+        **paper["rankrag"], "n": 30, "max_answer_tokens": 128, "task": "conversational"}
+    # App. D prints its prompts as plain text; the task variants are its FEVER and ConvQA prompts.
+    assert (paper["rankrag"]["framing"], paper["rankrag"]["task"]) == ("plain", "qa")
+    assert method_settings("vanilla", profile="paper-fever").task == "fever"
+    # An explicit task picks §5.1's answer limit for it; an explicit limit still wins.
+    assert method_settings("rankrag", profile="paper", task="fever").max_answer_tokens == 8
+    assert method_settings("rankrag", profile="paper", task="fever", max_answer_tokens=12).max_answer_tokens == 12
+    assert method_settings("mainrag", profile="paper-fever") == method_settings("mainrag", profile="paper")
+
+
+def test_every_profile_is_valid_for_every_method_it_names():
+    for profile in PROFILES.values():
+        assert set(profile.settings) <= set(METHODS)
+        for method in METHODS:
+            method_settings(method, profile=profile.name)  # coerced and checked: raises if a value is out of range
+
+
+def test_explicit_settings_override_the_profile(tmp_path):
+    spec = RunSpec.resolve(run={"method": "rrr", "profile": "paper"}, settings={"n": 30, "window": 20, "step": 10})
+    settings = method_settings(spec.method, **spec.settings)
+    assert (settings.n, settings.window, settings.step, settings.rewrites, settings.max_rewrite_tokens) == \
+        (30, 20, 10, 5, 20)
+    config = tmp_path / "run.toml"
+    config.write_text('method = "rankrag"\nprofile = "paper-70b"\nk = 3\n[rankrag]\nmax_answer_tokens = 16\n')
+    spec = RunSpec.resolve(config=config)
+    assert spec.profile == "paper-70b"
+    assert method_settings(spec.method, **spec.settings).to_dict() == {
+        "n": 30, "k": 3, "max_answer_tokens": 16, "fusion_alpha": 0.0, "framing": "plain", "task": "qa"}
+    # The flag's profile wins over the file's.
+    assert RunSpec.resolve(config=config, run={"profile": "paper"}).settings["n"] == 100
+
+
+def test_the_profile_is_recorded_in_the_spec_and_the_run_label():
+    spec = RunSpec.resolve(run={"method": "rankrag", "model": "smollm2-135m", "profile": "paper"},
+                           settings={"k": 10})
+    assert spec.to_dict()["profile"] == "paper"
+    assert run_label(spec) == "rankrag smollm2-135m profile=paper N=100 k=10"
+    assert "profile" not in RunSpec.resolve(run={"method": "rankrag"}).to_dict()  # older run folders resume
+
+
+def test_an_unknown_profile_is_refused_with_the_list(monkeypatch, capsys):
+    with pytest.raises(SettingError) as caught:
+        RunSpec.resolve(run={"method": "vanilla", "profile": "papers"})
+    assert caught.value.setting == "profile"
+    assert "unknown profile 'papers'" in str(caught.value) and "paper, paper-fever" in str(caught.value)
+    monkeypatch.setattr(sys, "argv", ["winnow", "ask", "--index", "nowhere", "--profile", "papers", "a question"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and "unknown profile 'papers'" in error and "paper-70b" in error
+
+
+def test_a_request_profile_counts_as_asked_and_names_its_field():
+    limits = Limits()
+    assert check_settings("rankrag", {}, {"k": 3}, limits, profile="paper")["n"] == 100
+    assert check_settings("rankrag", {}, {"k": 3}, limits, profile="paper")["k"] == 3
+    with pytest.raises(ApiError) as caught:
+        check_settings("rankrag", {}, {}, limits, profile="nope")
+    assert caught.value.field == "profile" and "paper-70b" in caught.value.message
+    with pytest.raises(ApiError) as caught:  # a server whose --max-n is below the paper's N refuses, not lowers
+        check_settings("rankrag", {}, {}, Limits(max_n=50), profile="paper")
+    assert caught.value.field == "profile" and "profile 'paper' setting 'n' must be between 1 and 50" in \
+        caught.value.message
+
+
+def test_winnow_methods_shows_defaults_beside_the_paper_values():
+    result = CliRunner().invoke(app, ["methods"], env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "setting" in line and "paper" in line)
+    assert header.index("default") < header.index("paper")
+    rows = {}
+    for line in result.output.splitlines():
+        cells = [cell.strip() for cell in line.split("│")]
+        if len(cells) > 6 and cells[1] in ("rankrag", "rrr", "") and cells[4]:
+            rows.setdefault(cells[4], []).append((cells[5], cells[6]))
+    assert ("20", "100 *") in rows["n"]  # rankrag, rrr and rankgpt: CPU default 20, paper 100
+    assert rows["max_rewrite_tokens"] == [("48", "20 *")]
+    assert rows["rewrites"] == [("5", "5")]
+    for name in PROFILES:
+        assert name in result.output
