@@ -64,7 +64,7 @@ def prepare(work: Path) -> tuple[Path, Path]:
         subprocess.run(_winnow("bench-data", "build", "--out", str(qa)), check=True)
     if not (qa / "nq-test.jsonl").exists():
         subprocess.run(_winnow("data", "export", "nq-test", "--out", str(qa / "nq-test.jsonl")), check=True)
-    return index, qa
+    return index, qa / "test.jsonl"
 
 
 class LoadServer:
@@ -135,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
     args.work.mkdir(parents=True, exist_ok=True)
-    index, qa = prepare(args.work)
+    index, queries = prepare(args.work)
     results = []
     print(f"{'C':>4} {'method':8} {'path':4} {'q':>4} {'calls':>6} {'wall s':>7} {'q/s':>7} {'util(LLM span)':>15} "
           f"{'util(command)':>14} {'max in slots':>12}", flush=True)
@@ -149,7 +149,7 @@ def main() -> None:
                         ("old", args.old_questions, 1, 8),
                         ("new", new_questions, args.batch_size or new_questions, args.max_inflight or capacity)):
                     out = args.work / "runs" / f"c{capacity}-{method}-{path}-{time.time_ns()}"
-                    source = qa / ("test.jsonl" if new_questions <= WIKI_VITAL_QA_TEST else "nq-test.jsonl")
+                    source = queries if new_questions <= WIKI_VITAL_QA_TEST else queries.with_name("nq-test.jsonl")
                     row = run_eval(server, index, source, out, method, questions, batch, inflight)
                     row.update(queries=str(source))
                     row.update(capacity=capacity, method=method, path=path, batch_size=batch, max_inflight=inflight)
