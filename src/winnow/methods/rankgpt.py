@@ -1,7 +1,9 @@
 """RankGPT (Sun et al., 2023): retrieve N, rerank listwise with a sliding window, answer from the top k.
 
 RRR's re-ranker h on the first retrieval alone, without the rewrite-retrieve loop, with RRR's
-re-ranker settings (§4(D): window 10, step 5; passages cut to 300 words as RankGPT does).
+re-ranker settings (§4(D): window 10, step 5; passages cut to 300 words as RankGPT does). The
+re-ranker, its non-paper fallbacks and the optional second pass over the top ``second_pass_depth``
+(RankGPT's two-step process as RRR §4(C) uses it) are :mod:`.final_rerank`'s.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from ..llm.client import LLM
-from ..prompts import listwise_prompt
 from ..settings import at_least
-from ..stages import KeepTop, ListwiseReranker, Reader, Retriever, ScoreFusion
-from ..stages.listwise import check_listwise_prompt
+from ..stages import KeepTop, Reader, Retriever, ScoreFusion
+from ..stages.contract import Stage
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
+from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rerank_deviations, second_pass
 
 
 @dataclass
@@ -24,10 +26,19 @@ class RankGPTSettings(RerankingSettings):
     step: int = 5
     max_passage_words: int = 300
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # stages.listwise.LISTWISE_PROMPTS
+    rerank: Literal["listwise", "pointwise", "graded"] = "listwise"  # listwise is the paper's; final_rerank
+    second_pass_depth: int = 0  # re-rank the top d again on the rerank2 model (RRR §4(C): 30); 0 is off
 
     def check(self) -> None:
         super().check()
         check_window(self)
+        check_final_rerank(self)
+        self.require(not (self.second_pass_depth and self.fusion_alpha), "second_pass_depth",
+                     "settings 'second_pass_depth' and 'fusion_alpha' cannot be combined: the blend would reorder "
+                     "the second pass's list by the first pass's scores", "set one of them to 0")
+
+    def deviations(self) -> dict[str, str]:
+        return {**super().deviations(), **rerank_deviations(self)}
 
 
 def check_window(settings: Any) -> None:
@@ -42,16 +53,20 @@ def check_window(settings: Any) -> None:
 class RankGPT(Method):
     name = "rankgpt"
     summary = "retrieve N, RankGPT listwise rerank with a sliding window (w, s), answer from the top k"
-    stages = ("retrieve(N)", "listwise rerank (w, s)", "[fuse with first stage, α]", "keep top k", "generate")
+    stages = ("retrieve(N)", "listwise rerank (w, s) [or a fallback]", "[second pass: top d on rerank2]",
+              "[fuse with first stage, α]", "keep top k", "generate")
     Settings = RankGPTSettings
+    roles = dict(RERANK_ROLES)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
         super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
-        self.reranker = ListwiseReranker(llm, window=settings.window, step=settings.step,
-                                         max_words=settings.max_passage_words, keep=None,
-                                         template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
+        reranker = final_reranker(settings, self.llm_for("rerank"))
+        assert reranker is not None  # RankGPT's rerank has no "none"
+        self.reranker = reranker
+        self.second_pass = second_pass(settings, self.llm_for("rerank2"))
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-        self.recipe = [self.retriever, self.reranker, self.fusion, KeepTop(settings.k), self.reader]
+        passes: list[Stage] = [reranker, *([self.second_pass] if self.second_pass else [])]
+        self.recipe = [self.retriever, *passes, self.fusion, KeepTop(settings.k), self.reader]
