@@ -7,8 +7,8 @@ alike; the re-rankers, the second pass on its own model and the call counts run 
 """
 
 import pytest
-
 from test_rrr import ScriptedModel, rounds
+
 from winnow.errors import WinnowError
 from winnow.evaluation.report import LoadedRun, deviation_notes
 from winnow.evaluation.runner import run_label
@@ -224,6 +224,18 @@ def test_the_second_pass_model_is_an_agent_role(tmp_path):
     assert RunSpec.resolve(run={"method": "rankgpt", "agents": {"rerank2": "x"}}).agents == {"rerank2": "x"}
     with pytest.raises(WinnowError, match="has no agent role"):
         RunSpec.resolve(run={"method": "rankrag", "agents": {"rerank2": "x"}})
+
+
+def test_http_options_reach_the_new_settings():
+    """/v1/ask's ``options`` go through the same typed settings (no server needed to check them)."""
+    from winnow.service.limits import ApiError, Limits, check_settings
+
+    chosen = check_settings("rrr", {}, {"options.second_pass_depth": 30, "options.feedback": "none",
+                                        "options.rerank": "pointwise"}, Limits())
+    assert (chosen["second_pass_depth"], chosen["feedback"], chosen["rerank"]) == (30, "none", "pointwise")
+    with pytest.raises(ApiError) as refused:
+        check_settings("rankgpt", {}, {"options.second_pass_depth": 1}, Limits())
+    assert refused.value.field == "options.second_pass_depth"
 
 
 def test_fallback_rerankers_are_labelled_as_deviations(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from .common import app, out
@@ -26,5 +27,6 @@ def methods() -> None:
     for name, cls in METHODS.items():
         defaults = "\n".join(f"{k}={v}" for k, v in cls.Settings().to_dict().items())
         roles = "\n".join(f"{role}: {what}" for role, what in cls.roles.items()) or "-"
-        table.add_row(name, "\n".join(cls.stages), cls.summary, defaults, roles)
+        # Optional stages are written "[…]", which rich would take for markup and drop.
+        table.add_row(name, escape("\n".join(cls.stages)), escape(cls.summary), escape(defaults), escape(roles))
     out.print(table)
