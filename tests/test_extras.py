@@ -156,6 +156,7 @@ def test_a_method_runs_in_the_core_through_the_python_api(core_python, built, se
 
 MISSING = {  # what a user of the core types → the extra it needs
     "serve": ["serve", "--index", "{idx}"],
+    "mcp": ["mcp", "--index", "{idx}"],
     "report": ["report", "{folder}/run", "--out", "{folder}/report.md"],
     "eval --qrels": ["eval", "--index", "{idx}", "--queries", "{folder}/q.jsonl", "--qrels", "{folder}/qrels.txt",
                      "--out", "{folder}/run"],
@@ -168,7 +169,7 @@ MISSING = {  # what a user of the core types → the extra it needs
     "ask --backend transformers": ["ask", "--index", "{idx}", "--backend", "transformers", "--model", "m", "q"],
     "train sft": ["train", "sft", "--base", "smollm2-135m", "--data", "{folder}/blend", "--out", "{folder}/sft"],
 }
-EXTRA_OF = {"serve": "serve", "report": "eval", "eval --qrels": "eval", "eval --engine ray": "ray",
+EXTRA_OF = {"serve": "serve", "mcp": "mcp", "report": "eval", "eval --qrels": "eval", "eval --engine ray": "ray",
             "index --dense": "dense",
             "rerank --method embedding": "dense", "data export irds:": "data", "ask (llama.cpp)": "llamacpp",
             "ask --backend transformers": "train", "train sft": "train"}

@@ -43,6 +43,26 @@ def test_choice_scores_are_cached_too(llm):
     assert second.usage.cache_hits == 1 and second.usage.calls == 0
 
 
+def test_a_cached_answer_todays_checks_refuse_is_asked_again(llm):
+    """An entry written by an older version (a NaN log-probability, a missing field) is not served."""
+    first = StageTrace("a", "t")
+    [fresh] = llm.choice_scores([JUDGE], ["Yes", "No"], stage=first)
+    [key] = _keys(llm)
+    llm.cache.put(key, "choices", {"logprobs": {"Yes": float("nan"), "No": -0.1}, "prompt_tokens": 9,
+                                   "seconds": 0.1, "missing": []})
+    again = StageTrace("b", "t")
+    [scores] = llm.choice_scores([JUDGE], ["Yes", "No"], stage=again)
+    assert scores.logprobs == fresh.logprobs
+    assert (again.usage.calls, again.usage.cache_hits, llm.stale_cache_entries) == (1, 0, 1)
+    third = StageTrace("c", "t")
+    llm.choice_scores([JUDGE], ["Yes", "No"], stage=third)  # the entry was overwritten with a good one
+    assert (third.usage.cache_hits, llm.stale_cache_entries) == (1, 1)
+
+
+def _keys(llm):
+    return [row[0] for row in llm.cache._db.execute("SELECT key FROM llm_calls")]
+
+
 def test_different_parameters_do_not_share_an_entry(llm):
     stage = StageTrace("a", "t")
     llm.generate([PROMPT], stage=stage, max_tokens=6)

@@ -107,6 +107,48 @@ def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(clus
     assert metrics["questions"]["answered"] == len(QUESTIONS) and metrics["questions"]["remaining"] == 0
 
 
+def worker_pids() -> list[int]:
+    """Processes of live Ray actors running a QuestionWorker (Ray names them in their command line)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"ray::QuestionWorker" in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.llm
+def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(cluster, bench, tmp_path):
+    out = tmp_path / "run"
+    args = eval_args(bench, out, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
+                     "--batch-size", "1")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    answers = out / "answers.jsonl"
+    deadline = time.monotonic() + 300
+    while not (answers.is_file() and answers.read_bytes().count(b"\n") >= 1 and len(worker_pids()) == 2):
+        assert driver.poll() is None, "the run ended before a worker could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(worker_pids()[0], signal.SIGKILL)  # as a node lost or the OOM killer would
+    _, stderr = driver.communicate(timeout=300)
+    assert driver.returncode == 0, stderr  # the other worker finished the run
+    errors = read_lines(out / "errors.jsonl")
+    lost = {e["id"] for e in errors}
+    assert 1 <= len(lost) <= 2 and all("its Ray worker died" in e["error"] for e in errors)  # its queued batches
+    first = [r["id"] for r in records(out)]
+    assert sorted(first + sorted(lost)) == [q["id"] for q in QUESTIONS]  # every question answered or failed, once
+
+    result = winnow(*args)
+    assert f"{len(first)} already answered, {len(lost)} to ask" in result.stderr
+    ids = [r["id"] for r in records(out)]
+    assert sorted(ids) == [q["id"] for q in QUESTIONS]  # 0 lost, 0 twice
+    assert json.loads((out / "metrics.json").read_text())["questions"]["remaining"] == 0
+
+
 def test_a_worker_that_cannot_open_the_run_is_one_line(cluster, bench, tmp_path):
     result = winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "no-such-model",
                     "--out", tmp_path / "run", "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1",

@@ -18,6 +18,7 @@ from .commands import (  # noqa: F401  (they register)
     corpus,
     data,
     evaluate,
+    mcp,
     report,
     serve,
     train,

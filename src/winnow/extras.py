@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from types import ModuleType
+from typing import Sequence
 
 from .errors import WinnowError
 
@@ -20,6 +21,7 @@ from .errors import WinnowError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "llamacpp": ("xllamacpp",),
     "serve": ("fastapi", "uvicorn"),
+    "mcp": ("mcp",),
     "eval": ("ir_measures", "pytrec_eval", "matplotlib"),
     "dense": ("onnxruntime", "tokenizers"),
     "data": ("ir_datasets",),
@@ -45,6 +47,15 @@ def require(extra: str, feature: str, *, alternative: str = "") -> None:
     if missing:
         raise MissingExtra(feature, extra, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
                                            f"installed", alternative)
+
+
+def require_one_of(extras: Sequence[str], feature: str) -> None:
+    """Fail fast unless at least one of ``extras`` is installed: for a feature that any of them
+    provides (the service engine, behind both `winnow serve` and `winnow mcp`)."""
+    if any(all(importlib.util.find_spec(module) for module in EXTRAS[extra]) for extra in extras):
+        return
+    first, *others = extras
+    require(first, feature, alternative=" or ".join(f"pip install 'winnow[{extra}]'" for extra in others))
 
 
 def import_extra(module: str, extra: str, feature: str, *, alternative: str = "") -> ModuleType:

@@ -104,6 +104,19 @@ ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help
 MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
                                                               help="Longest answer the reader may write.")]
 
+# What one request to a server (`winnow serve`, `winnow mcp`) may ask: the limits of winnow.service.limits.
+ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
+                                                                               "(default: all cores).")]
+MaxPendingOption = Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
+                                                                            "the model at once; more are refused.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds a request may wait for and "
+                                                                           "use the model.")]
+MaxQuestionCharsOption = Annotated[int, typer.Option("--max-question-chars", min=1)]
+MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help="Per rerank request.")]
+MaxDocumentCharsOption = Annotated[int, typer.Option("--max-document-chars", min=1)]
+MaxNOption = Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")]
+MaxKOption = Annotated[int, typer.Option("--max-k", min=1)]
+
 
 def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: list[str] | None = None,
                 agents_for_method: bool = True, **flags: Any):

@@ -22,12 +22,20 @@ from .common import (
     IndexOption,
     JudgeModelOption,
     KOption,
+    MaxDocumentCharsOption,
+    MaxDocumentsOption,
     MaxInflightOption,
+    MaxKOption,
+    MaxNOption,
+    MaxPendingOption,
+    MaxQuestionCharsOption,
     ModelOption,
     NoCacheOption,
     NOption,
     RetrieverOption,
     SetOption,
+    ThreadsOption,
+    TimeoutOption,
     app,
     err,
     resolve_run,
@@ -100,17 +108,14 @@ def serve(
              "against DNS rebinding.")] = None,
     allow_any_host: Annotated[bool, typer.Option("--allow-any-host", help="Answer any Host header (behind a "
                                                                           "proxy that checks it).")] = False,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
-                                                                            "(default: all cores).")] = None,
-    max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
-                                                                          "the model at once; more get 503.")] = 64,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds a request may wait for and "
-                                                                        "use the model (504 after).")] = 600.0,
-    max_question_chars: Annotated[int, typer.Option("--max-question-chars", min=1)] = 2000,
-    max_documents: Annotated[int, typer.Option("--max-documents", min=1, help="Per /v1/rerank request.")] = 200,
-    max_document_chars: Annotated[int, typer.Option("--max-document-chars", min=1)] = 20_000,
-    max_n: Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")] = 100,
-    max_k: Annotated[int, typer.Option("--max-k", min=1)] = 50,
+    threads: ThreadsOption = None,
+    max_pending: MaxPendingOption = 64,
+    timeout: TimeoutOption = 600.0,
+    max_question_chars: MaxQuestionCharsOption = 2000,
+    max_documents: MaxDocumentsOption = 200,
+    max_document_chars: MaxDocumentCharsOption = 20_000,
+    max_n: MaxNOption = 100,
+    max_k: MaxKOption = 50,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
     no_cache: NoCacheOption = False,
@@ -120,7 +125,8 @@ def serve(
     import uvicorn
 
     from ..pipeline import Pipeline
-    from ..service import Limits, Service, create_app
+    from ..service import Limits, Service
+    from ..service.app import create_app
     from ..service.hosts import HostPolicy
 
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -58,6 +59,26 @@ def call_key(identity: dict[str, Any], kind: str, messages: Any, params: dict[st
     payload = json.dumps({"identity": identity, "kind": kind, "messages": messages, "params": params},
                          sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+#: Fields a cached answer must hold, by call kind, with the types each must have.
+_CACHED_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "generate": {"text": str, "prompt_tokens": int, "completion_tokens": int, "seconds": (int, float)},
+    "choices": {"logprobs": dict, "prompt_tokens": int, "seconds": (int, float), "missing": list},
+}
+
+
+def cached_answer_is_usable(kind: str, answer: Any) -> bool:
+    """Whether a cached answer passes today's checks: its fields are there with their types and a
+    choice call's log-probabilities are finite numbers at most 0 (older versions could store NaN)."""
+    fields = _CACHED_FIELDS.get(kind)
+    if fields is None or not isinstance(answer, dict):
+        return False
+    if any(not isinstance(answer.get(name), kinds) for name, kinds in fields.items()):
+        return False
+    if kind == "choices":
+        return all(isinstance(v, (int, float)) and math.isfinite(v) and v <= 0 for v in answer["logprobs"].values())
+    return True
 
 
 class CallCache:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..records import LLMCall, StageTrace
 from .base import ChoiceScores, Generation, LLMBackend, Messages
-from .cache import CallCache, call_key
+from .cache import CallCache, cached_answer_is_usable, call_key
 from .context_size import resolve_context_size
 from .tokens import EstimatedTokens, TokenCounter
 
@@ -41,6 +41,7 @@ class LLM:
         self.backend = backend
         self.cache = cache
         self.progress = progress
+        self.stale_cache_entries = 0  # cached answers refused and asked again (see _usable_hit)
         # A backend written elsewhere may offer only the two verbs: it gets the default context and
         # the estimate, and the trace says so. (Checked without reading the attributes: an
         # OpenAI-compatible backend asks its server only when they are first used.)
@@ -132,12 +133,26 @@ class LLM:
         keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
         if not shared:
             keys = [f"{key}#{i}" for i, key in enumerate(keys)]
-        hits = [self.cache.get(key) if self.cache is not None else None for key in keys]
+        hits = [self._usable_hit(kind, key) for key in keys]
         to_send: dict[str, int] = {}
         for i, (key, hit) in enumerate(zip(keys, hits, strict=True)):
             if hit is None:
                 to_send.setdefault(key, i)
         return keys, hits, to_send
+
+    def _usable_hit(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The cached answer under ``key``, or None when there is none or it is unusable.
+
+        A cache written by an older Winnow may hold an answer today's response checks refuse (a NaN
+        log-probability, a missing field); serving it would put a silently wrong score in a result.
+        Such an entry counts as a miss: the call is asked again and the entry overwritten, and
+        :attr:`stale_cache_entries` counts them.
+        """
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is None or cached_answer_is_usable(kind, hit):
+            return hit
+        self.stale_cache_entries += 1
+        return None
 
     def generate(self, prompts: Sequence[Messages], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:

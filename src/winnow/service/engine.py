@@ -111,7 +111,9 @@ class Service:
                                      f"(got {requested})")
         return float(requested)
 
-    def plan_ask(self, request: AskRequest) -> Plan:
+    def plan_ask(self, request: AskRequest, *, container: str = "options") -> Plan:
+        """The plan for ``request``; ``container`` is what errors call its ``options`` (the MCP
+        ``ask`` tool takes them as ``settings``)."""
         from ..methods import METHODS
 
         limits = self.limits
@@ -120,8 +122,8 @@ class Service:
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
-        overrides = request_overrides(request.n, request.k, request.options)
-        settings = check_settings(method, base, overrides, limits)
+        overrides = request_overrides(request.n, request.k, request.options, container=container)
+        settings = check_settings(method, base, overrides, limits, container=container)
         key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
 
         def compute(models: Models | None) -> dict[str, Any]:
@@ -240,8 +242,10 @@ class Service:
         except CacheMiss:
             return None
 
-    def search(self, query: str, k: int | None = None) -> dict[str, Any]:
-        check_text("q", query, self.limits.max_question_chars)
+    def search(self, query: str, k: int | None = None, *, query_field: str = "q") -> dict[str, Any]:
+        """The top ``k`` passages of first-stage retrieval; errors name the query ``query_field``
+        (``q`` in /v1/search, ``query`` in the MCP ``search`` tool)."""
+        check_text(query_field, query, self.limits.max_question_chars)
         k = min(10, self.limits.max_n) if k is None else check_range("k", k, 1, self.limits.max_n)
         started = time.perf_counter()
         hits = self.pipeline.search(query, k=k)

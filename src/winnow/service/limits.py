@@ -132,26 +132,29 @@ def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
 _NOT_GIVEN = object()
 
 
-def request_overrides(n: Any, k: Any, options: dict[str, Any]) -> dict[str, Any]:
+def request_overrides(n: Any, k: Any, options: dict[str, Any], *, container: str = "options") -> dict[str, Any]:
     """The settings a request asks for, keyed by the field that asked: ``n``, ``k``,
-    ``options.window``. N and k may come top-level or in ``options``; given both ways, they must
-    be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is not ``1``), or
-    the request is refused naming both fields: neither silently wins."""
-    asked = {f"options.{key}": value for key, value in options.items()}
+    ``options.window`` (``container`` names the table of other settings: ``options`` over HTTP,
+    ``settings`` in the MCP ``ask`` tool). N and k may come top-level or in the table; given both
+    ways, they must be the same number (``2`` and ``2.0`` are, as settings read them; ``true`` is
+    not ``1``), or the request is refused naming both fields: neither silently wins."""
+    asked = {f"{container}.{key}": value for key, value in options.items()}
     for name, value in (("n", n), ("k", k)):
         if value is None:
             continue
-        duplicate = asked.pop(f"options.{name}", _NOT_GIVEN)
+        duplicate = asked.pop(f"{container}.{name}", _NOT_GIVEN)
         if duplicate is not _NOT_GIVEN and (duplicate != value or isinstance(duplicate, bool)):
-            raise invalid(name, f"{name} is {value!r} but options.{name} is {reprlib.repr(duplicate)}: give "
-                                f"{name} once (top-level or in options), or the same value in both")
+            raise invalid(name, f"{name} is {value!r} but {container}.{name} is {reprlib.repr(duplicate)}: give "
+                                f"{name} once (top-level or in {container}), or the same value in both")
         asked[name] = value
     return asked
 
 
-def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits) -> dict[str, Any]:
+def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
+                   container: str = "options") -> dict[str, Any]:
     """The method's settings for one request: ``base`` (the server's), then ``overrides`` (what the
-    request asked, keyed by field as :func:`request_overrides` gives them), each coerced to the
+    request asked, keyed by field as :func:`request_overrides` gives them, ``container`` the
+    table of settings other than N and k), each coerced to the
     setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
     ceilings, requested values refused above them). Returns the full resolved settings."""
     from ..methods import method_class, method_settings
@@ -162,7 +165,7 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     defaults = settings_type().to_dict()
     asked: dict[str, Any] = {}
     for name, value in overrides.items():
-        key = name.removeprefix("options.")
+        key = name.removeprefix(f"{container}.")
         if key not in types:
             raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
         try:
@@ -175,10 +178,10 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
                                       **{k: v for k, v in base.items() if k in defaults}, **asked},
                              limits, asked=asked)
-    asked_as = {name.removeprefix("options."): name for name in overrides}  # options.n or n, as the request put it
+    asked_as = {name.removeprefix(f"{container}."): name for name in overrides}  # options.n or n, as asked
 
     def field_of(key: str) -> str:
-        return asked_as.get(key, key if key in ("n", "k") else f"options.{key}")
+        return asked_as.get(key, key if key in ("n", "k") else f"{container}.{key}")
 
     n = check_range(field_of("n"), merged["n"], 1, limits.max_n)
     check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits))
@@ -187,4 +190,4 @@ def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any],
     except SettingError as exc:
         raise invalid(field_of(exc.setting), str(exc)) from exc
     except WinnowError as exc:
-        raise invalid("options", str(exc)) from exc
+        raise invalid(container, str(exc)) from exc
