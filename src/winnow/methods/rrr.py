@@ -142,7 +142,7 @@ class RRR(Method):
         self._order_by_sigma(batch, loops)
         passes: list[Stage] = [stage for stage in (self.reranker, self.second_pass) if stage is not None]
         reranking = [state for state in batch if len(state.ranked) > 1]
-        for stage in passes:
+        for stage in passes if reranking else []:
             stage.run(reranking)
         self.keep_top.run(batch)
         self.reader.run(batch)
