@@ -8,6 +8,9 @@ import sys
 import pytest
 
 from small_corpus import PASSAGES
+from winnow.commands.common import dialogue_from
+from winnow.errors import InputError, WinnowError
+from winnow.records import Turn
 
 
 def winnow(*args, env_dir, check=True):
@@ -224,3 +227,31 @@ def test_max_inflight_on_an_in_process_backend_is_refused(built):
     result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--max-inflight", "4", "q",
                     env_dir=built / "cache", check=False)
     assert result.returncode == 2 and "max_inflight applies to the openai backend, not 'llama.cpp'" in result.stderr
+
+
+@pytest.mark.llm
+def test_ask_takes_a_dialogue_history_into_the_plain_prompt(built, tmp_path):
+    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "vanilla", "--k", "1",
+            "--max-answer-tokens", "2", "--task", "conversational", "--framing", "plain", "--json")
+    data = json.loads(winnow(*args, "--turn", "user:who painted the mona lisa", "--turn",
+                             "assistant:Leonardo da Vinci", "when was it painted", env_dir=built / "cache").stdout)
+    [generate] = [stage for stage in data["trace"]["stages"] if stage["name"] == "generate"]
+    [sent] = generate["llm_calls"][0]["messages"]
+    assert sent["role"] == "plain" and sent["content"].startswith("System: This is a chat")
+    assert sent["content"].endswith("\n\nUser: who painted the mona lisa\n\nAssistant: Leonardo da Vinci\n\n"
+                                    "User: when was it painted\n\nAssistant:")
+    assert data["settings"]["task"] == "conversational" and data["settings"]["framing"] == "plain"
+
+
+def test_a_bad_dialogue_history_names_what_is_wrong(built, tmp_path):
+    with pytest.raises(WinnowError, match="--turn: history\\[0\\].role is 'assistant', expected 'user'"):
+        dialogue_from(["assistant:hello"], None)
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps([{"role": "user", "text": "hi"}, {"role": "assistant", "txt": "hello"}]))
+    with pytest.raises(InputError, match="field 'history': history\\[1\\] must be an object with exactly"):
+        dialogue_from(None, history)
+    assert dialogue_from(["user: hi", "assistant:hello"], None) == (Turn("user", "hi"), Turn("assistant", "hello"))
+    # Refused before a model is loaded: the qa task has no place for the turns.
+    refused = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--turn", "user:hi", "--turn",
+                     "assistant:hello", "q", env_dir=built / "cache", check=False)
+    assert refused.returncode == 2 and "set the task setting to 'conversational'" in refused.stderr

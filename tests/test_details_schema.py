@@ -12,7 +12,15 @@ from dataclasses import fields
 from pathlib import Path
 
 import winnow
-from winnow.details import DETAIL_RECORDS, DETAILS_BY_KIND, TRACE_SCHEMA, FilterDetails, JudgeDetails, RankingDetails
+from winnow.details import (
+    DETAIL_RECORDS,
+    DETAILS_BY_KIND,
+    TRACE_SCHEMA,
+    FilterDetails,
+    JudgeDetails,
+    RankingDetails,
+    YesNoDetails,
+)
 from winnow.details import schema as details_schema
 from winnow.records import StageTrace, Trace
 
@@ -40,7 +48,8 @@ def test_every_details_key_the_inspector_reads_is_in_the_schema():
 
 def test_every_stage_kind_the_inspector_names_has_a_details_record():
     kinds = set(re.findall(r"\bs(?:tage)?\.kind === \"([a-z-]+)\"", APP_JS))
-    assert {"noisy-document-judge", "adaptive-judge-bar", "sort", "graded", "listwise", "reader"} <= kinds
+    assert {"noisy-document-judge", "adaptive-judge-bar", "yes-no-judgment", "sort", "graded", "listwise",
+            "reader"} <= kinds
     assert kinds - set(DETAILS_BY_KIND) == set()
 
 
@@ -49,6 +58,10 @@ def test_the_keys_reports_read_are_in_the_records_they_come_from():
     assert {"tau", "mean", "std", "kept", "dropped", "fallback"} <= names(FilterDetails)  # evaluation/report.py
     assert "ranked_ids" in names(RankingDetails)  # evaluation/record.py
     assert "scores" in names(JudgeDetails)  # evaluation/record.py, judge score plots
+    # MAIN-RAG's ablations: the order the bar handed the survivors on in (copied into answers.jsonl as a
+    # scalar detail), and the naïve variant's Yes/No per document (the inspector lists them).
+    assert "order" in names(FilterDetails) and {"decisions", "kept", "dropped"} <= names(YesNoDetails)
+    assert DETAILS_BY_KIND["yes-no-judgment"] is YesNoDetails
     report = (PACKAGE / "evaluation" / "report.py").read_text(encoding="utf-8")
     for key in re.findall(r'details(?:\.get\(|\[)"([a-z_]+)"', report):
         assert key in ALL_FIELDS, key

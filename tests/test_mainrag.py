@@ -395,3 +395,112 @@ def test_judge_and_final_predictor_can_be_other_models(index, llama_backend, tmp
     predict, judge_stage, final_stage = (answer.trace.stages[i] for i in (1, 2, 4))
     assert {c.kind for c in predict.llm_calls} == {"generate"} and {c.kind for c in judge_stage.llm_calls} == {"choices"}
     assert final_stage.llm_calls[0].output == answer.text
+
+
+# --- the paper's ablations: order of the survivors, the naïve Yes/No variant -------------------------
+
+# Log-odds per title: τ(n = 0) = mean(3, 5, -1, -3) = 1 keeps France (5) and Paris (3).
+ODDS = {"Paris": 3.0, "France": 5.0, "Berlin": -1.0, "Rome": -3.0}
+
+
+def scripted_mainrag(index, **settings):
+    judge = ScriptedJudge(ODDS)
+    return MainRAG(index, LLM(ScriptedPredictor()), MainRAGSettings.from_values({"n": 4, **settings}),
+                   agents={"judge": LLM(judge)})
+
+
+@pytest.mark.parametrize("order, titles", [("descending", ["France", "Paris"]), ("ascending", ["Paris", "France"])])
+def test_survivors_reach_the_final_predictor_in_the_order_asked(index, order, titles):
+    """MAIN-RAG's ablation table of n and ordering: MAIN-RAG-decs (the default) and MAIN-RAG-asc."""
+    answer = scripted_mainrag(index, order=order).ask("what is the capital city of france")
+    bar = answer.trace.stages[3]
+    assert [c.passage.title for c in answer.passages] == titles
+    assert bar.details.order == order and bar.settings["order"] == order and bar.details.kept == 2
+    assert [c["rank"] for c in bar.output] == [1, 2]
+
+
+def test_random_order_is_a_seeded_shuffle_of_the_survivors_per_question():
+    """The MAIN-RAG-Random variant: "scoring & filtering" as MAIN-RAG, "the orders of remaining
+    documents are randomized"; seeded, so a run can be repeated."""
+    scores = [float(s) for s in range(10, 0, -1)]
+    candidates = judged(scores)  # d1..d10, d1 best
+    orders = {seed: kept_ids(adaptive_bar_filter(candidates, Trace(), n=10.0, order="random", order_seed=seed))
+              for seed in range(6)}
+    for ids in orders.values():
+        assert sorted(ids) == sorted(f"d{i}" for i in range(1, 11))  # the same survivors (n = 10 keeps all)
+    assert len({tuple(ids) for ids in orders.values()}) > 1  # seeds give different orders
+    again = kept_ids(adaptive_bar_filter(candidates, Trace(), n=10.0, order="random", order_seed=3))
+    assert again == orders[3]
+    trace = Trace()
+    adaptive_bar_filter(candidates, trace, n=10.0, order="random", order_seed=3)
+    assert trace.stages[0].details.order == "random (seed 3)"
+
+
+def test_ascending_keeps_equal_scores_in_the_incoming_order():
+    assert kept_ids(adaptive_bar_filter(judged([1.0, 2.0, 1.0, 2.0]), Trace(), order="ascending")) == ["d2", "d4"]
+    assert kept_ids(adaptive_bar_filter(judged([1.0, 2.0, 1.0, 2.0]), Trace(), n=1.0, order="ascending")) == [
+        "d1", "d3", "d2", "d4"]
+
+
+def test_naive_variant_keeps_what_the_judge_said_yes_to_in_retrieval_order(index):
+    """Naïve Multi-Agent RAG: Agent-2 replaced by "a simple natural language judgment of Yes or No"."""
+    rag = scripted_mainrag(index, variant="naive")
+    answer = rag.ask("what is the capital city of france")
+    retrieve, _, judge_stage, yes_no, final = answer.trace.stages
+    assert yes_no.kind == "yes-no-judgment" and yes_no.settings["order"] == "retrieval"
+    retrieved = [c["title"] for c in retrieve.output]
+    by_id = {c["id"]: c["title"] for c in retrieve.output}
+    assert {by_id[pid]: d for pid, d in yes_no.details.decisions.items()} == {
+        "Paris": "Yes", "France": "Yes", "Berlin": "No", "Rome": "No"}
+    # Kept: the "Yes" documents in the retriever's order, whatever their log-odds.
+    assert [c.passage.title for c in answer.passages] == [t for t in retrieved if t in ("Paris", "France")]
+    assert yes_no.details.kept == 2 and sorted(by_id[d["id"]] for d in yes_no.details.dropped) == ["Berlin", "Rome"]
+    assert all("the judge said No" in d["note"] for d in yes_no.details.dropped)
+    assert (judge_stage.usage.calls, final.usage.calls) == (4, 1)  # MAIN-RAG's calls, no more
+
+
+def test_naive_variant_with_every_document_judged_no_answers_from_none(index):
+    judge = ScriptedJudge({title: -1.0 for title in ODDS})
+    rag = MainRAG(index, LLM(ScriptedPredictor()), MainRAGSettings(n=4, variant="naive"), agents={"judge": LLM(judge)})
+    answer = rag.ask("what is the capital city of france")
+    yes_no = answer.trace.stages[3]
+    assert set(yes_no.details.decisions.values()) == {"No"} and len(answer.passages) == 0
+    assert "answers without documents" in yes_no.details.warning
+
+
+def test_a_log_odds_of_zero_is_a_no():
+    from winnow.stages.yes_no import says_yes
+
+    assert says_yes(1e-9) and not says_yes(0.0) and not says_yes(-2.0)
+
+
+@pytest.mark.parametrize("overrides, setting", [
+    ({"order": "shuffled"}, "order"), ({"order_seed": 3}, "order_seed"), ({"variant": "naïve"}, "variant"),
+    ({"variant": "naive", "judge_n": 0.5}, "judge_n"), ({"variant": "naive", "order": "ascending"}, "order")])
+def test_ablation_settings_that_would_be_ignored_or_are_unknown_are_refused(overrides, setting):
+    with pytest.raises(SettingError) as caught:
+        MainRAGSettings.from_values(overrides)
+    assert caught.value.setting == setting and setting in str(caught.value)
+
+
+@pytest.mark.llm
+def test_orders_and_the_naive_variant_on_the_real_model_share_the_judges_calls(index, llm):
+    question = "what is the capital of france"
+    short = {"n": 3, "max_document_answer_tokens": 6, "max_answer_tokens": 6}  # a fast test: short answers
+    runs = {order: MainRAG(index, llm, MainRAGSettings(**short, order=order, order_seed=7 if order == "random" else 0))
+            .ask(question) for order in ("descending", "ascending", "random")}
+    judge_scores = runs["descending"].trace.stages[2].details.scores
+    survivors = {order: [c.passage.id for c in answer.passages] for order, answer in runs.items()}
+    assert survivors["descending"] == sorted(survivors["descending"], key=lambda pid: -judge_scores[pid])
+    assert survivors["ascending"] == sorted(survivors["descending"], key=lambda pid: judge_scores[pid])
+    assert sorted(survivors["random"]) == sorted(survivors["descending"])
+    for order, answer in runs.items():
+        assert answer.trace.stages[2].details.scores == judge_scores  # the same judgments
+        if order != "descending":  # Agent-1 and Agent-2 came from the cache: only Agent-3 may be new
+            assert answer.trace.stages[1].usage.calls == answer.trace.stages[2].usage.calls == 0
+    naive = MainRAG(index, llm, MainRAGSettings(**short, variant="naive")).ask(question)
+    decisions = naive.trace.stages[3].details.decisions
+    assert decisions == {pid: "Yes" if s > 0 else "No" for pid, s in judge_scores.items()}
+    retrieved = [c["id"] for c in naive.trace.stages[0].output]
+    assert [c.passage.id for c in naive.passages] == [pid for pid in retrieved if decisions[pid] == "Yes"]
+    assert naive.trace.stages[2].usage.calls == 0 and naive.trace.stages[2].usage.cache_hits == 3

@@ -112,7 +112,7 @@ def test_the_three_tools_and_their_input_schemas(client):
     assert set(schemas["search"]["properties"]) == {"query", "k"} and schemas["search"]["required"] == ["query"]
     assert set(schemas["rerank"]["properties"]) == {"query", "documents", "method", "top_n", "options"}
     assert schemas["rerank"]["required"] == ["query", "documents"]
-    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings"}
+    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings", "history"}
     assert schemas["ask"]["required"] == ["question"]
     assert "context" not in schemas["ask"]["properties"]  # the SDK's context is injected, not asked for
     # The descriptions tell an agent the server's own limits and choices.
@@ -177,6 +177,17 @@ def test_ask_answers_with_the_kept_passages_and_the_cost(client):
     assert again["served_from"] == "answer-cache" and again["answer"] == body["answer"]
 
 
+def test_ask_carries_a_dialogue_history_into_the_prompt(client):
+    settings = {"k": 1, "max_answer_tokens": 4, "task": "conversational"}
+    alone = client.result("ask", {"question": "What is it made of?", "method": "vanilla", "settings": settings})
+    history = [{"role": "user", "text": "Which planet is the largest?"}, {"role": "assistant", "text": "Jupiter."}]
+    talk = client.result("ask", {"question": "What is it made of?", "method": "vanilla", "history": history,
+                                 "settings": settings})
+    # Another request, not the cached answer of the question alone, and the turns are in its prompt.
+    assert talk["served_from"] == "llm"
+    assert talk["usage"]["prompt_tokens"] > alone["usage"]["prompt_tokens"] + 8
+
+
 def test_ask_with_another_method(client):
     body = client.result("ask", {"question": "Which planet is the largest?", "method": "vanilla",
                                  "settings": {"k": 2, "max_answer_tokens": 4}})
@@ -197,6 +208,11 @@ BAD = [  # tool, arguments, what the one-line error must say
      "settings.max_answer_tokens must be between 0 and 512 (got 5000)"),
     ("ask", {"question": "who?", "settings": {"window": 5}}, "settings.window: method 'rankrag' has no setting"),
     ("ask", {"question": "who?", "settings": {"n": 9}}, "settings.n must be between 1 and 8 (got 9)"),
+    ("ask", {"question": "and its size?", "history": [{"role": "user", "text": "Which planet is largest?"},
+                                                      {"role": "assistant", "text": "Jupiter."}]},
+     "a dialogue history needs the conversational task"),
+    ("ask", {"question": "and?", "history": [{"role": "user", "text": "x" * 201}],
+             "settings": {"task": "conversational"}}, "history[0].text has 201 characters; the limit is 200"),
     ("ask", {"question": "who?", "settings": {"n": 4, "k": 5}}, "settings.k must be between 1 and 4 (got 5)"),
     ("rerank", {"query": "q", "documents": ["a"], "method": "zzz"}, "unknown rerank method 'zzz'; choose one of"),
     ("rerank", {"query": "q", "documents": []}, "documents must be between 1 and 4 (got 0)"),

@@ -72,3 +72,32 @@ def test_unknown_placeholder_is_rejected_with_the_field_named():
 def test_unknown_prompt_names_the_known_ones():
     with pytest.raises(WinnowError, match="context_ranking"):
         prompt("rankrag.nope")
+
+
+# RankRAG Appendix C.2 2), retrieval-augmented QA training data, with {Question} filled in with
+# Table 1's question x for the task ("Answer the following question from context. {question}").
+# The appendix prints the five passages one per line, as it does in C.2 4); the extracted text's
+# blank line before "Passage 5" is not in C.2 4) and is read as page layout.
+PAPER_C2_RAG_QA = (
+    f"System: {SYSTEM}\n\n"
+    "Passage 1: {p1}\nPassage 2: {p2}\nPassage 3: {p3}\nPassage 4: {p4}\nPassage 5: {p5}\n\n"
+    "User: Answer the following question from context. {question}\n\n"
+    "Assistant:"
+)
+
+# RankRAG Appendix C.2 4), retrieval-augmented ranking training data.
+PAPER_C2_RAG_RANKING = (
+    f"System: {SYSTEM}\n\n"
+    "Passage 1: {p1}\nPassage 2: {p2}\nPassage 3: {p3}\nPassage 4: {p4}\nPassage 5: {p5}\n\n"
+    "User: For the question {question}, access whether the above passages are relevant to the question. "
+    "Return all the relevant passage id.\n\n"
+    "Assistant:"
+)
+
+
+@pytest.mark.parametrize(("name", "paper"), [("rankrag_train.rag_qa", PAPER_C2_RAG_QA),
+                                             ("rankrag_train.rag_ranking", PAPER_C2_RAG_RANKING)])
+def test_stage_ii_training_prompts_match_appendix_c2(name, paper):
+    ps = passages(5)
+    rendered = prompt(name).render_plain("who wrote hamlet", ps)
+    assert rendered == paper.format(**{f"p{i}": p.text for i, p in enumerate(ps, 1)}, question="who wrote hamlet")

@@ -408,6 +408,37 @@ def test_an_abandoned_job_leaves_no_exception_unread(llm, index, caplog):
     assert not [record.getMessage() for record in caplog.records if "never retrieved" in record.getMessage()]
 
 
+DIALOGUE = [{"role": "user", "text": "who painted the mona lisa"}, {"role": "assistant", "text": "Leonardo da Vinci"}]
+TALK = {"question": "when was it painted", "method": "vanilla", "k": 1, "history": DIALOGUE, "include_trace": True,
+        "options": {"task": "conversational", "framing": "plain", "max_answer_tokens": 2}}
+
+
+def test_a_dialogue_history_reaches_the_prompt(client):
+    """RankRAG Appendix D.2, Doc2dial/Inscit/TopiOCQA: the earlier turns, then the latest question."""
+    response = client.post("/v1/ask", json=TALK)
+    assert response.status_code == 200, response.text
+    [generate] = [stage for stage in response.json()["trace"]["stages"] if stage["name"] == "generate"]
+    [call] = generate["llm_calls"]
+    assert call["messages"][0]["role"] == "plain"
+    assert call["messages"][0]["content"].endswith(
+        "\n\nUser: who painted the mona lisa\n\nAssistant: Leonardo da Vinci\n\nUser: when was it painted\n\nAssistant:")
+    # The same question without its history is another request, not the cached answer of this one.
+    alone = client.post("/v1/ask", json={**TALK, "history": []})
+    assert alone.status_code == 200 and alone.json()["served_from"] != "answer-cache"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"options": {"max_answer_tokens": 2}}, "history"),  # the qa task has no place for it
+    ({"history": [DIALOGUE[0], {"role": "assistant", "text": "\u200b"}]}, "history[1].text"),
+    ({"history": [DIALOGUE[1], DIALOGUE[0]]}, "history"),  # a dialogue opens with the user
+    ({"history": [{"role": "user", "text": "hi", "when": 3}]}, "history[0].when"),
+])
+def test_a_bad_history_is_refused_naming_the_field(client, change, field):
+    response = client.post("/v1/ask", json={**TALK, **change})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+
+
 def test_any_host_is_answered_with_allow_any_host(client):
     assert client.get("/healthz", headers={"Host": "winnow.internal.example:443"}).json()["status"] == "ok"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,11 @@ path = "sft.jsonl"
     return path
 
 
+def passage_texts(user: str) -> list[str]:
+    """The numbered passages of a user turn ("Passage 1: …\nPassage 2: …"), each with its number."""
+    return re.findall(r"Passage \d: .*?(?=\nPassage \d: |\n\n)", user, flags=re.S)
+
+
 def rows(blend_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (blend_dir / "train.jsonl").read_text(encoding="utf-8").splitlines()]
 
@@ -177,18 +183,20 @@ def test_blend_mixes_every_component_in_the_unified_format(tmp_path, capitals):
         if row["kind"] in ("ranking", "conv_ranking"):
             assert target in ("True", "False") and user.startswith("Passage: ")
         if row["kind"] == "rag_qa":  # gold + four BM25 contexts, shuffled, and the answer from the gold passage
-            assert user.count("Passage ") == 5 and user.endswith("Answer the above question with a short phrase.")
+            # Appendix C.2 2) with Table 1's question, not the inference prompt of D.2.
+            assert user.count("Passage ") == 5
+            assert user.split("\n\n")[-1].startswith("Answer the following question from context. ")
             assert target in CAPITALS.values()
         if row["kind"] == "rag_ranking":
             numbers = [int(n) for n in target.split(", ")]
-            passages = user.split("\n\n")[:5]
-            assert all(passages[n - 1].startswith(f"Passage {n}: ") for n in numbers)
+            texts = passage_texts(user)
+            assert len(texts) == 5 and all(texts[n - 1].startswith(f"Passage {n}: ") for n in numbers)
     # The mined rag_ranking target is the id of the passage naming the capital.
     mined = [r for r in built if r["component"] == "mined-rag-ranking"][0]
     user = mined["messages"][-2]["content"]
     country = user.split("For the question what is the capital of ")[1].split(",")[0]
     ids = [int(n) for n in mined["messages"][-1]["content"].split(", ")]
-    assert ids == [n for n in range(1, 6) if f"{CAPITALS[country]} is the capital" in user.split("\n\n")[n - 1]]
+    assert ids == [n for n in range(1, 6) if f"{CAPITALS[country]} is the capital" in passage_texts(user)[n - 1]]
     # A conversational context-QA example keeps its earlier turns, the context opening the first one.
     conversational = next(r for r in rows(tmp_path / "blend") if r["component"] == "context" and len(r["messages"]) > 3)
     assert [m["role"] for m in conversational["messages"]] == ["system", "user", "assistant", "user", "assistant"]
@@ -240,6 +248,47 @@ def test_blend_refuses_test_questions(tmp_path, capitals):
         build_blend(config, tmp_path / "blend")
 
 
+def test_rag_qa_prompt_is_the_papers_training_prompt_unless_the_blend_asks_for_the_inference_one(tmp_path):
+    from winnow.training.blend_config import read_blend_config
+    from winnow.training.examples import rag_qa
+
+    passages = [Passage(f"p{i}", f"Text {i}.") for i in range(5)]
+    paper = rag_qa("c", "who wrote hamlet", passages, "Shakespeare")
+    assert paper.messages[1]["content"].endswith("\n\nAnswer the following question from context. who wrote hamlet")
+    inference = rag_qa("c", "who wrote hamlet", passages, "Shakespeare", wording="inference")
+    assert inference.messages[:-1] == prompt("rankrag.rag").messages("who wrote hamlet", passages)
+    data_files(tmp_path)
+    config = tmp_path / "blend.toml"
+    config.write_text('[[component]]\nkind = "rag_qa"\npath = "rag.jsonl"\nprompt = "inference"\n')
+    assert read_blend_config(config).components[0].prompt == "inference"
+    config.write_text('[[component]]\nkind = "ranking"\npath = "triples.tsv"\nprompt = "inference"\n')
+    with pytest.raises(InputError, match="only for kind rag_qa") as caught:
+        read_blend_config(config)
+    assert caught.value.field == "prompt"
+
+
+def test_stage_one_data_reads_as_the_instruction_datasets_publish_it(tmp_path):
+    """RankRAG §4.1's SFT datasets come as messages or single instructions (Dolly, Alpaca-style
+    Self-Instruct / Unnatural Instructions, FLAN); each becomes a user turn and the assistant's."""
+    from winnow.training.sources import read_component_file
+
+    path = write_jsonl(tmp_path / "sft.jsonl", [
+        {"instruction": "Name a colour.", "context": "", "response": "Blue.", "category": "open_qa"},
+        {"instruction": "Translate.", "input": "bonjour", "output": "hello"},
+        {"inputs": "2 + 2 =", "targets": "4"},
+        {"messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}]},
+    ])
+    assert [c.messages for c in read_component_file("sft", path)] == [
+        [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}],
+        [{"role": "user", "content": "Translate.\n\nbonjour"}, {"role": "assistant", "content": "hello"}],
+        [{"role": "user", "content": "2 + 2 ="}, {"role": "assistant", "content": "4"}],
+        [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}]]
+    write_jsonl(path, [{"instruction": "Name a colour.", "answer": "Blue."}])
+    with pytest.raises(InputError, match="an instruction and its response") as caught:
+        read_component_file("sft", path)
+    assert caught.value.line == 1 and caught.value.field == "messages"
+
+
 def test_pseudo_relevance_chunks_and_thresholds():
     document = " ".join(f"w{i}" for i in range(320))
     assert [len(c.split()) for c in word_chunks(document)] == [150, 150, 20]
@@ -272,7 +321,7 @@ def losses(run: Path) -> list[float]:
 def settings(blend: Path, out: Path, **extra):
     from winnow.training.sft import SFTSettings
 
-    chosen = {"max_steps": 6, "batch_size": 4, "lr": 2e-3, "save_steps": 2, "threads": 2, **extra}
+    chosen = {"max_steps": 6, "batch_size": 4, "lr": 2e-3, "save_steps": 2, "threads": 2, "adam_beta2": 0.98, **extra}
     return SFTSettings(base="smollm2-135m", data=str(blend), out=str(out), **chosen)
 
 
@@ -298,6 +347,50 @@ def test_training_loss_falls_and_the_run_folder_is_complete(tuned):
     record = json.loads((out / "model" / "winnow-model.json").read_text())
     assert record["finetune"] == "lora" and record["steps"] == 6 and record["base"]["spec"] == "smollm2-135m"
     assert (out / "model" / "adapter_model.safetensors").is_file()
+    # The Adam betas reach the optimizer (β2 0.98 as in RankRAG §5.1; transformers' default is 0.999).
+    import torch
+
+    optimizer = torch.load(out / "checkpoints" / "checkpoint-6" / "optimizer.pt", weights_only=True)
+    assert {tuple(group["betas"]) for group in optimizer["param_groups"]} == {(0.9, 0.98)}
+    assert json.loads((out / "run.json").read_text())["settings"]["adam_beta2"] == 0.98
+
+
+def test_paper_presets_hold_section_5_1_values_and_explicit_options_win(tmp_path):
+    """RankRAG §5.1: Stage-I batch 128, 1000 steps, lr 5e-6; Stage-II lr 3e-7 (8B) / 2e-7 (70B),
+    batch 64, 3300 steps; Adam β1 = 0.9, β2 = 0.98; both stages tune every weight."""
+    from winnow.settings import SettingError
+    from winnow.training.presets import apply_preset
+    from winnow.training.sft import SFTSettings
+
+    where = {"base": "smollm2-135m", "data": "blend", "out": "run"}
+
+    def resolve(name, **given):
+        values, applied = apply_preset(name, {**where, **given})
+        return SFTSettings.from_values(values), applied
+
+    stage2, applied = resolve("paper-stage2-8b")
+    assert (stage2.lora, stage2.lr, stage2.global_batch, stage2.max_steps, stage2.adam_beta1, stage2.adam_beta2) == (
+        False, 3e-7, 64, 3300, 0.9, 0.98)
+    assert stage2.accumulation(processes=1) == 16 and stage2.accumulation(processes=4) == 4  # 64 = 4 × 16 × 1
+    assert resolve("paper-stage2-70b")[0].lr == 2e-7 and applied.overridden == {}
+    stage1, _ = resolve("paper-stage1")
+    assert (stage1.lr, stage1.global_batch, stage1.max_steps, stage1.lora) == (5e-6, 128, 1000, False)
+    # Explicit options override; --grad-accum sets the preset's global batch aside, --epochs its steps.
+    mine, applied = resolve("paper-stage2-8b", lr=1e-5, grad_accum=2, epochs=2.0)
+    assert (mine.lr, mine.global_batch, mine.grad_accum, mine.max_steps, mine.adam_beta2) == (1e-5, None, 2, None, 0.98)
+    assert applied.overridden == {"lr": (3e-7, 1e-5), "global_batch": (64, None), "max_steps": (3300, None)}
+    # The CPU default stays LoRA, with transformers' Adam betas.
+    default, applied = resolve(None)
+    assert (default.lora, default.adam_beta2, default.accumulation(1), applied) == (True, 0.999, 1, None)
+    with pytest.raises(SettingError, match="global batch 64 is not a multiple") as caught:
+        resolve("paper-stage2-8b", batch_size=5)[0].accumulation(1)
+    assert caught.value.setting == "global_batch"
+    with pytest.raises(SettingError) as caught:
+        resolve(None, adam_beta2=1.0)
+    assert caught.value.setting == "adam_beta2"
+    with pytest.raises(SettingError, match="paper-stage2-8b") as caught:
+        resolve("paper")
+    assert caught.value.setting == "preset"
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tuned, ranking_blend, tmp_path):
@@ -380,6 +473,17 @@ def test_transformers_backend_counts_tokens_and_says_why_it_stopped(transformers
     assert ours.context_size == 8192 and "max_position_embeddings" in ours.context_size_source
     [cut] = transformers_backend.generate([[{"role": "user", "content": "Tell me a long story."}]], max_tokens=2)
     assert (cut.finish_reason, cut.completion_tokens) == ("length", 2)
+
+
+@pytest.mark.llm
+def test_transformers_backend_sends_a_plain_prompt_without_the_chat_template(transformers_backend, llama_backend):
+    """The plain framing: RankRAG Appendix D's text, tokenized as it is (no template) by both backends."""
+    relevant = Passage("m", "The Mona Lisa is a portrait painted by Leonardo da Vinci.", "Mona Lisa")
+    plain = prompt("rankrag.context_ranking").render_plain("who painted the mona lisa", [relevant])
+    [ours] = transformers_backend.choice_logprobs([plain], ("True", "False"))
+    [theirs] = llama_backend.choice_logprobs([plain], ("True", "False"))
+    assert ours.prompt_tokens == len(transformers_backend.encode(plain)) == theirs.prompt_tokens
+    assert abs(ours.probability("True") - theirs.probability("True")) < 0.1
 
 
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):

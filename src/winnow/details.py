@@ -77,7 +77,8 @@ class FilterDetails(StageDetails):
     """A filter: MAIN-RAG's adaptive judge bar (τ, mean, std) or RRR's σ > τ threshold.
 
     ``dropped`` holds each dropped candidate (id, title, scores, note saying why); ``fallback``
-    says when the filter kept something against its rule so the reader had a passage.
+    says when the filter kept something against its rule so the reader had a passage; ``order``
+    is the order the bar handed the survivors on in ("descending", "ascending", "random (seed 3)").
     """
 
     kinds: ClassVar[tuple[str, ...]] = ("adaptive-judge-bar", "threshold")
@@ -87,6 +88,18 @@ class FilterDetails(StageDetails):
     kept: int = 0
     dropped: list[dict[str, Any]] = field(default_factory=list)
     fallback: str = ""
+    order: str = ""
+
+
+@dataclass(slots=True)
+class YesNoDetails(StageDetails):
+    """The naïve multi-agent variant of MAIN-RAG: the judge's "Yes" or "No" for each passage id,
+    the number kept (those judged "Yes", in retrieval order) and the dropped ones with a note."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("yes-no-judgment",)
+    decisions: dict[str, str] = field(default_factory=dict)
+    kept: int = 0
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -145,7 +158,7 @@ class ReaderDetails(StageDetails):
 
 
 DETAIL_RECORDS: tuple[type[StageDetails], ...] = (
-    RetrievalDetails, RankingDetails, PredictorDetails, JudgeDetails, FilterDetails, GradedDetails,
+    RetrievalDetails, RankingDetails, PredictorDetails, JudgeDetails, FilterDetails, YesNoDetails, GradedDetails,
     ListwiseDetails, RewriteDetails, PoolDetails, ReaderDetails)
 
 #: The details record of each stage kind.

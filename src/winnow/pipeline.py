@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
-from .records import Answer, CandidateList
+from .records import Answer, CandidateList, Query
 from .settings import SettingError
 
 DEFAULT_METHOD = "rankrag"
@@ -158,10 +158,11 @@ class Pipeline:
             self.close()
             raise
 
-    def ask(self, question: str) -> Answer:
+    def ask(self, question: str | Query) -> Answer:
+        """Answer one question (a :class:`~winnow.records.Query` to give it a dialogue history)."""
         return self.method.ask(question)
 
-    def ask_batch(self, questions: list[str]) -> list[Answer]:
+    def ask_batch(self, questions: list[str | Query]) -> list[Answer]:
         """Answer many questions together, each stage over all of them (see :mod:`winnow.stages.contract`)."""
         return self.method.ask_batch(questions)
 

@@ -38,13 +38,76 @@ class Passage:
         )
 
 
+#: Who said a turn of a dialogue: the user asking, or the assistant answering.
+ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier turn of a dialogue: who said it (``"user"`` or ``"assistant"``) and what."""
+
+    role: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"a turn's role is 'user' or 'assistant', not {self.role!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text}
+
+
+def dialogue_history(value: Any) -> tuple[Turn, ...]:
+    """The earlier turns of a dialogue as handed in (a JSON list of ``{"role", "text"}``), checked.
+
+    A dialogue opens with the user and alternates, and the last earlier turn is the assistant's:
+    the question itself is the user's next turn (RankRAG Appendix D: "User: {Question 1}",
+    "Assistant: {Answer 1}", …, then the latest question). Each turn's text passes the same checks
+    as a question (:func:`winnow.text.text_problem`). Raises ValueError naming the turn and field.
+    """
+    from .text import text_problem
+
+    if not isinstance(value, list):
+        raise ValueError(f"history must be a list of {{\"role\", \"text\"}} turns, not {type(value).__name__}")
+    turns = []
+    for i, item in enumerate(value):
+        where = f"history[{i}]"
+        if not isinstance(item, dict) or set(item) - {"role", "text"}:
+            raise ValueError(f"{where} must be an object with exactly the fields \"role\" and \"text\"")
+        role, text = item.get("role"), item.get("text")
+        expected = ROLES[i % 2]
+        if role != expected:
+            raise ValueError(f"{where}.role is {role!r}, expected {expected!r}: a dialogue opens with the user "
+                             "and alternates user and assistant")
+        if not isinstance(text, str):
+            raise ValueError(f"{where}.text must be a string")
+        if (problem := text_problem(text)) is not None:
+            raise ValueError(f"{where}.text {problem}")
+        turns.append(Turn(role, text))
+    if turns and turns[-1].role != "assistant":
+        raise ValueError(f"history[{len(turns) - 1}] is the user's: the last earlier turn is the assistant's "
+                         "answer (the question itself is the user's next turn)")
+    return tuple(turns)
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A question or search query; ``id`` is optional for ad-hoc questions."""
+    """A question or search query; ``id`` is optional for ad-hoc questions.
+
+    ``history`` holds the turns of a dialogue before this question, oldest first (Doc2Dial,
+    TopiOCQA, INSCIT: RankRAG §5.1, Appendix D); a query without one is a question on its own.
+    """
 
     text: str
     id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    history: tuple[Turn, ...] = ()
+
+    @property
+    def search_text(self) -> str:
+        """What a retriever searches for this query: the question, preceded by the dialogue's
+        earlier turns when it has any (the latest question alone is often "what about him?")."""
+        return " ".join([*(turn.text for turn in self.history), self.text])
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,14 @@ command-line flag: HTTP and Python users read the same message (and HTTP maps ``
 field of its 422 answer).
 
 A field's annotation is its type: ``int``, ``float``, ``bool``, ``str`` or a ``Literal`` of the
-allowed values. Ranges are checked by each settings class's ``check``.
+allowed values, or one of them ``| None`` for a setting whose absence means something (a derived
+default). Ranges are checked by each settings class's ``check``.
 """
 
 from __future__ import annotations
 
 import math
+import types
 import typing
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal, Mapping, TypeVar
@@ -30,7 +32,19 @@ class SettingError(WinnowError):
         self.setting = setting
 
 
+def _optional_inner(kind: Any) -> Any:
+    """``X`` for an ``X | None`` annotation, else None."""
+    arguments = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in arguments:
+        rest = [a for a in arguments if a is not type(None)]
+        return rest[0] if len(rest) == 1 else None
+    return None
+
+
 def _type_name(kind: Any) -> str:
+    inner = _optional_inner(kind)
+    if inner is not None:
+        return f"{_type_name(inner)} (or absent)"
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(repr(v) for v in typing.get_args(kind))
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(kind, str(kind))
@@ -48,6 +62,9 @@ def coerce_value(name: str, kind: Any, value: Any) -> Any:
     write ``20.0``), an int is a float. Strings are never parsed as numbers here: ``--set`` values
     are already read as YAML, so a string that reaches this point was meant as a string.
     """
+    inner = _optional_inner(kind)
+    if inner is not None:
+        return None if value is None else coerce_value(name, inner, value)
     if typing.get_origin(kind) is Literal:
         if value in typing.get_args(kind) and isinstance(value, str):
             return value

@@ -17,7 +17,9 @@ from .common import (
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
+    FramingOption,
     FusionAlphaOption,
+    HistoryOption,
     IndexOption,
     JsonOption,
     JudgeModelOption,
@@ -31,7 +33,10 @@ from .common import (
     RetrieverOption,
     SetOption,
     StageProgress,
+    TaskOption,
+    TurnOption,
     app,
+    dialogue_from,
     err,
     out,
     resolve_run,
@@ -55,6 +60,10 @@ def ask(
     fusion_alpha: FusionAlphaOption = None,
     max_answer_tokens: MaxAnswerTokensOption = None,
     context_size: ContextSizeOption = None,
+    framing: FramingOption = None,
+    task: TaskOption = None,
+    turns: TurnOption = None,
+    history: HistoryOption = None,
     judge_model: JudgeModelOption = None,
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
@@ -64,19 +73,24 @@ def ask(
     as_json: JsonOption = False,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
+    from ..methods import method_settings
+    from ..methods.base import check_dialogue
     from ..pipeline import Pipeline
+    from ..records import Query
     from ..report import print_answer, summary_line
 
     check_text(question, "the question")
+    dialogue = dialogue_from(turns, history)
     spec = resolve_run(config, assignments, agents=agents, method=method, model=model, backend=backend,
                        base_url=base_url, max_inflight=max_inflight, retriever=retriever, judge_model=judge_model,
                        final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
-                       max_answer_tokens=max_answer_tokens, context_size=context_size)
+                       max_answer_tokens=max_answer_tokens, context_size=context_size, framing=framing, task=task)
+    check_dialogue(method_settings(spec.method, **spec.settings), 1 if dialogue else 0)  # before loading a model
     progress = StageProgress(err)
     with spinner_while_loading(spec.backend) as loading:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=progress, loading=loading)
     with pipeline, progress.bar:
-        answer = pipeline.ask(question)
+        answer = pipeline.ask(Query(question, history=dialogue))
     if as_json:
         payload = answer.to_dict()
         payload["settings"].update(pipeline.describe())

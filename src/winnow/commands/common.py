@@ -103,6 +103,18 @@ ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help
                                                                               "cut to fit, and the trace says so.")]
 MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
                                                               help="Longest answer the reader may write.")]
+FramingOption = Annotated[Optional[str], typer.Option("--framing", help="chat (the model's chat template, default) "
+                                                                        "or plain (RankRAG App. D's 'System: … "
+                                                                        "User: … Assistant:' text as a raw "
+                                                                        "completion); rankrag and vanilla.")]
+TaskOption = Annotated[Optional[str], typer.Option("--task", help="qa (default), fever (claims: App. D's FEVER "
+                                                                  "prompts) or conversational (questions with "
+                                                                  "dialogue history); rankrag and vanilla.")]
+TurnOption = Annotated[Optional[list[str]], typer.Option("--turn", help="An earlier turn of the dialogue, user:TEXT "
+                                                                        "or assistant:TEXT (repeatable, oldest "
+                                                                        "first); needs --task conversational.")]
+HistoryOption = Annotated[Optional[Path], typer.Option("--history", help="JSON file: the dialogue's earlier turns, "
+                                                                         "a list of {\"role\", \"text\"}.")]
 
 # What one request to a server (`winnow serve`, `winnow mcp`) may ask: the limits of winnow.service.limits.
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
@@ -143,6 +155,37 @@ def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: l
     run = {key: value for key, value in values.items() if key in RUN_OPTIONS}
     settings = {key: value for key, value in values.items() if key not in RUN_OPTIONS}
     return RunSpec.resolve(config=config, settings=settings, run=run, agents_for_method=agents_for_method)
+
+
+def dialogue_from(turns: list[str] | None, history_file: Path | None):
+    """The earlier turns of ``--turn ROLE:TEXT`` (repeated) or ``--history FILE``, checked."""
+    import json
+
+    from ..errors import InputError
+    from ..records import dialogue_history
+
+    if turns and history_file:
+        raise WinnowError("--turn and --history both give the dialogue's history", "give it one way")
+    if history_file:
+        try:
+            value = json.loads(history_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(history_file, f"cannot read the history: {exc}",
+                             hint='a JSON list of {"role", "text"}') from exc
+        try:
+            return dialogue_history(value)
+        except ValueError as exc:
+            raise InputError(history_file, str(exc), field="history") from exc
+    listed = []
+    for turn in turns or []:
+        role, sep, text = turn.partition(":")
+        if not sep:
+            raise WinnowError(f"--turn {turn!r} is not ROLE:TEXT", "e.g. --turn 'user:who wrote hamlet'")
+        listed.append({"role": role.strip(), "text": text.strip()})
+    try:
+        return dialogue_history(listed)
+    except ValueError as exc:
+        raise WinnowError(f"--turn: {exc}", "give the turns oldest first: user, assistant, user, …") from exc
 
 
 def parse_role(text: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 from rich.markup import escape
 
+from ..config import parse_assignment
 from ..errors import WinnowError
 from .common import (
     AgentOption,
@@ -22,6 +23,7 @@ from .common import (
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
+    FramingOption,
     FusionAlphaOption,
     IndexOption,
     JsonOption,
@@ -36,6 +38,7 @@ from .common import (
     RetrieverOption,
     SetOption,
     StageProgress,
+    TaskOption,
     app,
     err,
     out,
@@ -115,7 +118,9 @@ class RunProgress:
 def evaluate(
     index_dir: IndexOption,
     queries: Annotated[Path, typer.Option("--queries", "-q", help="QA JSONL file: {\"id\", \"question\", "
-                                                                  "\"golden_answers\", \"metadata\"} per line.")],
+                                                                  "\"golden_answers\", \"metadata\"} per line "
+                                                                  "(and \"history\", a dialogue's earlier turns, "
+                                                                  "with --task conversational).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
     method: MethodOption = None,
     model: ModelOption = None,
@@ -132,6 +137,8 @@ def evaluate(
     final_model: FinalModelOption = None,
     agents: AgentOption = None,
     context_size: ContextSizeOption = None,
+    framing: FramingOption = None,
+    task: TaskOption = None,
     assignments: SetOption = None,
     config: ConfigOption = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
@@ -157,6 +164,10 @@ def evaluate(
     ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
                                                                           "(llama.cpp's threads).")] = 1,
     no_cache: NoCacheOption = False,
+    sweep: Annotated[Optional[str], typer.Option("--sweep", help="SETTING=V1,V2,…: one run folder per value in "
+                                                                 "OUT/SETTING=VALUE, the LLM calls the values share "
+                                                                 "made once (e.g. judge_n=-0.5,0,0.5,1 or "
+                                                                 "n=20,40,60,80,100).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Evaluate a method on a QA set: EM, F1, accuracy, answer Recall@k per stage, cost.
@@ -169,10 +180,21 @@ def evaluate(
     from ..pipeline import Pipeline
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
+    flags: dict[str, Any] = dict(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
+                                 framing=framing, task=task)
     spec = resolve_run(config, assignments, agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, retriever=retriever,
-                       judge_model=judge_model, final_model=final_model, n=n, k=k,
-                       fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens)
+                       judge_model=judge_model, final_model=final_model, **flags)
+    if sweep is not None:
+        if engine != "local":
+            raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
+        given = {key for key, value in flags.items() if value is not None}
+        given |= {parse_assignment(a)[0] for a in assignments or []}
+        _evaluate_sweep(spec, sweep, given, index_dir, queries, out_dir, batch_size=batch_size, no_cache=no_cache,
+                        api_key=api_key, as_json=as_json,
+                        run_options=dict(limit=limit, seed=seed, qrels=qrels, capped=capped, api_key=api_key,
+                                         cache=not no_cache))
+        return
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
                   api_key=api_key, cache=not no_cache)
     started = time.perf_counter()
@@ -229,6 +251,92 @@ def evaluate(
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
+
+
+def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, queries: Path, out_dir: Path, *,
+                    batch_size: int, no_cache: bool, api_key: str, as_json: bool, run_options: dict[str, Any]) -> None:
+    """``winnow eval --sweep``: one run per value over one pipeline and call cache (:mod:`winnow.evaluation.sweep`).
+
+    With ``--no-cache`` the values still share their calls, through a cache file of the sweep's own
+    (OUT/calls.sqlite) that nothing else reads or fills.
+    """
+    from ..evaluation.sweep import EvalSweep, parse_sweep
+    from ..pipeline import Pipeline
+    from ..settings import SettingError
+
+    setting, values = parse_sweep(sweep)
+    if setting in given:
+        raise SettingError(setting, f"setting {setting!r} is given both by --sweep and by its own flag or --set",
+                           "give its values once, in --sweep")
+    runs = EvalSweep(spec, setting, values, index_dir, queries, out_dir, **run_options)
+    started = time.perf_counter()
+    interrupted = False
+    try:
+        pending = runs.prepare()
+        listed = ", ".join(point.label.split("=", 1)[1] for point in runs.points)
+        err.print(f"{spec.method} {spec.model}: {setting} swept over {listed}; {len(runs.points[0].run.selected)} "
+                  f"questions each, {sum(len(p) for p in pending.values())} to ask in all", highlight=False)
+        if any(pending.values()):
+            stages = StageProgress(err)
+            with spinner_while_loading(spec.backend) as loading:
+                pipeline = Pipeline(runs.points[0].run.spec, index_dir, api_key=api_key, progress=stages,
+                                    cache=runs.cache_path if no_cache else True, loading=loading)
+
+            def hooks(point: Any, count: int) -> dict[str, Any]:
+                return {"on_answer": RunProgress(stages, f"{spec.method} {point.label}", len(point.run.selected),
+                                                 point.run.answered(), meter=lambda: _llm_meter(pipeline.llms)),
+                        "on_failure": lambda qid, why: err.print(f"[yellow]{point.label}: skipped {qid}:[/] {why}",
+                                                                 highlight=False)}
+
+            with pipeline, stages.bar:
+                try:
+                    runs.ask_all(pipeline, pending, on_point=hooks, batch_size=batch_size)
+                except KeyboardInterrupt:
+                    interrupted = True
+        summary = runs.finish()
+    finally:
+        runs.release()
+    if as_json:
+        out.print_json(data=summary)
+    else:
+        out.print(sweep_table(summary))
+    calls = summary["calls"]
+    err.print(f"{len(runs.points)} runs, this session {_duration(time.perf_counter() - started)}; the sweep so far: "
+              f"{calls['made']} LLM calls made for {calls['asked']} asked ({calls['asked'] - calls['made']} shared "
+              f"between values or cached before) · wrote {runs.out} (sweep.json and a run folder per value)",
+              highlight=False)
+    if interrupted:
+        err.print("interrupted: run the same command again to continue")
+        raise KeyboardInterrupt
+
+
+def sweep_table(summary: dict[str, Any]):
+    """Answers and calls per value; for a sweep over N, RankRAG's reranking time overhead (§4.3, §5.5)."""
+    from rich.table import Table
+
+    over_n = summary["setting"] == "n"
+    title = f"{summary['method']} {summary['model']} · sweep over {summary['setting']}"
+    caption = "calls: made / asked; the rest came from the call cache (shared with another value, or cached before)"
+    if over_n:
+        title += " (RankRAG §5.5, Fig. 5)"
+        caption += ("\noverhead: N·t2 / (t1 + t3) (RankRAG §4.3), seconds per question: t1 retrieval, N·t2 the model "
+                    "calls before generation, t3 generation; cached calls at the seconds first measured")
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    columns = [summary["setting"], "questions", "EM", "F1", "acc.", "calls"]
+    if over_n:
+        columns += ["t1 s", "N·t2 s", "t3 s", "overhead"]
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
+    for row in summary["rows"]:
+        cells = [str(row["value"]), str(row["questions"]), f"{row['em']:.1%}", f"{row['f1']:.1%}",
+                 f"{row['accuracy']:.1%}", f"{row['llm_calls']} / {row['llm_calls'] + row['cache_hits']}"]
+        if over_n:
+            eff = row.get("efficiency") or {}
+            ratio = eff.get("overhead_ratio")
+            cells += [f"{eff.get('retrieval_seconds', 0):.3f}", f"{eff.get('reranking_seconds', 0):.2f}",
+                      f"{eff.get('generation_seconds', 0):.2f}", "–" if ratio is None else f"{ratio:.2f}x"]
+        table.add_row(*cells)
+    return table
 
 
 ENGINES = ("local", "ray")

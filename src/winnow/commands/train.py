@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..extras import require
+from ..settings import SettingError
 from .common import app, err, out
 
 train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
@@ -74,42 +75,76 @@ def blend(
               "(no LLM calls)")
 
 
+PRESET_HELP = ("Start from a named recipe; options given explicitly override it. "
+               "paper-stage1: RankRAG Stage-I SFT (§4.1, §5.1): full, lr 5e-6, batch 128, 1,000 steps; "
+               "paper-stage2-8b: Stage-II (§4.2, §5.1): full, lr 3e-7, batch 64, 3,300 steps; "
+               "paper-stage2-70b: the same with lr 2e-7. All three: Adam β1 0.9, β2 0.98; the batch is "
+               "global (--global-batch).")
+
+
 @train_app.command("sft")
 def sft(
     base: Annotated[str, typer.Option("--base", help="Model to tune: a registry name or .gguf file (dequantised), "
-                                                     "or a Hugging Face model folder.")],
+                                                     "a Hugging Face model folder, or an earlier run folder.")],
     data: Annotated[Path, typer.Option("--data", help="Blend folder from `winnow train blend` (or its train.jsonl).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder: checkpoints, curve, model/.")],
-    lora: Annotated[bool, typer.Option("--lora/--full", help="Train a LoRA adapter (default) or all weights.")] = True,
+    preset: Annotated[Optional[str], typer.Option("--preset", help=PRESET_HELP)] = None,
+    lora: Annotated[Optional[bool], typer.Option("--lora/--full", help="Train a LoRA adapter or all weights "
+                                                                       "\\[default: LoRA].")] = None,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Optimizer steps "
                                                                                 "\\[default: one epoch].")] = None,
-    epochs: Annotated[float, typer.Option("--epochs", min=0.0, help="Passes over the blend when --max-steps "
-                                                                    "is not given.")] = 1.0,
+    epochs: Annotated[Optional[float], typer.Option("--epochs", min=0.0, help="Passes over the blend when "
+                                                                              "--max-steps is not given "
+                                                                              "\\[default: 1].")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate \\[default: 2e-4 LoRA, "
                                                              "1e-5 full].")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Examples per device and step.")] = 4,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Gradient accumulation steps.")] = 1,
-    max_length: Annotated[int, typer.Option("--max-length", min=16, help="Longer examples are left out "
-                                                                         "(and counted).")] = 2048,
-    save_steps: Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every N steps.")] = 50,
-    warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0)] = 0,
-    lora_r: Annotated[int, typer.Option("--lora-r", min=1)] = 16,
-    lora_alpha: Annotated[int, typer.Option("--lora-alpha", min=1)] = 32,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Examples per device and "
+                                                                                  "micro-step \\[default: 4].")] = None,
+    grad_accum: Annotated[Optional[int], typer.Option("--grad-accum", min=1, help="Gradient accumulation steps "
+                                                                                  "\\[default: 1, or what "
+                                                                                  "--global-batch needs].")] = None,
+    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Examples per optimizer "
+                                                                                      "step over every device; "
+                                                                                      "sets --grad-accum.")] = None,
+    adam_beta1: Annotated[Optional[float], typer.Option("--adam-beta1", help="Adam β1 \\[default: 0.9].")] = None,
+    adam_beta2: Annotated[Optional[float], typer.Option("--adam-beta2", help="Adam β2 \\[default: 0.999; "
+                                                                             "the paper: 0.98].")] = None,
+    max_length: Annotated[Optional[int], typer.Option("--max-length", min=16, help="Longer examples are left out "
+                                                                                   "(and counted) "
+                                                                                   "\\[default: 2048].")] = None,
+    save_steps: Annotated[Optional[int], typer.Option("--save-steps", min=1, help="Checkpoint every N steps "
+                                                                                  "\\[default: 50].")] = None,
+    warmup_steps: Annotated[Optional[int], typer.Option("--warmup-steps", min=0, help="\\[default: 0]")] = None,
+    lora_r: Annotated[Optional[int], typer.Option("--lora-r", min=1, help="\\[default: 16]")] = None,
+    lora_alpha: Annotated[Optional[int], typer.Option("--lora-alpha", min=1, help="\\[default: 32]")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="\\[default: 0]")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Use only the first N examples.")] = None,
     resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Continue from the last checkpoint in "
                                                                       "--out.")] = True,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete an earlier run in --out first.")] = False,
 ) -> None:
-    """Fine-tune a model on a blend: loss on the last assistant turn only (RankRAG §4.1)."""
-    require("train", "winnow train sft")  # before the progress bar takes the terminal
-    from ..training.sft import SFTSettings, train_sft
+    """Fine-tune a model on a blend: loss on the last assistant turn only (RankRAG §4.1).
 
-    settings = SFTSettings(base=base, data=str(data), out=str(out_dir), lora=lora, max_steps=max_steps, epochs=epochs,
-                           lr=lr, batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, seed=seed,
-                           save_steps=save_steps, warmup_steps=warmup_steps, lora_r=lora_r, lora_alpha=lora_alpha,
-                           threads=threads, limit=limit, resume=resume)
+    LoRA with small steps is the default, for CPUs; --preset names the paper's recipes.
+    """
+    from ..training.presets import apply_preset
+
+    given = dict(base=base, data=str(data), out=str(out_dir), lora=lora, max_steps=max_steps, epochs=epochs, lr=lr,
+                 batch_size=batch_size, grad_accum=grad_accum, global_batch=global_batch, adam_beta1=adam_beta1,
+                 adam_beta2=adam_beta2, max_length=max_length, seed=seed, save_steps=save_steps,
+                 warmup_steps=warmup_steps, lora_r=lora_r, lora_alpha=lora_alpha, threads=threads, limit=limit,
+                 resume=resume)
+    require("train", "winnow train sft")  # before the progress bar takes the terminal
+    from ..training.sft import SFTSettings, describe_run, process_count, train_sft
+
+    processes = process_count()
+    try:
+        values, applied = apply_preset(preset, given)
+        settings = SFTSettings.from_values(values)
+        err.print(describe_run(settings, applied, processes), highlight=False)  # checks the batch arithmetic
+    except SettingError as exc:  # name the option the user typed
+        raise SettingError(exc.setting, f"--{exc.setting.replace('_', '-')}: {exc.message}", exc.hint) from exc
     bar = _bar()
     task = bar.add_task("training", total=None)
 
@@ -119,7 +154,7 @@ def sft(
 
     started = time.perf_counter()
     with bar:
-        report = train_sft(settings, overwrite=overwrite, on_step=on_step,
+        report = train_sft(settings, overwrite=overwrite, on_step=on_step, applied_preset=applied,
                            on_status=lambda message: bar.update(task, description=message))
     skipped = "; ".join(f"{reason}: {count}" for reason, count in report.skipped.items())
     resumed = f" (resumed at step {report.resumed_from})" if report.resumed_from else ""
@@ -128,5 +163,6 @@ def sft(
     err.print(f"trained {report.steps} steps{resumed} on {report.examples:,} examples "
               f"({report.trained_tokens:,} target tokens of {report.tokens:,}); {loss}; "
               f"{time.perf_counter() - started:.0f} s" + (f"; left out {skipped}" if skipped else ""))
+    err.print(describe_run(settings, applied, processes), highlight=False)
     err.print(f"model in {report.out / 'model'} (use it: --backend transformers --model {report.out}); "
               f"curve in {report.out / 'curve.png'}")

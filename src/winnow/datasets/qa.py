@@ -1,5 +1,9 @@
 """Question-answering sets as JSONL: one ``{"id", "question", "golden_answers", "metadata"}`` per line.
 
+A question of a dialogue (Doc2Dial, TopiOCQA, INSCIT) also has ``"history"``: its earlier turns,
+oldest first, as ``[{"role": "user", "text": …}, {"role": "assistant", "text": …}, …]``
+(:func:`winnow.records.dialogue_history` says what a valid one is).
+
 This is the layout FlashRAG uses for its benchmark files. Gold answers that are regular expressions
 (CuratedTREC, as in DPR's evaluation) are flagged with ``"answer_type": "regex"`` in ``metadata``.
 Reading is strict: a malformed line or a repeated id is an :class:`InputError` naming the file, line
@@ -17,6 +21,7 @@ from typing import Any
 from ..atomic import write_lines
 from ..corpus.jsonl import json_type, read_json_lines, require_object
 from ..errors import InputError
+from ..records import Query, Turn, dialogue_history
 from ..text import TEXT_HINT, text_problem
 
 REGEX = "regex"
@@ -32,6 +37,12 @@ class QAItem:
     question: str
     golden_answers: list[str]
     metadata: dict[str, Any] = field(default_factory=dict)
+    history: tuple[Turn, ...] = ()  # the dialogue's earlier turns, for conversational QA
+
+    @property
+    def query(self) -> Query:
+        """The question as a method asks it: its text, id and dialogue history."""
+        return Query(self.question, id=self.id, history=self.history)
 
     @property
     def is_regex(self) -> bool:
@@ -40,7 +51,8 @@ class QAItem:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "question": self.question, "golden_answers": list(self.golden_answers),
-                "metadata": dict(self.metadata)}
+                "metadata": dict(self.metadata),
+                **({"history": [turn.to_dict() for turn in self.history]} if self.history else {})}
 
 
 def read_qa_jsonl(path: str | Path) -> list[QAItem]:
@@ -96,7 +108,15 @@ def qa_item_from_record(record: Any, path: Path, line: int) -> QAItem:
     if not isinstance(metadata, dict):
         raise InputError(path, f"metadata must be an object, got {json_type(metadata)}", line=line,
                          field="metadata", hint=QA_HINT)
-    return QAItem(str(item_id), question, list(answers), dict(metadata))
+    history: tuple[Turn, ...] = ()
+    if record.get("history") is not None:
+        try:
+            history = dialogue_history(record["history"])
+        except ValueError as exc:
+            raise InputError(path, str(exc), line=line, field="history",
+                             hint='"history": [{"role": "user", "text": ...}, {"role": "assistant", "text": ...}]'
+                             ) from exc
+    return QAItem(str(item_id), question, list(answers), dict(metadata), history)
 
 
 def write_qa_jsonl(items: Iterable[QAItem], path: str | Path) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..answers import mean
+from .efficiency import reranking_overhead
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
@@ -135,6 +136,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         "first_stage_depth": depth,
         "cost": cost_summary(records),
         "stage_cost": stage_costs(records),
+        "efficiency": reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
         "qrels": None,
         "question_ids": [r["id"] for r in records],  # last: long, and what reports read the records by
     }

@@ -98,6 +98,7 @@ def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, re
     return {
         "id": item.id,
         "question": item.question,
+        **({"history": [turn.to_dict() for turn in item.history]} if item.history else {}),
         "golden_answers": golds,
         **({"regex": True} if regex else {}),
         "answer": answer.text,

@@ -264,20 +264,45 @@ def deviation_notes(runs: Sequence[LoadedRun]) -> list[str]:
             for run in runs if (deviations := run.metrics["run"].get("deviations"))]
 
 
-def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[tuple[int, float, float, bool]]]:
+def n_group_label(run: LoadedRun) -> str:
+    """What a run is apart from its N: method, model, the settings that matter and the retriever."""
+    r = run.metrics["run"]
+    shown = {key: value for key, value in r["settings"].items()
+             if key in ("k", "judge_n", "window") or (key == "fusion_alpha" and value)}
+    label = " ".join([r["method"], r["model"], *(f"{key}={value}" for key, value in shown.items())])
+    return label + (f" {r['retriever']}" if r["retriever"] != "bm25" else "")
+
+
+def n_groups(runs: Sequence[LoadedRun]) -> dict[str, list[plots.NPoint]]:
     """Runs that differ only in N, grouped (RankRAG Fig. 5); groups with one N are left out."""
-    groups: dict[str, dict[int, tuple[int, float, float, bool]]] = defaultdict(dict)
+    groups: dict[str, dict[int, plots.NPoint]] = defaultdict(dict)
     for run in runs:
-        r = run.metrics["run"]
-        shown = {key: value for key, value in r["settings"].items()
-                 if key in ("k", "judge_n", "window") or (key == "fusion_alpha" and value)}
-        label = " ".join([r["method"], r["model"], *(f"{key}={value}" for key, value in shown.items())])
-        if r["retriever"] != "bm25":
-            label += f" {r['retriever']}"
-        n = int(r["settings"]["n"])
-        cost = run.metrics["cost"]
-        groups[label][n] = (n, run.metrics["answer"]["accuracy"], cost["seconds_per_question"], cost["cache_hits"] > 0)
+        n = int(run.metrics["run"]["settings"]["n"])
+        answer, efficiency = run.metrics["answer"], run.metrics.get("efficiency") or {}
+        groups[n_group_label(run)][n] = plots.NPoint(n, answer["em"], answer["accuracy"],
+                                                     efficiency.get("overhead_ratio"))
     return {label: list(points.values()) for label, points in groups.items() if len(points) > 1}
+
+
+def overhead_table(runs: Sequence[LoadedRun]) -> str | None:
+    """RankRAG §5.5 / Fig. 5 as a table: for runs that differ only in N, EM beside the time overhead of
+    reranking N·t2 / (t1 + t3) (§4.3; :mod:`.efficiency`). None when no two runs differ only in N."""
+    groups: dict[str, list[LoadedRun]] = defaultdict(list)
+    for run in runs:
+        if run.metrics.get("efficiency"):
+            groups[n_group_label(run)].append(run)
+    header = ["runs", "N", "EM", "Acc.", "t1 s/q", "N·t2 s/q", "t3 s/q", "overhead"]
+    rows = []
+    for label, members in groups.items():
+        if len({int(run.metrics["run"]["settings"]["n"]) for run in members}) < 2:
+            continue
+        for number, run in enumerate(sorted(members, key=lambda r: int(r.metrics["run"]["settings"]["n"]))):
+            eff, answer = run.metrics["efficiency"], run.metrics["answer"]
+            ratio = eff.get("overhead_ratio")
+            rows.append([label if number == 0 else "", str(run.metrics["run"]["settings"]["n"]), pct(answer["em"]),
+                         pct(answer["accuracy"]), num(eff["retrieval_seconds"], 3), num(eff["reranking_seconds"], 2),
+                         num(eff["generation_seconds"], 2), "–" if ratio is None else f"{ratio:.2f}x"])
+    return md_table(header, rows) if rows else None
 
 
 def reproducing_command(run: LoadedRun) -> str:
@@ -341,7 +366,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     if groups:
         n_png = out.with_name(f"{out.stem}-accuracy-time-vs-n.png")
         plots.plot_n_tradeoff(n_png, groups)
-        images.append(("Accuracy and time per question against N (RankRAG Fig. 5)", n_png))
+        images.append(("EM, accuracy and the time overhead of reranking against N (RankRAG Fig. 5)", n_png))
 
     mainrag = [run for run in runs if run.metrics["run"]["method"] == "mainrag"]
     if question is not None and not any(question in run.question_ids for run in mainrag):
@@ -391,6 +416,14 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
                   "the mean difference in points with a paired bootstrap 95% interval, and the exact two-sided "
                   "sign test (McNemar's for accuracy). An interval that spans 0 is not a measured gain.", "",
                   paired]
+    overhead = overhead_table(runs)
+    if overhead:
+        parts += ["", "## Time overhead of reranking against N (RankRAG §5.5, Fig. 5)", "",
+                  "Per question: t1 the retrieval's wall seconds, N·t2 the model seconds of the LLM calls before "
+                  "generation (RankRAG's N P(\"True\") calls), t3 those of generation; the overhead is "
+                  "N·t2 / (t1 + t3) as RankRAG §4.3 defines it. Calls served from the call cache count at the "
+                  "seconds measured when first made, so runs that shared calls (`winnow eval --sweep n=…`) "
+                  "report what each would have cost alone.", "", overhead]
     if any(run.metrics.get("qrels") for run in runs):
         parts += ["", "## Relevance judgements (qrels, ir-measures)", "", qrels_table(runs, bases, by_run)]
     parts += ["", "## Plots", ""]

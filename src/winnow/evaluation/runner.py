@@ -26,7 +26,6 @@ from ..errors import BackendError, WinnowError
 from ..extras import require
 from ..index.manifest import file_sha256
 from ..lock import output_lock
-from ..records import Query
 from .metrics import compute_metrics
 from .qrels_coverage import unknown_documents
 from .record import question_record
@@ -277,9 +276,9 @@ def _records(pipeline: Any, spec: Any, batch: list[Any]) -> list[dict[str, Any]]
     depth = first_stage_depth(spec)
     retriever = getattr(pipeline.index, "name", spec.retriever)
     started = time.perf_counter()
-    first_stages = [pipeline.index.search(Query(item.question, id=item.id), k=depth) for item in batch]
+    first_stages = [pipeline.index.search(item.query, k=depth) for item in batch]
     searched = time.perf_counter()
-    answers = pipeline.method.ask_batch([Query(item.question, id=item.id) for item in batch])
+    answers = pipeline.method.ask_batch([item.query for item in batch])
     share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
     return [question_record(item, answer, first_stage, retriever=retriever, seconds=share,
                             first_stage_seconds=(searched - started) / len(batch))
@@ -306,15 +305,16 @@ def run_label(spec: Any) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
     A setting that departs from the paper is marked: "rerank=pointwise (not the paper's)"."""
-    from ..methods import method_settings
+    from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
     defaults = method_settings(spec.method).to_dict()
     deviations = run_deviations(spec)
     parts = [spec.method, spec.model]
-    if spec.method != "vanilla":  # vanilla retrieves k; N is not used
+    unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
+    if "n" not in unused:
         parts.append(f"N={settings.get('n')}")
-    if spec.method != "mainrag":  # MAIN-RAG reads every document that clears the bar; k is not used
+    if "k" not in unused:
         parts.append(f"k={settings.get('k')}")
     for key, value in settings.items():
         if key not in ("n", "k") and value != defaults.get(key):

@@ -83,7 +83,7 @@ class BM25Index:
         if k < 1:
             raise WinnowError(f"k must be at least 1 (got {k})")
         items = [q if isinstance(q, Query) else Query(text=q) for q in queries]
-        hits = self._scorer.top_k(tokenize_queries([q.text for q in items], self._stemmer), k)
+        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer), k)
         return [
             CandidateList(query, [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
                                   for rank, (row, score) in enumerate(

@@ -94,8 +94,8 @@ class DenseIndex:
         if k < 1:
             raise WinnowError(f"k must be at least 1 (got {k})")
         items = [q if isinstance(q, Query) else Query(text=q) for q in queries]
-        asked = [i for i, q in enumerate(items) if q.text.strip()]
-        hits = self.search_vectors(self.embedder.embed([items[i].text for i in asked]), k)
+        asked = [i for i, q in enumerate(items) if q.search_text.strip()]
+        hits = self.search_vectors(self.embedder.embed([items[i].search_text for i in asked]), k)
         results = [CandidateList(q) for q in items]
         for i, found in zip(asked, hits, strict=True):
             results[i].candidates = [Candidate(self.passages[row], [StageScore(self.name, score, rank)])

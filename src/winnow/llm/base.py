@@ -1,4 +1,5 @@
-"""The LLM interface every backend implements: two verbs over batches of chat prompts.
+"""The LLM interface every backend implements: two verbs over batches of prompts (chat turns, or
+plain text sent as a raw completion: :mod:`.messages`).
 
 ``generate`` returns text; ``choice_logprobs`` returns the log-probability of each of a closed set
 of next-token choices (True/False, Yes/No, 1..5), renormalised over the set. The second verb is what
@@ -11,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from .messages import Messages
+from .messages import Messages as Messages  # re-exported: stages import the chat prompt type from here
+from .messages import Prompt
 
 if TYPE_CHECKING:
     from .tokens import TokenCounter
@@ -78,12 +80,13 @@ class LLMBackend(Protocol):
     def identity(self) -> dict[str, Any]:
         """What makes two backends' answers interchangeable: kind, model name and checksum."""
 
-    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+    def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = ()) -> list[Generation]:
-        """Complete each chat prompt; ``finish_reason`` is "length" when ``max_tokens`` cut the answer."""
+        """Complete each prompt (chat turns through the chat template, plain text as it is);
+        ``finish_reason`` is "length" when ``max_tokens`` cut the answer."""
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
-        """Score the next token of each chat prompt over ``choices``."""
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[ChoiceScores]:
+        """Score the next token of each prompt over ``choices``."""
 
     def close(self) -> None:
         """Release the model or connection."""

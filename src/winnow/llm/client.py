@@ -6,9 +6,10 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..records import LLMCall, StageTrace
-from .base import ChoiceScores, Generation, LLMBackend, Messages
+from .base import ChoiceScores, Generation, LLMBackend
 from .cache import CallCache, cached_answer_is_usable, call_key
 from .context_size import resolve_context_size
+from .messages import Prompt, is_plain, recorded
 from .tokens import EstimatedTokens, TokenCounter
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ class LLM:
             f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
 
-    def _send(self, stage: str, items: list[Messages], run: Callable[..., list[T]]) -> list[T]:
+    def _send(self, stage: str, items: list[Prompt], run: Callable[..., list[T]]) -> list[T]:
         """Send ``items`` to the backend, reporting progress as calls finish.
 
         A backend with a dispatcher (``max_inflight``: the OpenAI-compatible one) takes them all at
@@ -118,19 +119,22 @@ class LLM:
         """``text`` cut to at most ``max_tokens`` of the model's tokens, and whether it was cut."""
         return self.token_counter.truncate(text, max_tokens)
 
-    def count_prompt_tokens(self, messages: Messages) -> int:
-        """Tokens of a whole chat prompt as the backend sends it (chat template applied)."""
-        return self.token_counter.count_prompt(messages)
+    def count_prompt_tokens(self, prompt: Prompt) -> int:
+        """Tokens of a whole prompt as the backend sends it (a chat prompt with its chat template)."""
+        return self.token_counter.count_prompt(prompt)
 
-    def _lookup(self, kind: str, prompts: Sequence[Messages], params: dict[str, Any], *, shared: bool = True
+    def _lookup(self, kind: str, prompts: Sequence[Prompt], params: dict[str, Any], *, shared: bool = True
                 ) -> tuple[list[str], list[dict[str, Any] | None], dict[str, int]]:
         """Each prompt's cache key and cache hit, and the misses to send: key -> first prompt with it.
 
         Identical calls of one batch (same kind, messages and parameters) are sent once and share
         the answer; the others are recorded as served without a request, like cache hits. Sampled
-        calls (``shared=False``) are each sent: their answers are meant to differ.
+        calls (``shared=False``) are each sent: their answers are meant to differ. A plain prompt's
+        key names its framing, so it never meets a chat prompt's answer (and chat keys stay as they
+        were before plain prompts existed).
         """
-        keys = [call_key(self.identity, kind, messages, params) for messages in prompts]
+        keys = [call_key(self.identity, kind, prompt, {**params, "framing": "plain"} if is_plain(prompt) else params)
+                for prompt in prompts]
         if not shared:
             keys = [f"{key}#{i}" for i, key in enumerate(keys)]
         hits = [self._usable_hit(kind, key) for key in keys]
@@ -154,7 +158,7 @@ class LLM:
         self.stale_cache_entries += 1
         return None
 
-    def generate(self, prompts: Sequence[Messages], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
+    def generate(self, prompts: Sequence[Prompt], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
         traces = traces_per_prompt(stage, len(prompts))
         params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop)}
@@ -170,13 +174,13 @@ class LLM:
         results = [Generation(**hit) if hit else sent[keys[i]] for i, hit in enumerate(hits)]
         for i, generation in enumerate(results):
             paid = to_send.get(keys[i]) == i
-            traces[i].record(LLMCall(traces[i].name, "generate", list(prompts[i]), generation.text,
+            traces[i].record(LLMCall(traces[i].name, "generate", recorded(prompts[i]), generation.text,
                                      generation.prompt_tokens, generation.completion_tokens,
                                      generation.seconds, cached=not paid, finish_reason=generation.finish_reason,
                                      retries=generation.retries if paid else 0))
         return results
 
-    def choice_scores(self, prompts: Sequence[Messages], choices: Sequence[str], *,
+    def choice_scores(self, prompts: Sequence[Prompt], choices: Sequence[str], *,
                       stage: StageTrace | Sequence[StageTrace]) -> list[ChoiceScores]:
         traces = traces_per_prompt(stage, len(prompts))
         params = {"choices": list(choices)}
@@ -191,7 +195,7 @@ class LLM:
                    for i, hit in enumerate(hits)]
         for i, scores in enumerate(results):
             paid = to_send.get(keys[i]) == i
-            traces[i].record(LLMCall(traces[i].name, "choices", list(prompts[i]),
+            traces[i].record(LLMCall(traces[i].name, "choices", recorded(prompts[i]),
                                      {c: round(scores.probability(c), 6) for c in choices},
                                      scores.prompt_tokens, 0, scores.seconds, cached=not paid,
                                      retries=scores.retries if paid else 0))

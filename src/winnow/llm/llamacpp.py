@@ -1,8 +1,9 @@
 """The embedded default backend: a GGUF model run in-process by llama.cpp through xllamacpp.
 
-xllamacpp wraps llama.cpp's own server, so chat templates come from the GGUF file (the model's
-own template; RankRAG's Appendix D prints its prompts as plain "System: … User: … Assistant:" text,
-which a template renders in the model's own format). Every prompt is computed from scratch (see
+xllamacpp wraps llama.cpp's own server: a chat prompt goes to its chat completions, with the chat
+template from the GGUF file (the model's own); a plain prompt (the ``plain`` framing: RankRAG's
+Appendix D text "System: … User: … Assistant:") goes to its completions as it is, no template
+applied. Every prompt is computed from scratch (see
 ``cache_prompt`` below), so a prompt's scores never depend on the prompt asked before it.
 The context holds ``context_size`` tokens (default 4,096) of prompt and answer; tokens are counted
 with llama.cpp's own tokenizer.
@@ -17,13 +18,16 @@ from typing import Any, Sequence
 
 from ..errors import ModelError
 from ..extras import import_extra
-from .base import ChoiceScores, Generation, Messages
+from .base import ChoiceScores, Generation
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
+from .messages import Prompt
 from .openai_format import (
+    CHAT_ROUTE,
     choice_request,
     generation_request,
     read_choice_scores,
     read_generation,
+    route,
 )
 from .server_tokens import LlamaServerTokenIds, llama_server_context
 from .tokens import ModelTokens, TokenCounter
@@ -102,22 +106,23 @@ class LlamaCppBackend:
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
-        response = self._server.handle_chat_completions({**body, "cache_prompt": False})
+        handle = self._server.handle_chat_completions if route(body) == CHAT_ROUTE else self._server.handle_completions
+        response = handle({**body, "cache_prompt": False})
         return response, time.perf_counter() - started
 
-    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+    def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = ()) -> list[Generation]:
         results = []
-        for messages in prompts:
-            response, seconds = self._call(generation_request(messages, max_tokens=max_tokens,
+        for prompt in prompts:
+            response, seconds = self._call(generation_request(prompt, max_tokens=max_tokens,
                                                               temperature=temperature, stop=stop))
             results.append(read_generation(response, seconds, f"llama.cpp ({self._name})", max_tokens=max_tokens))
         return results
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[ChoiceScores]:
         results = []
-        for messages in prompts:
-            response, seconds = self._call(choice_request(messages, top_logprobs=TOP_LOGPROBS))
+        for prompt in prompts:
+            response, seconds = self._call(choice_request(prompt, top_logprobs=TOP_LOGPROBS))
             results.append(read_choice_scores(response, choices, seconds, f"llama.cpp ({self._name})"))
         return results
 

@@ -1,9 +1,12 @@
-"""Requests and responses in the OpenAI chat-completions shape.
+"""Requests and responses in the OpenAI chat-completions and completions shapes.
 
-Both backends speak it: llama.cpp's server object takes the same dict in-process that an
+Both backends speak them: llama.cpp's server object takes the same dict in-process that an
 OpenAI-compatible server (vLLM, llama.cpp, TGI, hosted APIs) takes over HTTP, so building requests
-and reading answers lives here once. Answers are read defensively (:mod:`.response_checks`): a
-malformed one is a :class:`~winnow.errors.BackendError` naming the server, never a crash.
+and reading answers lives here once. A chat prompt (a list of turns) goes to chat completions; a
+plain prompt (text, the ``plain`` framing) to completions, whose body holds ``prompt`` instead of
+``messages`` and whose answer holds ``choices[0].text`` instead of ``choices[0].message.content``.
+Answers are read defensively (:mod:`.response_checks`): a malformed one is a
+:class:`~winnow.errors.BackendError` naming the server, never a crash.
 """
 
 from __future__ import annotations
@@ -13,14 +16,28 @@ from typing import Any, Sequence
 
 from ..errors import BackendError
 from . import response_checks as checks
-from .base import ChoiceScores, Generation, Messages
+from .base import ChoiceScores, Generation
 from .choices import scores_over_choices
+from .messages import Prompt
 from .response_checks import MalformedResponse, malformed, preview
 
+#: The route of each request shape, under a server's ``/v1``.
+CHAT_ROUTE, COMPLETION_ROUTE = "/chat/completions", "/completions"
 
-def generation_request(messages: Messages, *, max_tokens: int, temperature: float,
+
+def prompt_fields(prompt: Prompt) -> dict[str, Any]:
+    """``{"messages": …}`` for a chat prompt, ``{"prompt": …}`` for plain text."""
+    return {"prompt": prompt} if isinstance(prompt, str) else {"messages": prompt}
+
+
+def route(body: dict[str, Any]) -> str:
+    """Where a request built here goes: completions for a plain prompt, chat completions otherwise."""
+    return COMPLETION_ROUTE if "prompt" in body else CHAT_ROUTE
+
+
+def generation_request(prompt: Prompt, *, max_tokens: int, temperature: float,
                        stop: Sequence[str] = ()) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens, "temperature": temperature}
+    body: dict[str, Any] = {**prompt_fields(prompt), "max_tokens": max_tokens, "temperature": temperature}
     if temperature == 0.0:
         body["seed"] = 0
     if stop:
@@ -28,13 +45,17 @@ def generation_request(messages: Messages, *, max_tokens: int, temperature: floa
     return body
 
 
-def choice_request(messages: Messages, *, top_logprobs: int) -> dict[str, Any]:
+def choice_request(prompt: Prompt, *, top_logprobs: int) -> dict[str, Any]:
     # One output token is all we read; its top alternatives carry the choice probabilities.
-    return {"messages": messages, "max_tokens": 1, "temperature": 0.0, "seed": 0,
+    if isinstance(prompt, str):
+        # Completions take the number of alternatives in ``logprobs`` itself (OpenAI caps it at 5;
+        # llama.cpp and vLLM take more).
+        return {"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "seed": 0, "logprobs": top_logprobs}
+    return {"messages": prompt, "max_tokens": 1, "temperature": 0.0, "seed": 0,
             "logprobs": True, "top_logprobs": top_logprobs}
 
 
-def continuation_fields(messages: Messages) -> dict[str, Any]:
+def continuation_fields(messages: Prompt) -> dict[str, Any]:
     """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
 
     llama.cpp's server continues a final assistant message by itself; vLLM needs
@@ -42,7 +63,8 @@ def continuation_fields(messages: Messages) -> dict[str, Any]:
     reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
     reads its score from the generated ``<<Score>>n`` text instead.
     """
-    if not messages or messages[-1].get("role") != "assistant" or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off":
+    if (isinstance(messages, str) or not messages or messages[-1].get("role") != "assistant"
+            or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off"):
         return {}
     return {"continue_final_message": True, "add_generation_prompt": False}
 
@@ -78,8 +100,11 @@ def read_generation(response: Any, seconds: float, source: str, sent: Any = None
     """
     try:
         choice = _first_choice(response, source)
-        message = checks.obj(choice.get("message"), "choices[0].message")
-        content = checks.text(message.get("content"), "choices[0].message.content", optional=True)
+        if "message" not in choice and "text" in choice:  # a completions answer (plain framing)
+            content = checks.text(choice.get("text"), "choices[0].text", optional=True)
+        else:
+            message = checks.obj(choice.get("message"), "choices[0].message")
+            content = checks.text(message.get("content"), "choices[0].message.content", optional=True)
         finish_reason = checks.text(choice.get("finish_reason"), "choices[0].finish_reason", optional=True)
         prompt_tokens, completion_tokens = _usage(response)
     except MalformedResponse as exc:
@@ -89,16 +114,32 @@ def read_generation(response: Any, seconds: float, source: str, sent: Any = None
     return Generation(content.strip(), prompt_tokens, completion_tokens, seconds, finish_reason)
 
 
+def _legacy_alternatives(logprobs: dict[str, Any]) -> list[tuple[str, float]]:
+    """The first token's alternatives in the legacy completions shape (OpenAI, vLLM):
+    ``top_logprobs`` is a list, per output token, of ``{token: logprob}``."""
+    where = "choices[0].logprobs.top_logprobs"
+    first = checks.obj(checks.items(logprobs.get("top_logprobs"), where)[0], f"{where}[0]")
+    return [(checks.text(token, f"{where}[0] key"), checks.logprob(value, f"{where}[0][{token!r}]"))
+            for token, value in first.items()]
+
+
 def _top_alternatives(choice: dict[str, Any], source: str) -> list[tuple[str, float]]:
     """(token, log-probability) of the first output token's top alternatives (or of the token
-    itself when the server lists none)."""
+    itself when the server lists none).
+
+    Chat completions list them under ``logprobs.content[0].top_logprobs``; so do llama.cpp's
+    completions (checked against a real server), while OpenAI's and vLLM's completions use the
+    legacy ``logprobs.top_logprobs[0]`` mapping. Both are read.
+    """
     logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict) and logprobs.get("content") is None and logprobs.get("top_logprobs"):
+        return _legacy_alternatives(logprobs)
     content = None if logprobs is None else checks.obj(logprobs, "choices[0].logprobs").get("content")
     if content is None or content == []:
         raise BackendError(
             f"{source} returned no log-probabilities",
-            "the server must support `logprobs` and `top_logprobs` in chat completions "
-            "(vLLM, llama.cpp server and OpenAI do)")
+            "the server must support `logprobs` (and `top_logprobs` in chat completions): vLLM, "
+            "llama.cpp server and OpenAI do")
     where = "choices[0].logprobs.content"
     first = checks.obj(checks.items(content, where)[0], f"{where}[0]")
     listed = first.get("top_logprobs")

@@ -1,5 +1,8 @@
 """Any OpenAI-compatible chat-completions server: vLLM, llama.cpp's server, TGI, hosted APIs.
 
+Chat prompts go to ``/chat/completions``; plain prompts (the ``plain`` framing) to ``/completions``,
+sent as they are.
+
 Set the base URL (``.../v1``) and key by option or by ``WINNOW_OPENAI_BASE_URL`` /
 ``WINNOW_OPENAI_API_KEY`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` are honoured too). All the requests of
 a stage are handed to :mod:`.dispatch`, which keeps up to ``max_inflight`` of them in flight over one or
@@ -15,15 +18,17 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError
-from .base import ChoiceScores, Generation, Messages
+from .base import ChoiceScores, Generation
 from .context_size import checked_context_size, resolve_context_size
 from .dispatch import Dispatcher, Endpoint, RetryPolicy
+from .messages import Prompt
 from .openai_format import (
     choice_request,
     continuation_fields,
     generation_request,
     read_choice_scores,
     read_generation,
+    route,
 )
 from .server_tokens import ServerFacts, discover
 from .tokens import TokenCounter
@@ -93,9 +98,9 @@ class OpenAICompatibleBackend:
 
     def _post(self, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Any, float, str]:
         """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
-        body = {"model": self._model, **body, **continuation_fields(body["messages"])}
+        body = {"model": self._model, **body, **continuation_fields(body.get("messages", []))}
         started = time.perf_counter()
-        response, sent = endpoint.post("/chat/completions", body)
+        response, sent = endpoint.post(route(body), body)
         return response, time.perf_counter() - started, sent
 
     def _facts(self) -> ServerFacts:
@@ -124,21 +129,21 @@ class OpenAICompatibleBackend:
         """The server's tokenizer over /tokenize, or an estimate when it has none."""
         return self._facts().tokens
 
-    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+    def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
-        def one(endpoint: Endpoint, messages: Messages) -> Generation:
+        def one(endpoint: Endpoint, prompt: Prompt) -> Generation:
             response, seconds, sent = self._post(endpoint, generation_request(
-                messages, max_tokens=max_tokens, temperature=temperature, stop=stop))
+                prompt, max_tokens=max_tokens, temperature=temperature, stop=stop))
             generation = read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
             self._answered(generation.prompt_tokens + generation.completion_tokens)
             return generation
 
         return [replace(g, retries=r) for g, r in self.dispatcher.map(prompts, one, on_done)]
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str],
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str],
                         on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
-        def one(endpoint: Endpoint, messages: Messages) -> ChoiceScores:
-            response, seconds, sent = self._post(endpoint, choice_request(messages, top_logprobs=self._top_logprobs))
+        def one(endpoint: Endpoint, prompt: Prompt) -> ChoiceScores:
+            response, seconds, sent = self._post(endpoint, choice_request(prompt, top_logprobs=self._top_logprobs))
             scores = read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
             self._answered(scores.prompt_tokens + 1)  # one output token is generated
             return scores

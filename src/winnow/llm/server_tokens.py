@@ -22,8 +22,8 @@ from typing import Any, Callable, Sequence
 import httpx
 
 from . import response_checks as checks
-from .base import Messages
 from .http_json import json_or_none, post_json
+from .messages import Prompt
 from .openai_format import continuation_fields
 from .response_checks import MalformedResponse, malformed
 from .tokens import EstimatedTokens, ModelTokens, TokenCounter
@@ -80,10 +80,12 @@ class LlamaServerTokenIds:
     def decode(self, ids: Sequence[int]) -> str:
         return self._routes.text("/detokenize", {"tokens": list(ids)}, "content")
 
-    def prompt_length(self, messages: Messages) -> int:
+    def prompt_length(self, prompt: Prompt) -> int:
         # The same steps as llama.cpp's chat completions: template, then tokens with BOS and the
         # template's special tokens parsed (checked against its usage.prompt_tokens in the tests).
-        prompt = self._routes.text("/apply-template", {"messages": messages}, "prompt")
+        # Its completions take a plain prompt through the same tokenization, without the template.
+        if not isinstance(prompt, str):
+            prompt = self._routes.text("/apply-template", {"messages": prompt}, "prompt")
         return len(self._routes.ids("/tokenize", {"content": prompt, "add_special": True, "parse_special": True}))
 
 
@@ -99,9 +101,11 @@ class VllmTokenIds:
     def decode(self, ids: Sequence[int]) -> str:
         return self._routes.text("/detokenize", {"tokens": list(ids)}, "prompt")
 
-    def prompt_length(self, messages: Messages) -> int:
+    def prompt_length(self, prompt: Prompt) -> int:
+        if isinstance(prompt, str):  # completions: the text with the model's special tokens added
+            return len(self._routes.ids("/tokenize", {"prompt": prompt, "add_special_tokens": True}))
         # The continuation fields are the ones chat completions get (see continuation_fields).
-        return len(self._routes.ids("/tokenize", {"messages": messages, **continuation_fields(messages)}))
+        return len(self._routes.ids("/tokenize", {"messages": prompt, **continuation_fields(prompt)}))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from functools import lru_cache
 from typing import Protocol, Sequence
 
-from .messages import Messages
+from .messages import Prompt
 
 #: Distinct texts (and prompts) whose counts are remembered per model.
 CACHED_TEXTS = 8192
@@ -33,9 +33,10 @@ class TokenIds(Protocol):
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``."""
 
-    def prompt_length(self, messages: Messages) -> int:
-        """Tokens of the chat prompt as the backend sends it (chat template, generation prompt or
-        the continued assistant turn, special tokens)."""
+    def prompt_length(self, prompt: Prompt) -> int:
+        """Tokens of the prompt as the backend sends it: a chat prompt with its chat template,
+        generation prompt or continued assistant turn and special tokens; plain text as the
+        completion route tokenizes it (with the model's beginning-of-text token)."""
 
 
 class TokenCounter(Protocol):
@@ -48,7 +49,7 @@ class TokenCounter(Protocol):
 
     def truncate(self, text: str, max_tokens: int) -> tuple[str, bool]: ...
 
-    def count_prompt(self, messages: Messages) -> int: ...
+    def count_prompt(self, prompt: Prompt) -> int: ...
 
 
 class ModelTokens:
@@ -74,8 +75,8 @@ class ModelTokens:
     def count(self, text: str) -> int:
         return self._count(text) if text else 0
 
-    def count_prompt(self, messages: Messages) -> int:
-        return self._prompt(json.dumps(messages, ensure_ascii=False, sort_keys=True))
+    def count_prompt(self, prompt: Prompt) -> int:
+        return self._prompt(json.dumps(prompt, ensure_ascii=False, sort_keys=True))
 
     def _leading(self, text: str, max_tokens: int) -> tuple[list[int], bool]:
         """The first ``max_tokens`` tokens of ``text``, and whether it has more."""
@@ -133,6 +134,9 @@ class EstimatedTokens:
             return text, False
         return encoded[:budget].decode("utf-8", "ignore"), True  # "ignore" drops a split character
 
-    def count_prompt(self, messages: Messages) -> int:
+    def count_prompt(self, prompt: Prompt) -> int:
+        if isinstance(prompt, str):
+            return self.TOKENS_PER_PROMPT + self.count(prompt)
+        messages = prompt
         return self.TOKENS_PER_PROMPT + sum(self.TOKENS_PER_MESSAGE + self.count(str(m.get("content", "")))
                                             for m in messages)

@@ -5,8 +5,9 @@ model, the adapter merged in) so the tuned model runs in every method and in ``w
 ``--backend transformers --model RUN_DIR``. It also loads Hugging Face model folders and, dequantised,
 any GGUF model Winnow knows (see :mod:`winnow.models.loading`).
 
-Prompts are rendered with the tokenizer's own chat template, as in training, with the generation
-prompt added (or, when the last turn is a prefilled assistant turn, continued). Choice scores are
+Chat prompts are rendered with the tokenizer's own chat template, as in training, with the
+generation prompt added (or, when the last turn is a prefilled assistant turn, continued); a plain
+prompt (the ``plain`` framing) is tokenized as it is, no template applied. Choice scores are
 exact: the next-token distribution is computed over the whole vocabulary, every token whose text is
 a spelling of a choice ("True", " true", ...) is summed into it, and the choices are renormalised
 (RankRAG §4.3's P("True")), through the same :func:`~winnow.llm.choices.scores_over_choices` as the
@@ -21,9 +22,10 @@ from typing import Any, Sequence
 
 from ..errors import BackendError
 from ..extras import require
-from .base import ChoiceScores, Generation, Messages
+from .base import ChoiceScores, Generation
 from .choices import normalise_token, scores_over_choices
 from .context_size import resolve_context_size
+from .messages import Prompt
 from .tokens import ModelTokens, TokenCounter
 
 RAW_TOP = 10  # next-token alternatives kept in the trace
@@ -68,9 +70,11 @@ class TransformersBackend:
     def source(self) -> Any:
         return self._source
 
-    def token_ids(self, messages: Messages) -> list[int]:
+    def token_ids(self, messages: Prompt) -> list[int]:
         """The prompt's tokens: chat template with the generation prompt, or continuing a prefilled
-        assistant turn."""
+        assistant turn; plain text with the tokenizer's special tokens (its beginning of text)."""
+        if isinstance(messages, str):
+            return list(self._tokenizer(messages, add_special_tokens=True, verbose=False)["input_ids"])
         prefilled = bool(messages) and messages[-1]["role"] == "assistant"
         encoded = self._tokenizer.apply_chat_template(messages, add_generation_prompt=not prefilled,
                                                       continue_final_message=prefilled, tokenize=True,
@@ -83,7 +87,7 @@ class TransformersBackend:
     def decode(self, ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(ids))
 
-    def prompt_length(self, messages: Messages) -> int:
+    def prompt_length(self, messages: Prompt) -> int:
         return len(self.token_ids(messages))
 
     def _padded(self, rows: list[list[int]]) -> tuple[Any, Any]:
@@ -115,7 +119,7 @@ class TransformersBackend:
             self._choice_ids[key] = found
         return self._choice_ids[key]
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[ChoiceScores]:
         ids_by_choice = self._ids_for(choices)
         results = []
         for start in range(0, len(prompts), self.batch_size):
@@ -138,7 +142,7 @@ class TransformersBackend:
                 results.append(ChoiceScores(scores, len(row), seconds, missing, raw_top=dict(top)))
         return results
 
-    def generate(self, prompts: Sequence[Messages], *, max_tokens: int, temperature: float = 0.0,
+    def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = ()) -> list[Generation]:
         torch = self._torch
         eos = {self._tokenizer.eos_token_id}

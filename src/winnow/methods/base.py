@@ -10,12 +10,12 @@ may run on a model of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from ..errors import WinnowError
 from ..llm.client import LLM
 from ..records import Answer, CandidateList, Query
-from ..settings import Settings, at_least
+from ..settings import SettingError, Settings, at_least
 from ..stages.contract import QuestionState, Stage, run_stages
 from ..stages.retrieve import SearchIndex
 
@@ -23,12 +23,36 @@ from ..stages.retrieve import SearchIndex
 @dataclass
 class MethodSettings(Settings):
     """Settings every method has; subclasses add their own. ``n`` passages are retrieved,
-    ``k`` reach the reader."""
+    ``k`` reach the reader.
+
+    ``framing`` is how prompts reach the model: ``chat`` through the model's chat template, or
+    ``plain``, the "System: … User: … Assistant:" text RankRAG's Appendix D prints, sent as a raw
+    completion. ``task`` picks the Appendix D prompt variants of RankRAG's task types (§5.1):
+    ``qa`` (NQ/TriviaQA/HotpotQA/PopQA), ``fever`` (claims to verify) and ``conversational``
+    (Doc2Dial/INSCIT/TopiOCQA: questions carry their dialogue's earlier turns). Only methods whose
+    prompts are RankRAG's have the variants (``framings`` and ``tasks`` list what a method has);
+    the others refuse the values they do not have rather than ignore them.
+    """
 
     owner: ClassVar[str] = "the method"
+    #: The framings and tasks this method's prompts are written for.
+    framings: ClassVar[tuple[str, ...]] = ("chat",)
+    tasks: ClassVar[tuple[str, ...]] = ("qa",)
     n: int = 20
     k: int = 5
     max_answer_tokens: int = 32
+    framing: Literal["chat", "plain"] = "chat"
+    task: Literal["qa", "fever", "conversational"] = "qa"
+
+    def __post_init__(self) -> None:
+        # Here rather than in check(): subclasses that replace check() keep this refusal.
+        for setting, allowed in (("framing", self.framings), ("task", self.tasks)):
+            value = getattr(self, setting)
+            self.require(value in allowed, setting,
+                         f"setting {setting!r} = {value!r} is not available here: this method's prompts "
+                         f"have {', '.join(repr(a) for a in allowed)}",
+                         "the plain framing and the fever/conversational tasks are RankRAG's Appendix D "
+                         "prompts: methods rankrag and vanilla have them")
 
     def check(self) -> None:
         at_least(self, 1, "n", "k", "max_answer_tokens")
@@ -55,6 +79,15 @@ class RerankingSettings(MethodSettings):
                      "0 reproduces the paper, 1 keeps the retriever's order")
 
 
+def check_dialogue(settings: MethodSettings, questions_with_history: int) -> None:
+    """Refuse questions with a dialogue history under a task whose prompts have no place for it
+    (they would be answered as if the history had not been given)."""
+    if questions_with_history and settings.task != "conversational":
+        raise SettingError("task", f"{questions_with_history} question(s) carry a dialogue history, which task "
+                                   f"{settings.task!r} has no place for",
+                           "set the task setting to 'conversational' (methods rankrag and vanilla)")
+
+
 def role_name(role: str) -> str:
     """``judge``, whether written ``judge``, ``judge_llm`` or ``judge_model`` (older spellings)."""
     for suffix in ("_llm", "_model"):
@@ -74,6 +107,9 @@ class Method:
     Settings: ClassVar[type[MethodSettings]] = MethodSettings
     #: Agent roles that may run on a model of their own: role -> what it does.
     roles: ClassVar[dict[str, str]] = {}
+    #: Settings the method inherits but does not read (vanilla's ``n``, MAIN-RAG's ``k``): left out
+    #: of run labels, and refused as a ``--sweep`` (every value would give the same run).
+    unused_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
@@ -95,6 +131,7 @@ class Method:
     def ask_batch(self, questions: Sequence[str | Query]) -> list[Answer]:
         """Answer many questions, each stage over all of them at once; answers in question order."""
         batch = [QuestionState(q if isinstance(q, Query) else Query(text=q)) for q in questions]
+        check_dialogue(self.settings, sum(1 for state in batch if state.query.history))
         if batch:
             self.run_batch(batch)
         return [self._answer(state) for state in batch]

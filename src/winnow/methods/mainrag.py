@@ -14,12 +14,19 @@ Agents and instructions are in "Definition of LLM Agents in MAIN-RAG" and Append
 
 MAIN-RAG has no top-k: the final predictor reads every document that clears the bar, so the
 inherited ``k`` setting is not used (and not checked against ``n``).
+
+The paper's ablations are settings: ``judge_n`` (n in {-0.5, 0, 0.5, 1}, the ablation table of n
+and document ordering), ``order`` of the survivors (``descending``, the paper's; ``ascending``,
+MAIN-RAG-asc; ``random`` with ``order_seed``, the MAIN-RAG-Random variant) and ``variant = "naive"``,
+the paper's "Naïve Multi-Agent RAG", which "replaces Agent-2's role with a simple natural language
+judgment of Yes or No" (:mod:`winnow.stages.yes_no`): a document is kept when the judge's "Yes"
+beats its "No", with no adaptive bar, in retrieval order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import prompt
@@ -30,6 +37,7 @@ from ..stages import (
     PerDocumentPredictor,
     Reader,
     Retriever,
+    YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
@@ -41,15 +49,29 @@ class MainRAGSettings(MethodSettings):
 
     ``judge_n`` is the bar's n in τ = mean − n·std (named apart from ``n``, the documents
     retrieved; the paper tries n in {-0.5, 0, 0.5, 1}, 0 its default); ``max_document_answer_tokens``
-    bounds each Agent-1 answer and ``max_answer_tokens`` the final one.
+    bounds each Agent-1 answer and ``max_answer_tokens`` the final one. ``order`` is the order the
+    survivors reach Agent-3 in (``order_seed`` seeds ``random``); ``variant = "naive"`` is the
+    paper's naïve multi-agent RAG (Yes/No judgment, no bar, retrieval order).
     """
 
     judge_n: float = 0.0
     max_document_answer_tokens: int = 32
+    order: Literal["descending", "ascending", "random"] = "descending"
+    order_seed: int = 0
+    variant: Literal["mainrag", "naive"] = "mainrag"
 
     def check(self) -> None:
         # Not MethodSettings.check: it refuses k > n, and k means nothing to MAIN-RAG.
         at_least(self, 1, "n", "max_answer_tokens", "max_document_answer_tokens")
+        self.require(self.order == "random" or self.order_seed == 0, "order_seed",
+                     f"setting 'order_seed' ({self.order_seed}) only applies with order = 'random' "
+                     f"(order is {self.order!r})", "set order=random, or leave order_seed out")
+        if self.variant == "naive":
+            # The naïve variant has no bar and no scores to order by: these would be silently ignored.
+            self.require(self.judge_n == 0.0, "judge_n", "setting 'judge_n' is the adaptive bar's n; the naive "
+                         "variant has no bar", "leave judge_n out with variant=naive")
+            self.require(self.order == "descending", "order", "setting 'order' orders the survivors by judge "
+                         "score; the naive variant keeps them in retrieval order", "leave order out with variant=naive")
 
 
 class MainRAG(Method):
@@ -58,9 +80,11 @@ class MainRAG(Method):
                'log P("Yes") - log P("No") (Agent-2), keep s ≥ mean - n·std in descending order, '
                "answer from all survivors (Agent-3)")
     stages = ("retrieve(N)", "predict per document (Agent-1)", "judge Yes/No log-odds (Agent-2)",
-              "adaptive judge bar τ = mean − n·std", "final predict from survivors (Agent-3)")
+              "adaptive judge bar τ = mean − n·std, in `order` (naive: keep the Yes)",
+              "final predict from survivors (Agent-3)")
     Settings = MainRAGSettings
     roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
+    unused_settings = ("k",)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
@@ -68,7 +92,12 @@ class MainRAG(Method):
         self.retriever = Retriever(index, n=settings.n)
         self.predictor = PerDocumentPredictor(llm, max_tokens=settings.max_document_answer_tokens)
         self.judge = NoisyDocumentJudge(self.llm_for("judge"))
-        self.bar = AdaptiveJudgeBar(n=settings.judge_n, scored_by=self.judge.name)
+        self.bar: AdaptiveJudgeBar | YesNoJudgment
+        if settings.variant == "naive":
+            self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)
+        else:
+            self.bar = AdaptiveJudgeBar(n=settings.judge_n, scored_by=self.judge.name, order=settings.order,
+                                        order_seed=settings.order_seed)
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
         self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]

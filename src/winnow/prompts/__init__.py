@@ -1,9 +1,11 @@
 """Prompts are data: templates in TOML files beside this module, rendered here.
 
 A template has a system message, a per-passage context entry and a user instruction, with declared
-placeholders (``{question}``, ``{passage}``, ``{number}``). ``messages`` gives chat turns for the
-model's own chat template; ``render_plain`` gives the paper's "System: … User: … Assistant:" form,
-which the tests compare with the papers' appendices.
+placeholders (``{question}``, ``{passage}``, ``{number}``); a ``dialogue`` template (RankRAG's
+conversational variants) also places the question's earlier turns. ``messages`` gives chat turns for
+the model's own chat template; ``render_plain`` gives the paper's "System: … User: … Assistant:"
+form, which the tests compare with the papers' appendices and which the ``plain`` framing sends as a
+raw completion (:func:`PromptTemplate.render` picks by framing).
 
 Two further shapes, chosen by a TOML entry's ``kind``: ``graded`` (one query and one document, with
 the assistant's answer started for it: RRR Appendix A.2) and ``listwise`` (RankGPT's multi-turn
@@ -22,9 +24,12 @@ from importlib.resources import files
 from typing import Sequence, TypeVar
 
 from ..errors import WinnowError
-from ..records import Passage
+from ..records import Passage, Turn
 
 Messages = list[dict[str, str]]
+#: How a prompt reaches the model: ``chat`` as chat turns through the model's own chat template,
+#: ``plain`` as the text the paper prints ("System: … User: … Assistant:"), sent as a raw completion.
+FRAMINGS = ("chat", "plain")
 
 ALLOWED_FIELDS = {
     "system": set(),
@@ -60,6 +65,9 @@ class PromptTemplate:
     user: str
     passage_separator: str = "\n\n"
     strip_question_end: bool = False
+    #: A conversational template (RankRAG Appendix D, Doc2dial/Inscit/TopiOCQA): the question's
+    #: earlier turns come between the context and the instruction. Other templates refuse them.
+    dialogue: bool = False
 
     def __post_init__(self) -> None:
         _check_placeholders(self.name, self, ALLOWED_FIELDS)
@@ -68,21 +76,43 @@ class PromptTemplate:
         question = question.strip()
         return question.rstrip("?.! ") if self.strip_question_end else question
 
+    def _history(self, history: Sequence[Turn]) -> Sequence[Turn]:
+        if history and not self.dialogue:
+            raise WinnowError(f"prompt {self.name!r} has no place for a dialogue history ({len(history)} turn(s))",
+                              "set the task setting to 'conversational' for questions with earlier turns")
+        return history
+
     def context(self, passages: Sequence[Passage]) -> str:
         return self.passage_separator.join(
             self.passage.format(passage=format_passage(p), number=i) for i, p in enumerate(passages, start=1))
 
-    def messages(self, question: str, passages: Sequence[Passage]) -> Messages:
-        """Chat turns: the system message, then the context and instruction as the user's turn."""
-        user = self.user.format(question=self._question(question))
+    def messages(self, question: str, passages: Sequence[Passage], history: Sequence[Turn] = ()) -> Messages:
+        """Chat turns: the system message, the earlier turns of a dialogue, then the instruction as
+        the user's turn; the context opens the first user turn."""
+        turns = [{"role": t.role, "content": t.text} for t in self._history(history)]
+        turns.append({"role": "user", "content": self.user.format(question=self._question(question))})
         context = self.context(passages)
-        content = f"{context}\n\n{user}" if context else user
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": content}]
+        if context:
+            turns[0] = {**turns[0], "content": f"{context}\n\n{turns[0]['content']}"}
+        return [{"role": "system", "content": self.system}, *turns]
 
-    def render_plain(self, question: str, passages: Sequence[Passage]) -> str:
-        """The paper's plain-text form of the prompt."""
-        user = self.user.format(question=self._question(question))
-        return f"System: {self.system}\n\n{self.context(passages)}\n\nUser: {user}\n\nAssistant:"
+    def render_plain(self, question: str, passages: Sequence[Passage], history: Sequence[Turn] = ()) -> str:
+        """The paper's plain-text form of the prompt: blocks separated by a blank line, ending in
+        "Assistant:" for the model to continue."""
+        context = self.context(passages)
+        blocks = [f"System: {self.system}", *([context] if context else [])]
+        blocks += [f"{t.role.capitalize()}: {t.text}" for t in self._history(history)]
+        blocks += [f"User: {self.user.format(question=self._question(question))}", "Assistant:"]
+        return "\n\n".join(blocks)
+
+    def render(self, question: str, passages: Sequence[Passage], *, history: Sequence[Turn] = (),
+               framing: str = "chat") -> Messages | str:
+        """The prompt in ``framing``: chat turns, or the paper's plain text (see :data:`FRAMINGS`)."""
+        if framing not in FRAMINGS:
+            raise WinnowError(f"unknown framing {framing!r}", f"choose one of: {', '.join(FRAMINGS)}")
+        if framing == "plain":
+            return self.render_plain(question, passages, history)
+        return self.messages(question, passages, history)
 
 
 GRADED_FIELDS = {
@@ -298,6 +328,18 @@ def _lookup(name: str, kind: type[T]) -> T:
 def prompt(name: str) -> PromptTemplate:
     """A template by ``family.name``, e.g. ``rankrag.context_ranking``."""
     return _lookup(name, PromptTemplate)
+
+
+#: RankRAG's task types (§5.1) and the suffix naming each one's Appendix D prompt variants.
+TASK_VARIANTS = {"qa": "", "fever": "_fever", "conversational": "_conversational"}
+
+
+def task_prompt(name: str, task: str) -> PromptTemplate:
+    """The variant of ``name`` (``rankrag.context_ranking`` or ``rankrag.rag``) for ``task``:
+    ``rankrag.rag`` for ``qa``, ``rankrag.rag_fever`` for ``fever``, and so on."""
+    if task not in TASK_VARIANTS:
+        raise WinnowError(f"unknown task {task!r}", f"choose one of: {', '.join(TASK_VARIANTS)}")
+    return prompt(name + TASK_VARIANTS[task])
 
 
 def graded_prompt(name: str) -> GradedPromptTemplate:

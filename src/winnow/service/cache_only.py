@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..llm.base import ChoiceScores, Generation, Messages
+from ..llm.base import ChoiceScores, Generation
 from ..llm.cache import CallCache
 from ..llm.client import LLM
+from ..llm.messages import Prompt
 from ..llm.tokens import TokenCounter
 
 
@@ -48,10 +49,10 @@ class CacheOnlyBackend:
     def identity(self) -> dict[str, Any]:
         return self._identity
 
-    def generate(self, prompts: Sequence[Messages], **_: Any) -> list[Generation]:
+    def generate(self, prompts: Sequence[Prompt], **_: Any) -> list[Generation]:
         raise CacheMiss(f"{len(prompts)} generation(s) not cached")
 
-    def choice_logprobs(self, prompts: Sequence[Messages], choices: Sequence[str]) -> list[ChoiceScores]:
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[ChoiceScores]:
         raise CacheMiss(f"{len(prompts)} choice scoring(s) not cached")
 
     def close(self) -> None:

@@ -23,11 +23,13 @@ from typing import Any, Callable
 
 from ..llm.client import LLM
 from ..pipeline import Pipeline
+from ..records import Query
 from ..rerank import RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
 from .limits import (
     ApiError,
     Limits,
+    check_history,
     check_range,
     check_settings,
     check_text,
@@ -124,11 +126,13 @@ class Service:
         base = self.pipeline.spec.settings if method == self.pipeline.spec.method else {}
         overrides = request_overrides(request.n, request.k, request.options, container=container)
         settings = check_settings(method, base, overrides, limits, container=container)
-        key = _key("ask", self._identity, method, settings, question) if self.answers.capacity else None
+        history = check_history(request.history, settings["task"], limits, container=container)
+        turns = [turn.to_dict() for turn in history]
+        key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
 
         def compute(models: Models | None) -> dict[str, Any]:
             assert models is not None
-            answer = self._build(method, settings, models).ask(question)
+            answer = self._build(method, settings, models).ask(Query(question, history=history))
             payload = answer.to_dict()
             payload["settings"].update(self.pipeline.describe())
             payload["model"] = models.llm.identity
@@ -141,7 +145,9 @@ class Service:
                 body["trace"] = payload["trace"]
             return body
 
-        return Plan("ask", key, compute, True, {"question": question, "method": method, "settings": settings},
+        described = {"question": question, **({"history": turns} if turns else {}), "method": method,
+                     "settings": settings}
+        return Plan("ask", key, compute, True, described,
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: dict[str, Any], models: Models):

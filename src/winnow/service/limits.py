@@ -31,7 +31,8 @@ SETTING_CAPS: dict[str, int] = {
 
 @dataclass(frozen=True)
 class Limits:
-    max_question_chars: int = 2000
+    max_question_chars: int = 2000  # also each turn of a question's dialogue history
+    max_history_turns: int = 40
     max_documents: int = 200
     max_document_chars: int = 20_000
     max_n: int = 100
@@ -78,6 +79,28 @@ def check_text(field_name: str, text: str, limit: int) -> str:
     if len(text) > limit:
         raise invalid(field_name, f"{field_name} has {len(text):,} characters; the limit is {limit:,}")
     return text
+
+
+def check_history(turns: list[Any], task: str, limits: Limits, *, container: str = "options") -> tuple[Any, ...]:
+    """A request's dialogue history: every turn's text passes the question's checks and limit
+    (field ``history[i].text``), the turns make a dialogue (:func:`winnow.records.dialogue_history`),
+    and the task is the one whose prompts place them."""
+    from ..records import dialogue_history
+
+    if not turns:
+        return ()
+    if len(turns) > limits.max_history_turns:
+        raise invalid("history", f"history has {len(turns)} turns; the limit is {limits.max_history_turns}")
+    for i, turn in enumerate(turns):
+        check_text(f"history[{i}].text", turn.text, limits.max_question_chars)
+    try:
+        history = dialogue_history([{"role": turn.role, "text": turn.text} for turn in turns])
+    except ValueError as exc:
+        raise invalid("history", str(exc)) from exc
+    if task != "conversational":
+        raise invalid("history", f"a dialogue history needs the conversational task (this request's task is "
+                                 f"{task!r}): set {container}.task = \"conversational\"")
+    return history
 
 
 def check_range(field_name: str, value: int, low: int, high: int) -> int:

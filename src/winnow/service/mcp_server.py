@@ -163,11 +163,16 @@ def build_server(service: Service) -> MCPServer:
                                                                         " \"max_answer_tokens\": 64}; an unknown "
                                                                         "one is refused with the method's list.")]
             = None,
+        history: Annotated[Optional[list[dict[str, str]]], Field(
+            description="The dialogue's earlier turns, oldest first, as {\"role\": \"user\"|\"assistant\", "
+                        "\"text\": ...}, opening with the user and alternating; needs settings.task = "
+                        "\"conversational\" (rankrag, vanilla).")] = None,
         context: Optional[Context] = None,
     ) -> dict[str, Any]:
         with tool_errors():
-            check_unicode({"question": question, "method": method, "settings": settings})
-            request = AskRequest.model_validate({"question": question, "method": method, "options": settings or {}})
+            check_unicode({"question": question, "method": method, "settings": settings, "history": history})
+            request = AskRequest.model_validate({"question": question, "method": method, "options": settings or {},
+                                                 "history": history or []})
             plan = service.plan_ask(request, container="settings")
             return await execute(service, plan, open_record(service, plan),
                                  progress_to(context) if context else None)

@@ -13,10 +13,21 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 
+class TurnIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: StrictStr = Field(description="user or assistant.")
+    text: StrictStr
+
+
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: StrictStr = Field(description="The question.")
+    history: list[TurnIn] = Field(default_factory=list, description="The dialogue's earlier turns, oldest first, "
+                                                                     "opening with the user and alternating; needs "
+                                                                     "options.task = \"conversational\" (rankrag, "
+                                                                     "vanilla).")
     method: Optional[StrictStr] = Field(None, description="vanilla, rankrag, mainrag, rrr or rankgpt "
                                                           "(default: the server's --method).")
     n: Optional[StrictInt] = Field(None, description="Passages to retrieve.")

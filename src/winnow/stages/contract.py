@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 class QuestionState:
     """One question in flight through a method's stages.
 
-    ``search_text`` is what the retriever searches: the question, or RRR's current rewrite q_t.
+    ``search_text`` is what the retriever searches: the question (after its dialogue history, if it
+    has one), or RRR's current rewrite q_t.
     ``document_answers`` are MAIN-RAG Agent-1's answers by passage id; ``grades`` RRR's σ by
     passage id (kept across rounds, so a document retrieved again is not graded twice);
     ``feedback`` RRR's π_t, the queries tried and their top documents; ``answer`` the reader's
@@ -63,7 +64,7 @@ class QuestionState:
     done: bool = False
 
     def __post_init__(self) -> None:
-        self.search_text = self.search_text or self.query.text
+        self.search_text = self.search_text or self.query.search_text
         if self.candidates is None:
             self.candidates = CandidateList(self.query)
 

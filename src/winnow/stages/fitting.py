@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError
-from ..llm.base import Messages
 from ..llm.client import LLM
+from ..llm.messages import Prompt, prompt_chars
 from ..records import Passage
 
-Render = Callable[[Sequence[Passage]], Messages]
+Render = Callable[[Sequence[Passage]], Prompt]
 
 #: Passages longer than this many characters are not counted whole for the record (a 50 MB text
 #: takes a minute to tokenize); ``tokens_before`` is then None and ``chars_before`` gives the size.
@@ -178,7 +178,7 @@ def fit_prompt(llm: LLM, render: Render, passages: Sequence[Passage], *, output_
     """The passages to render for one prompt: unchanged when the prompt surely fits, else cut by
     :func:`fit_passages`, with every cut appended to ``fitted`` (a stage's ``details.fitted``)."""
     passages = list(passages)
-    characters = sum(len(message["content"]) for message in render(passages))
+    characters = prompt_chars(render(passages))
     if characters + output_tokens + TEMPLATE_MARGIN <= llm.context_size:
         return passages
     fit = fit_passages(llm, render, passages, output_tokens=output_tokens)
@@ -187,7 +187,7 @@ def fit_prompt(llm: LLM, render: Render, passages: Sequence[Passage], *, output_
     return fit.passages
 
 
-def fit_one_passage(llm: LLM, render: Callable[[Passage], Messages], passage: Passage, *, output_tokens: int,
+def fit_one_passage(llm: LLM, render: Callable[[Passage], Prompt], passage: Passage, *, output_tokens: int,
                     fitted: list[dict[str, Any]]) -> Passage:
     """:func:`fit_prompt` for a prompt about a single passage (a judge's or a grader's)."""
     [kept] = fit_prompt(llm, lambda passages: render(passages[0]), [passage], output_tokens=output_tokens,

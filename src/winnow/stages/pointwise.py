@@ -1,7 +1,9 @@
 """Pointwise LLM reranking by P("True"): RankRAG's context ranking (Yu et al., 2024, §4.3).
 
 Each (question, passage) pair is put to the model with the context-ranking prompt (Appendix D.1);
-the score is the probability of "True" as the next token, renormalised over {True, False}. Scoring
+the score is the probability of "True" as the next token, renormalised over {True, False}. The
+prompt is the variant of the run's task (a claim for FEVER, the dialogue's earlier turns for
+conversational QA) in the run's framing (chat turns, or the appendix's plain text). Scoring
 emits a single token, which is why reranking costs far less than generating (§5.5, Fig. 5). Over a
 batch, every (question, passage) pair of every question goes to the model in one request.
 """
@@ -26,16 +28,18 @@ class PointwiseTrueReranker(ListStage):
     llm: LLM
     keep: int | None = None  # top-k to keep after reranking; None keeps all
     template: PromptTemplate = field(default_factory=lambda: prompt("rankrag.context_ranking"))
+    framing: str = "chat"  # "plain": the paper's text as a raw completion (winnow.prompts.FRAMINGS)
     name: str = "rerank"
 
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": 'P("True") renormalised over True/False', "prompt": self.template.name,
-                    "keep": self.keep}
+                    "framing": self.framing, "keep": self.keep}
         with recording(batch, self.name, "pointwise-true", settings) as traces:
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
-            prompts = [self.template.messages(batch[i].query.text, fit_prompt(
-                self.llm, partial(self.template.messages, batch[i].query.text), [p], output_tokens=1,
-                fitted=traces[i].details.fitted)) for i, p in owners]
+            renders = [partial(self.template.render, s.query.text, history=s.query.history, framing=self.framing)
+                       for s in batch]
+            prompts = [renders[i](fit_prompt(self.llm, renders[i], [p], output_tokens=1,
+                                             fitted=traces[i].details.fitted)) for i, p in owners]
             scores = self.llm.choice_scores(prompts, CHOICES, stage=[traces[i] for i, _ in owners])
             start = 0
             for state, stage in zip(batch, traces, strict=True):

@@ -36,7 +36,7 @@ class Retriever(ListStage):
         with recording(batch, self.name, self.kind, lambda s: {"n": self.n, **round_settings(s)},
                        with_input=False) as traces:
             for state, stage in zip(batch, traces, strict=True):
-                searched = state.query if state.search_text == state.query.text else state.search_text
+                searched = state.query if state.search_text == state.query.search_text else state.search_text
                 state.candidates = CandidateList(state.query, self.index.search(searched, k=self.n).candidates)
                 stage.details_as(RetrievalDetails).query = state.search_text
                 stage.output = state.ranked.to_dicts()

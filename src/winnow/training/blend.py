@@ -181,7 +181,7 @@ def render(spec: ComponentSpec, records: Sequence[Any], rng: random.Random, skip
             rng.shuffle(passages)
             if kind == "rag_qa":
                 target = answer_in(record.gold.text, record.answers, regex=record.regex)
-                out.append(ex.rag_qa(name, record.question, passages, target))
+                out.append(ex.rag_qa(name, record.question, passages, target, wording=spec.prompt))
             else:
                 holds = AnswerMatcher(record.answers, regex=record.regex)
                 labels = [p.id == record.gold.id or holds(p.text) for p in passages]

@@ -17,6 +17,7 @@ A TOML or YAML file with a few top-level keys and one ``[[component]]`` table pe
     kind = "rag_qa"
     qa = "nq-dev"                   # ... or questions (a dataset name or QA JSONL file)
     index = "wiki-index"            # mined against a Winnow index: BM25 top `depth`
+    # prompt = "inference"          # rag_qa only: D.2's wording instead of the paper's C.2 2)
 
 Ratios are normalised to sum to one, as Appendix B does.
 """
@@ -29,7 +30,7 @@ from typing import Any
 
 from ..config import read_config
 from ..errors import InputError
-from .examples import ANSWER_STYLES
+from .examples import ANSWER_STYLES, RAG_QA_PROMPTS
 
 # Appendix B: the Stage-II blending ratio of every dataset (normalised before use).
 APPENDIX_B_RATIOS: dict[str, float] = {
@@ -50,7 +51,7 @@ KINDS: dict[str, str] = {
     "sft": "sft",
 }
 MINABLE = ("context_qa", "rag_qa", "ranking", "rag_ranking")  # kinds a QA set + an index can supply
-COMPONENT_KEYS = {"name", "kind", "path", "qa", "index", "ratio", "depth", "limit", "answer_style"}
+COMPONENT_KEYS = {"name", "kind", "path", "qa", "index", "ratio", "depth", "limit", "answer_style", "prompt"}
 TOP_KEYS = {"seed", "size", "eval_sets", "component"}
 DEFAULT_DEPTH = 20  # BM25 passages searched per mined question
 PASSAGES_PER_LIST = 5  # §4.2 parts 3 and 5: "ensuring a total of five contexts"
@@ -70,6 +71,7 @@ class ComponentSpec:
     depth: int = DEFAULT_DEPTH
     limit: int | None = None  # use at most this many source records (questions, lines)
     answer_style: str = "short"
+    prompt: str = "training"  # rag_qa: the paper's training prompt (App. C.2 2) or "inference" (D.2)
 
     @property
     def mined(self) -> bool:
@@ -79,7 +81,7 @@ class ComponentSpec:
         source = ({"qa": self.qa, "index": str(self.index), "depth": self.depth} if self.mined
                   else {"path": str(self.path)})
         return {"kind": self.kind, "ratio": self.ratio, "ratio_source": self.ratio_source, **source,
-                "limit": self.limit}
+                "limit": self.limit, **({"prompt": self.prompt} if self.kind == "rag_qa" else {})}
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,14 @@ def _component(table: Any, number: int, path: Path) -> ComponentSpec:
     if style not in ANSWER_STYLES:
         raise InputError(path, f"component {name!r}: answer_style must be one of {list(ANSWER_STYLES)}",
                          field="answer_style")
+    wording = table.get("prompt", "training")
+    if wording not in RAG_QA_PROMPTS or (kind != "rag_qa" and "prompt" in table):
+        raise InputError(path, f"component {name!r}: prompt must be one of {list(RAG_QA_PROMPTS)}, and only "
+                               "for kind rag_qa", field="prompt",
+                         hint="training: Appendix C.2 2) (the paper's); inference: Appendix D.2")
     return ComponentSpec(
         name=name, kind=kind, ratio=ratio, ratio_source=ratio_source, path=file_path, qa=qa, index=index,
+        prompt=wording,
         depth=_integer(table, "depth", path, default=DEFAULT_DEPTH, minimum=PASSAGES_PER_LIST, where=where),
         limit=_optional_integer(table, "limit", path, minimum=1, where=where), answer_style=style)
 

@@ -6,8 +6,12 @@ data keep their earlier turns (the context goes into the first user turn, as the
 it). The loss falls only on the last assistant turn (§4.1), so an example is stored as its messages
 with the target last.
 
-Context ranking and retrieval-augmented QA use the inference prompts (``rankrag.context_ranking``,
-Appendix D.1; ``rankrag.rag``, Appendix D.2): the tuned model is then used exactly as it was trained.
+Retrieval-augmented QA is asked as the paper trains it, "Answer the following question from
+context. {question}" (Table 1, Appendix C.2 2): ``rankrag_train.rag_qa``), not with the inference
+prompt of Appendix D.2 ("{question}. Answer the above question with a short phrase."). A blend may
+still ask for the inference prompt (``RAG_QA_PROMPTS["inference"]``): a model tuned briefly, as on a
+CPU, may not carry the task over to the other wording, and then trains best on what it will be
+asked. Context ranking's training prompt (C.2 3) is D.1's text, so both use ``rankrag.context_ranking``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ Messages = list[dict[str, str]]
 # The paper's targets for context ranking (Table 1: "True/False").
 TRUE, FALSE = "True", "False"
 ANSWER_STYLES = ("short", "long", "number", "mixed")  # Appendix C.2 1): the instruction per answer type
+# The prompt of retrieval-augmented QA examples: the paper's training prompt (default) or D.2's.
+RAG_QA_PROMPTS = {"training": "rankrag_train.rag_qa", "inference": "rankrag.rag"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,15 @@ def context_qa(component: str, question: str, passage: Passage, answer: str, *, 
     return ChatExample(component, conversation(template, question, [passage], answer, history), question)
 
 
-def rag_qa(component: str, question: str, passages: Sequence[Passage], answer: str) -> ChatExample:
-    """Retrieval-augmented QA (§4.2 part 3): gold passage and BM25 hard negatives, already shuffled."""
-    return ChatExample(component, conversation(prompt("rankrag.rag"), question, passages, answer), question)
+def rag_qa(component: str, question: str, passages: Sequence[Passage], answer: str, *,
+           wording: str = "training") -> ChatExample:
+    """Retrieval-augmented QA (§4.2 part 3): gold passage and BM25 hard negatives, already shuffled.
+
+    ``wording`` picks the prompt from :data:`RAG_QA_PROMPTS`: "training" is Appendix C.2 2) with
+    Table 1's question ("Answer the following question from context. {question}").
+    """
+    template = prompt(RAG_QA_PROMPTS[wording])
+    return ChatExample(component, conversation(template, question, passages, answer), question)
 
 
 def context_ranking(component: str, question: str, passage: Passage, relevant: bool,

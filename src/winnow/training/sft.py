@@ -18,34 +18,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..atomic import staged_folder, write_json
 from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
 from ..extras import require
 from ..models.loading import MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries
+from ..settings import Settings, at_least
 from ..version import __version__
 from .blend import TRAIN_FILE
 from .curves import write_curve
+from .presets import AppliedPreset, preset
 
 RUN_RECORD = "run.json"
 CHECKPOINTS = "checkpoints"
 TOO_LONG = "longer than --max-length tokens"
 # Settings that may change when a run is continued (the base model and the blend are compared by
 # checksum, not by path); any other change means a different run.
-RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "threads", "resume", "out", "data", "base"}
+RESUMABLE_CHANGES = {"max_steps", "epochs", "save_steps", "threads", "resume", "out", "data", "base", "preset"}
 DEFAULT_LR = {"lora": 2e-4, "full": 1e-5}
 
 
 @dataclass
-class SFTSettings:
+class SFTSettings(Settings):
+    """The settings of one fine-tuning run; :mod:`.presets` holds the paper's (RankRAG §5.1)."""
+
+    owner: ClassVar[str] = "winnow train sft"
+
     base: str
     data: str
     out: str
@@ -53,8 +60,9 @@ class SFTSettings:
     max_steps: int | None = None  # None: `epochs` passes over the blend
     epochs: float = 1.0
     lr: float | None = None  # None: DEFAULT_LR for LoRA or full fine-tuning
-    batch_size: int = 4
-    grad_accum: int = 1
+    batch_size: int = 4  # per device
+    grad_accum: int | None = None  # None: 1, or what global_batch asks for
+    global_batch: int | None = None  # examples per optimizer step over every process
     max_length: int = 2048
     seed: int = 0
     save_steps: int = 50
@@ -62,13 +70,77 @@ class SFTSettings:
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
+    # Adam's moment decay rates; transformers' defaults (AdamW, no weight decay: Adam).
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
     threads: int | None = None
     limit: int | None = None  # train on the first N examples of the blend only
     resume: bool = True
+    preset: str | None = None  # the preset the values came from (a label: the values are above)
 
     @property
     def learning_rate(self) -> float:
         return self.lr if self.lr is not None else DEFAULT_LR["lora" if self.lora else "full"]
+
+    def check(self) -> None:
+        for name in ("base", "data", "out"):
+            self.require(bool(getattr(self, name).strip()), name, f"setting {name!r} must not be empty")
+        at_least(self, 1, "batch_size", "save_steps", "lora_r", "lora_alpha")
+        at_least(self, 0, "warmup_steps", "seed")
+        at_least(self, 16, "max_length")
+        for name in ("max_steps", "grad_accum", "global_batch", "threads", "limit"):
+            value = getattr(self, name)
+            self.require(value is None or value >= 1, name, f"setting {name!r} must be at least 1 (got {value})")
+        for name in ("epochs", "lr"):
+            value = getattr(self, name)
+            self.require(value is None or value > 0, name, f"setting {name!r} must be positive (got {value})")
+        for name in ("adam_beta1", "adam_beta2", "lora_dropout"):
+            value = getattr(self, name)
+            self.require(0 <= value < 1, name, f"setting {name!r} must be in [0, 1) (got {value})")
+        if self.preset is not None:
+            preset(self.preset)  # a known name, or a SettingError listing them
+
+    def accumulation(self, processes: int) -> int:
+        """Gradient accumulation steps: ``grad_accum``, or ``global_batch`` over ``batch_size`` ×
+        ``processes`` (which must divide it), or 1."""
+        if self.global_batch is None:
+            return self.grad_accum or 1
+        per_step = self.batch_size * processes
+        steps, rest = divmod(self.global_batch, per_step)
+        self.require(steps >= 1 and rest == 0, "global_batch",
+                     f"global batch {self.global_batch} is not a multiple of batch_size {self.batch_size} × "
+                     f"{processes} process(es)", "choose a batch_size (per device) that divides it")
+        self.require(self.grad_accum in (None, steps), "grad_accum",
+                     f"grad_accum {self.grad_accum} contradicts global_batch {self.global_batch} "
+                     f"(batch_size {self.batch_size} × {processes} process(es) needs {steps})",
+                     "give one of them")
+        return steps
+
+    def resolved(self, processes: int) -> SFTSettings:
+        """These settings with the accumulation worked out, as a run records them."""
+        return replace(self, grad_accum=self.accumulation(processes))
+
+
+def process_count() -> int:
+    """Processes training together: torchrun and accelerate set WORLD_SIZE; otherwise one."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def describe_run(settings: SFTSettings, applied: AppliedPreset | None, processes: int) -> str:
+    """One line naming the preset (if any) and the values that matter for reproducing a run."""
+    accumulation = settings.accumulation(processes)
+    batch = settings.batch_size * accumulation * processes
+    steps = f"{settings.max_steps:,} steps" if settings.max_steps is not None else f"{settings.epochs:g} epoch(s)"
+    values = (f"{'LoRA' if settings.lora else 'full'} fine-tuning, lr {settings.learning_rate:g}, batch {batch} "
+              f"({settings.batch_size} per device × {accumulation} accumulated × {processes} process(es)), {steps}, "
+              f"Adam β1 {settings.adam_beta1:g} β2 {settings.adam_beta2:g}")
+    if applied is None:
+        return f"no preset: {values}"
+    line = f"preset {applied.name} ({applied.source}): {values}"
+    if applied.overridden:
+        line += "; overridden: " + ", ".join(f"{key} {old} -> {'unset' if new is None else new}"
+                                             for key, (old, new) in applied.overridden.items())
+    return line
 
 
 @dataclass
@@ -165,8 +237,9 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _run_record(settings: SFTSettings, base: Any, data_file: Path) -> dict[str, Any]:
-    return {"format": 1, "settings": asdict(settings), "learning_rate": settings.learning_rate,
+def _run_record(settings: SFTSettings, base: Any, data_file: Path, applied: AppliedPreset | None) -> dict[str, Any]:
+    return {"format": 1, "settings": settings.to_dict(), "learning_rate": settings.learning_rate,
+            "preset": applied.to_dict() if applied else None,
             "base": {"spec": settings.base, "name": base.name, "sha256": base.sha256},
             "data": {"path": str(data_file), "sha256": file_sha256(data_file)}, "built_by": f"winnow {__version__}"}
 
@@ -191,8 +264,11 @@ def _prepare_out(out: Path, record: dict[str, Any], *, overwrite: bool) -> bool:
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
-    for key in set(old.get("settings", {})) | set(new["settings"]):
-        if key not in RESUMABLE_CHANGES and old.get("settings", {}).get(key) != new["settings"].get(key):
+    # A run recorded before a setting existed ran with that setting's default.
+    defaults = {f.name: f.default for f in fields(SFTSettings) if f.init and f.default is not MISSING}
+    old_settings = {**defaults, **old.get("settings", {})}
+    for key in set(old_settings) | set(new["settings"]):
+        if key not in RESUMABLE_CHANGES and old_settings.get(key) != new["settings"].get(key):
             found.append(key)
     for part in ("base", "data"):
         if old.get(part, {}).get("sha256") != new[part]["sha256"]:
@@ -201,16 +277,21 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHook | None = None,
-              on_status: Callable[[str], None] | None = None) -> SFTReport:
-    """Fine-tune ``settings.base`` on the blend ``settings.data`` into ``settings.out``."""
+              on_status: Callable[[str], None] | None = None, applied_preset: AppliedPreset | None = None) -> SFTReport:
+    """Fine-tune ``settings.base`` on the blend ``settings.data`` into ``settings.out``.
+
+    ``applied_preset`` (from :func:`.presets.apply_preset`) is recorded in run.json and summary.json.
+    """
     require("train", "winnow train sft")
     started = time.perf_counter()
+    settings.check()
+    settings = settings.resolved(process_count())
     status = on_status or (lambda message: None)
     out, data = Path(settings.out).expanduser(), Path(settings.data).expanduser()
     rows = read_blend(data, settings.limit)
     base = locate_model(settings.base)
     data_file = data / TRAIN_FILE if data.is_dir() else data
-    record = _run_record(settings, base, data_file)
+    record = _run_record(settings, base, data_file, applied_preset)
     import torch
 
     if settings.threads:
@@ -252,7 +333,8 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
                        time.perf_counter() - started, blend.tokens, blend.trained_tokens, dict(blend.skipped))
     if trainer.is_world_process_zero():
         summary = {**asdict(report), "out": str(out), "components": dict(blend.components),
-                   "prompt_not_prefix": blend.prompt_mismatch}
+                   "prompt_not_prefix": blend.prompt_mismatch, "preset": record["preset"],
+                   "settings": record["settings"]}
         write_json(out / "summary.json", summary)
     return report
 
@@ -287,8 +369,10 @@ def _arguments(settings: SFTSettings, out: Path) -> Any:
         max_steps=settings.max_steps if settings.max_steps is not None else -1,
         num_train_epochs=settings.epochs,
         per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=settings.grad_accum,
+        gradient_accumulation_steps=settings.accumulation(process_count()),
         learning_rate=settings.learning_rate,
+        adam_beta1=settings.adam_beta1,  # §5.1: Adam with β1 = 0.9 and β2 = 0.98 in the paper presets
+        adam_beta2=settings.adam_beta2,
         warmup_steps=settings.warmup_steps,
         seed=settings.seed,
         data_seed=settings.seed,
@@ -361,5 +445,6 @@ def _save_model(trainer: Any, tokenizer: Any, out: Path, record: dict[str, Any],
         model_record = {"format": 1, "finetune": "lora" if settings.lora else "full", "base": record["base"],
                         "data": record["data"], "steps": trainer.state.global_step,
                         "learning_rate": settings.learning_rate, "examples": len(blend.input_ids),
+                        "preset": (record["preset"] or {}).get("name"),
                         "built_by": f"winnow {__version__}"}
         (temp / MODEL_RECORD).write_text(json.dumps(model_record, indent=2) + "\n", encoding="utf-8")

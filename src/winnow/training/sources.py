@@ -13,7 +13,8 @@ Formats, one record per line (passages are a string or ``{"title", "text"}``; an
   (§4.2 part 4), or JSONL ``{"question", "passage", "relevant": true|false, "history"?}``.
 * ``conv_ranking``: JSONL ``{"question", answers, "document", "history"?}``: a conversation's latest
   question, its answer and its one background document (§4.2 part 4, pseudo relevance).
-* ``sft``: JSONL ``{"messages": [{"role", "content"}, ...]}`` ending with an assistant turn (§4.2 part 1).
+* ``sft``: JSONL ``{"messages": [{"role", "content"}, ...]}`` ending with an assistant turn (§4.2 part 1),
+  or one instruction and its response as §4.1's datasets publish them (:data:`INSTRUCTION_FORMATS`).
 """
 
 from __future__ import annotations
@@ -97,8 +98,18 @@ HINTS = {
     "rag_qa": '{"question": ..., "answers": [...], "gold": passage, "retrieved": [passages]}',
     "ranking": 'query<TAB>relevant passage<TAB>irrelevant passage, or {"question", "passage", "relevant": bool}',
     "conv_ranking": '{"question": ..., "answers": [...], "document": "...", "history": [...] (optional)}',
-    "sft": '{"messages": [{"role": "user", "content": ...}, ..., {"role": "assistant", "content": ...}]}',
+    "sft": '{"messages": [{"role": "user", "content": ...}, ..., {"role": "assistant", "content": ...}]}, '
+           'or {"instruction", "input"?, "output"}, {"instruction", "context"?, "response"}, {"inputs", "targets"}, '
+           '{"prompt", "completion"}',
 }
+# Single-turn instruction data in the shapes the Stage-I datasets of RankRAG §4.1 are published in:
+# (instruction, optional input appended after a blank line, response).
+INSTRUCTION_FORMATS: tuple[tuple[str, str | None, str], ...] = (
+    ("instruction", "input", "output"),  # Alpaca-style: Self-Instruct, Unnatural Instructions
+    ("instruction", "context", "response"),  # Dolly
+    ("inputs", None, "targets"),  # the FLAN collection
+    ("prompt", None, "completion"),  # Self-Instruct's prompt/completion release
+)
 HINTS["rag_ranking"] = HINTS["rag_qa"]
 
 
@@ -215,7 +226,19 @@ def _conv_document(record: dict[str, Any], where: Where) -> ConvDocument:
 
 def _conversation(record: dict[str, Any], where: Where) -> Conversation:
     f = _Fields(record, where, "sft")
-    return Conversation(where, f.turns("messages", required=True, final="assistant", allow_system=True))
+    if "messages" in record:
+        return Conversation(where, f.turns("messages", required=True, final="assistant", allow_system=True))
+    for instruction, extra, response in INSTRUCTION_FORMATS:
+        if instruction in record and response in record:
+            user = f.text(instruction)
+            addition = record.get(extra, "") if extra else ""
+            if not isinstance(addition, str):
+                raise f.fail(str(extra), f"must be a string, got {json_type(addition)}")
+            if addition.strip():
+                user = f"{user}\n\n{addition.strip()}"
+            return Conversation(where, [{"role": "user", "content": user},
+                                        {"role": "assistant", "content": f.text(response)}])
+    raise f.fail("messages", "no conversation: give messages, or an instruction and its response")
 
 
 def _triples(path: Path) -> Iterator[RankingPair]:

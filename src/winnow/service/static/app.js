@@ -467,6 +467,9 @@ function stageBody(stage, ctx, showSettings) {
   if (stage.kind === "adaptive-judge-bar" && d.tau != null) {
     parts.push(histogram(ctx.judge ? ctx.judge.details.scores : {}, d, ctx.titleOf));
   }
+  if (stage.kind === "yes-no-judgment") parts.push(h("div", { class: "small" },
+    Object.entries(d.decisions || {}).map(([id, said]) => h("div", { class: said === "Yes" ? "" : "out" },
+      h("strong", {}, ctx.titleOf(id)), ` the judge said ${said}`))));
   if (stage.kind === "graded") parts.push(gradeTable(d.grades, ctx.titleOf));
   if (stage.kind === "sort") parts.push(roundsTable(d.rounds, ctx.titleOf));
   if (stage.kind === "listwise") parts.push(windowsList(d.windows, ctx.titleOf));
