@@ -32,6 +32,8 @@ def test_the_paper_profile_sets_the_papers_values():
     rrr = paper["rrr"]
     assert (rrr["n"], rrr["rewrites"], rrr["tau"], rrr["window"], rrr["step"], rrr["max_rewrite_tokens"]) == \
         (100, 5, 1.0, 10, 5, 20)
+    # §4(C): "then, further re-rank the top 30 documents using GPT-4" (the rerank2 role).
+    assert (rrr["second_pass_depth"], rrr["rerank"]) == (30, "listwise")
     assert (paper["mainrag"]["n"], paper["mainrag"]["judge_n"]) == (20, 0.0)
     # RankGPT, the baseline GAR-meets-RAG quotes from Sun et al. (§4(B)): BM25 top 100, window 20, step 10.
     assert (paper["rankgpt"]["n"], paper["rankgpt"]["window"], paper["rankgpt"]["step"]) == (100, 20, 10)

@@ -144,6 +144,7 @@ class PoolDetails(StageDetails):
     kinds: ClassVar[tuple[str, ...]] = ("sort",)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     fallback: str = ""
+    beyond_n: list[str] = field(default_factory=list)  # ids of S past N, left out by cap_pool_at_n
 
 
 @dataclass(slots=True)

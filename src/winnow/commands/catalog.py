@@ -32,8 +32,10 @@ def methods() -> None:
         paper = method_settings(name, profile="paper").to_dict()
         roles = "\n".join(f"{role}: {what}" for role, what in cls.roles.items()) or "-"
         marked = [f"{paper[key]}{' *' if paper[key] != value else ''}" for key, value in defaults.items()]
+        # Optional stages are written "[…]", which rich would take for markup and drop.
         table.add_row(name, escape("\n".join(cls.stages)), escape(cls.summary), "\n".join(defaults),
-                      "\n".join(str(value) for value in defaults.values()), "\n".join(marked), roles)
+                      escape("\n".join(str(value) for value in defaults.values())), escape("\n".join(marked)),
+                      escape(roles))
     out.print(table)
     profiles = Table(title="Profiles (--profile NAME)", title_justify="left")
     profiles.add_column("profile", no_wrap=True)

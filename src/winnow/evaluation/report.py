@@ -292,6 +292,13 @@ def unchanged_stages(run: LoadedRun) -> list[str]:
             for stage, count in seen.items() if unchanged[stage] * 2 >= count]
 
 
+def deviation_notes(runs: Sequence[LoadedRun]) -> list[str]:
+    """"<run>: <setting> (<why>)" for each run whose settings go beyond what its paper describes
+    (``metrics.json``'s ``run.deviations``; runs written before it was recorded have none)."""
+    return [f"{run.label}: {'; '.join(f'{key} ({why})' for key, why in deviations.items())}"
+            for run in runs if (deviations := run.metrics["run"].get("deviations"))]
+
+
 def n_group_label(run: LoadedRun) -> str:
     """What a run is apart from its N: method, model, the settings that matter and the retriever."""
     r = run.metrics["run"]
@@ -422,6 +429,9 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
                      "count only the calls that reached the model; \"Cost had nothing been cached\" below adds "
                      "the cache hits at the price they had when first asked. Time runs with `--no-cache` "
                      "(docs/evaluation.md).")
+    departed = deviation_notes(runs)
+    if departed:
+        parts.append(f"\nNot the papers' methods (settings beyond what the papers describe): {' — '.join(departed)}.")
     idle = [note for run in runs for note in unchanged_stages(run)]
     if idle:
         parts.append(f"\nReranking stages that handed back the order they were given (the lists below "

@@ -222,7 +222,7 @@ class EvalRun:
         spec = self.spec
         run = {"method": spec.method, "model": spec.model, "backend": spec.backend, "retriever": spec.retriever,
                "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
-               "seed": self.seed, "limit": self.limit, "label": run_label(spec)}
+               "seed": self.seed, "limit": self.limit, "label": run_label(spec), "deviations": run_deviations(spec)}
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices)
         metrics["questions"]["failed_this_session"] = len(self.failures)
@@ -294,15 +294,25 @@ def indexed_ids(index_dir: Path) -> set[str]:
     return {passage.id for passage in read_passages(Path(index_dir) / PASSAGES)}
 
 
+def run_deviations(spec: Any) -> dict[str, str]:
+    """The run's settings that make its method something the paper does not describe: setting -> why
+    (:meth:`MethodSettings.deviations`, e.g. RRR with ``rerank=pointwise``)."""
+    from ..methods import method_settings
+
+    return method_settings(spec.method, **spec.settings).deviations()
+
+
 def run_label(spec: Any) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
-    A run from a profile says so ("profile=paper") and lists the settings changed from the profile's."""
+    A run from a profile says so ("profile=paper") and lists the settings changed from the profile's;
+    a setting that departs from the paper is marked: "rerank=pointwise (not the paper's)"."""
     from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
     profile = getattr(spec, "profile", "")
     defaults = method_settings(spec.method, profile=profile).to_dict()
+    deviations = run_deviations(spec)
     parts = [spec.method, spec.model, *([f"profile={profile}"] if profile else [])]
     unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
     if "n" not in unused:
@@ -312,6 +322,8 @@ def run_label(spec: Any) -> str:
     for key, value in settings.items():
         if key not in ("n", "k") and value != defaults.get(key):
             parts.append(f"α={value:g}" if key == "fusion_alpha" else f"{key}={value}")
+            if key in deviations:
+                parts[-1] += " (not the paper's)"
     if spec.retriever != "bm25":
         parts.append(spec.retriever)
     return " ".join(parts)

@@ -60,6 +60,12 @@ class MethodSettings(Settings):
         self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): the k "
                                             "answered from are chosen among the N retrieved")
 
+    def deviations(self) -> dict[str, str]:
+        """The settings whose value makes the method something its paper does not describe (not an
+        ablation the paper runs, not a CPU-sized default): setting -> why. Run labels and reports
+        mark them, so that such a run is never read as the paper's method."""
+        return {}
+
 
 @dataclass
 class RerankingSettings(MethodSettings):

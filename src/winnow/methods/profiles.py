@@ -71,7 +71,9 @@ def _paper(size: str, task: str) -> Profile:
         "vanilla": {**reader, **appendix_d},
         "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d},
         "mainrag": {"n": 20, "judge_n": 0.0},
-        "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20, **reader},
+        # §4(C): h re-ranks all N, then "further re-rank the top 30 documents" (the rerank2 role).
+        "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20,
+                "second_pass_depth": 30, **reader},
         "rankgpt": {"n": 100, "window": 20, "step": 10, **reader},
     })
 

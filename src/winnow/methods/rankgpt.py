@@ -1,12 +1,14 @@
 """RankGPT (Sun et al., 2023): retrieve N, rerank listwise with a sliding window, answer from the top k.
 
-GAR-meets-RAG measures RRR against RankGPT as a baseline whose numbers it quotes from Sun et al.
-(§4(B): "we quote results from Thakur et al. (2021) and Sun et al. (2023) computed in identical
-setting"); the paper runs no ablation of RRR without its loop (its nearest, Table 6's N_rw = 1,
-still filters by σ before h). Winnow's RankGPT uses the same listwise stage as RRR's re-ranker h,
-with h's window and step by default (§4(D): "w = 10 and s = 5"); RankGPT's own released code
-reranks the top 100 with a window of 20 and a step of 10, which ``--profile paper`` sets. Passages
-are cut to 300 words, as RankGPT's code does.
+RRR's re-ranker h on the first retrieval alone, without the rewrite-retrieve loop. GAR-meets-RAG
+measures RRR against RankGPT as a baseline whose numbers it quotes from Sun et al. (§4(B): "we quote
+results from Thakur et al. (2021) and Sun et al. (2023) computed in identical setting"); the paper
+runs no ablation of RRR without its loop (its nearest, Table 6's N_rw = 1, still filters by σ
+before h). Winnow's RankGPT uses h's window and step by default (§4(D): "w = 10 and s = 5");
+RankGPT's own released code reranks the top 100 with a window of 20 and a step of 10, which
+``--profile paper`` sets. Passages are cut to 300 words, as RankGPT's code does. The re-ranker, its
+non-paper fallbacks and the optional second pass over the top ``second_pass_depth`` (RankGPT's
+two-step process as RRR §4(C) uses it) are :mod:`.final_rerank`'s.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from ..llm.client import LLM
-from ..prompts import listwise_prompt
 from ..settings import at_least
-from ..stages import KeepTop, ListwiseReranker, Reader, Retriever, ScoreFusion
-from ..stages.listwise import check_listwise_prompt
+from ..stages import KeepTop, Reader, Retriever, ScoreFusion
+from ..stages.contract import Stage
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
+from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rerank_deviations, second_pass
 
 
 @dataclass
@@ -29,10 +31,19 @@ class RankGPTSettings(RerankingSettings):
     step: int = 5
     max_passage_words: int = 300
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # stages.listwise.LISTWISE_PROMPTS
+    rerank: Literal["listwise", "pointwise", "graded"] = "listwise"  # listwise is the paper's; final_rerank
+    second_pass_depth: int = 0  # re-rank the top d again on the rerank2 model (RRR §4(C): 30); 0 is off
 
     def check(self) -> None:
         super().check()
         check_window(self)
+        check_final_rerank(self)
+        self.require(not (self.second_pass_depth and self.fusion_alpha), "second_pass_depth",
+                     "settings 'second_pass_depth' and 'fusion_alpha' cannot be combined: the blend would reorder "
+                     "the second pass's list by the first pass's scores", "set one of them to 0")
+
+    def deviations(self) -> dict[str, str]:
+        return {**super().deviations(), **rerank_deviations(self)}
 
 
 def check_window(settings: Any) -> None:
@@ -47,16 +58,21 @@ def check_window(settings: Any) -> None:
 class RankGPT(Method):
     name = "rankgpt"
     summary = "retrieve N, RankGPT listwise rerank with a sliding window (w, s), answer from the top k"
-    stages = ("retrieve(N)", "listwise rerank (w, s)", "[fuse with first stage, α]", "keep top k", "generate")
+    stages = ("retrieve(N)", "listwise rerank (w, s) [or a fallback]", "[second pass: top d on rerank2]",
+              "[fuse with first stage, α]", "keep top k", "generate")
     Settings = RankGPTSettings
+    roles = dict(RERANK_ROLES)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
         super().__init__(index, llm, settings, agents)
         self.retriever = Retriever(index, n=settings.n)
-        self.reranker = ListwiseReranker(llm, window=settings.window, step=settings.step,
-                                         max_words=settings.max_passage_words, keep=None,
-                                         template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
+        reranker = final_reranker(settings, self.llm_for("rerank"))
+        assert reranker is not None  # RankGPT's rerank has no "none"
+        self.reranker = reranker
+        self.second_pass = second_pass(settings, self.llm_for("rerank2"))
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-        self.recipe = [self.retriever, self.reranker, self.fusion, KeepTop(settings.k), self.reader]
+        passes: list[Stage] = [reranker, *([self.second_pass] if self.second_pass else [])]
+        self.stage_roles = {reranker.name: "rerank", **({self.second_pass.name: "rerank2"} if self.second_pass else {})}
+        self.recipe = [self.retriever, *passes, self.fusion, KeepTop(settings.k), self.reader]

@@ -11,14 +11,29 @@
     order S by σ(q, ·); S* = h(S)                         RankGPT listwise, window w, step s
 
 Defaults follow §4(D): "The best values for these parameters are N_rw = 5, τ = 1 (i.e., prune the
-least scoring ones), w = 10 and s = 5". The paper gives N_aug no value; 3 is Winnow's. Two defaults
-differ from the paper for a CPU: N (the paper retrieves 100, App. B: "N_rw*N = 500 calls"; 20
-keeps a question within minutes) and the rewriter's token limit (Table 4: "token limit 20"; 48
-here). ``--profile paper`` sets the paper's values. Relevance grades are memoised per document
-within a question (a document retrieved again by a later rewrite is not graded twice) and, across
-runs, by the LLM call cache: App. B's "database of previous calls", which cut its 500 relevance
-calls per query to "around 300 amortized calls".
+least scoring ones), w = 10 and s = 5", and the rewriter's token limit is Table 4's 20. The paper
+gives N_aug no value; 3 is Winnow's. One default differs from the paper for a CPU: N (the paper
+retrieves 100, App. B: "N_rw*N = 500 calls"; 20 keeps a question within minutes); ``--profile
+paper`` sets the paper's values. Relevance grades are memoised per document within a question (a
+document retrieved again by a later rewrite is not graded twice) and, across runs, by the LLM call
+cache: App. B's "database of previous calls", which cut its 500 relevance calls per query to
+"around 300 amortized calls".
 The reader answers from the top k of S*.
+
+The paper's ablations are settings (their defaults are Algorithm 1):
+
+- ``feedback="none"``: §5.2 (a), Table 5, "omitting the addition of retrieved results to the
+  re-writer prompt π_t (in Step 12 of Algorithm 1)": the rewriter sees the queries tried, no results.
+- ``feedback="relevance"``: §5.3 (iii), Table 9, the N_aug documents of R_t with the highest σ
+  rather than the top N_aug by retriever score (Step 11).
+- ``relevance_query="rewrite"``: §5.3 (ii), Table 8, σ(q_t, z) against the rewrite that retrieved z
+  instead of the original q; S is then ordered by the grade that admitted each document.
+- ``rerank="none"``: §5.3 (i), Table 7, no final re-ranker h: S ordered by σ is the answer list.
+- ``cap_pool_at_n``: S cut to its top N (by σ) before re-ranking. Algorithm 1 re-ranks all of S,
+  which can exceed N (the last round adds every new document that clears τ); §4(C) and App. B
+  re-rank "N documents in S" and count ((N - w) // s) + 1 windows for it.
+
+``second_pass_depth`` and the non-paper fallbacks of ``rerank`` are :mod:`.final_rerank`'s.
 
 Over a batch, each round's retrieval, grading, filtering and rewriting run for all questions still
 in the loop at once; a question that reached |S| ≥ N (or whose rewrite came back empty) leaves the
@@ -32,22 +47,14 @@ from typing import Literal, Mapping, Sequence
 
 from ..details import PoolDetails
 from ..llm.client import LLM
-from ..prompts import listwise_prompt
-from ..records import Candidate, CandidateList, StageScore
+from ..records import Candidate, CandidateList, Passage, StageScore
 from ..settings import at_least
-from ..stages import (
-    GradedRelevanceReranker,
-    KeepTop,
-    ListwiseReranker,
-    QueryRewriter,
-    Reader,
-    Retriever,
-    ThresholdFilter,
-)
-from ..stages.contract import QuestionState, recording
-from ..stages.listwise import check_listwise_prompt
+from ..stages import GradedRelevanceReranker, KeepTop, QueryRewriter, Reader, Retriever, ThresholdFilter
+from ..stages.contract import QuestionState, Stage, recording
+from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
+from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rerank_deviations, second_pass
 from .rankgpt import check_window
 
 
@@ -59,33 +66,51 @@ class RRRSettings(MethodSettings):
     window: int = 10  # RankGPT window w
     step: int = 5  # RankGPT step s
     max_passage_words: int = 300  # RankGPT truncates passages to 300 words
-    max_rewrite_tokens: int = 48
+    max_rewrite_tokens: int = 20  # Table 4: "Rewriter g … token limit 20"
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # App. A.3 as printed, or RankGPT's released prompt
+    rerank: Literal["listwise", "pointwise", "graded", "none"] = "listwise"  # h; none: Table 7 ablation
+    second_pass_depth: int = 0  # §4(C): re-rank the top 30 again with the rerank2 model; 0 is off
+    feedback: Literal["retriever", "relevance", "none"] = "retriever"  # Step 11; Table 9, Table 5 ablations
+    relevance_query: Literal["original", "rewrite"] = "original"  # σ against q; Table 8 ablation: q_t
+    cap_pool_at_n: bool = False  # re-rank only the top N of S (§4(C), App. B); Algorithm 1 re-ranks all of S
 
     def check(self) -> None:
         super().check()
         at_least(self, 1, "rewrites", "max_rewrite_tokens")
         at_least(self, 0, "feedback_docs")
         check_window(self)
+        check_final_rerank(self)
+
+    def deviations(self) -> dict[str, str]:
+        return {**super().deviations(), **rerank_deviations(self)}
+
+
+def sigma_order(grade: RelevanceGrade) -> tuple[int, float]:
+    """Sort key, best first: σ (the argmax grade), then E[σ] between equal grades."""
+    return -grade.argmax, -grade.expected
 
 
 def relevance_filter_stages(llm: LLM, *, tau: float = 1.0, reorder: bool = False, name: str = "relevance",
-                            filter_name: str = "filter") -> tuple[GradedRelevanceReranker, ThresholdFilter]:
+                            filter_name: str = "filter", against: Literal["query", "search_text"] = "query"
+                            ) -> tuple[GradedRelevanceReranker, ThresholdFilter]:
     """RRR's σ and its cut (Algorithm 1 lines 5-6): grade each document 1-5 against the original query
     (App. A.2) and keep those with σ > τ (τ = 1 prunes the lowest grade, §4(D)). ``reorder`` ranks the
     kept documents by E[σ]; RRR itself keeps the retrieved order and sorts the union S at the end."""
-    relevance = GradedRelevanceReranker(llm, name=name, reorder=reorder)
+    relevance = GradedRelevanceReranker(llm, name=name, reorder=reorder, against=against)
     return relevance, ThresholdFilter(tau=tau, graded_by=relevance.name, name=filter_name)
 
 
 @dataclass
 class _Loop:
-    """One question's Algorithm 1 bookkeeping: S in the order found, and a record per round."""
+    """One question's Algorithm 1 bookkeeping: S in the order found, the grade that admitted each
+    document (σ of the round that found it), and a record per round."""
 
     found: dict[str, Candidate] = field(default_factory=dict)
     found_in_round: dict[str, int] = field(default_factory=dict)
+    grades: dict[str, RelevanceGrade] = field(default_factory=dict)
     rounds: list[dict] = field(default_factory=list)
     first_retrieval: CandidateList | None = None
+    first_grades: dict[str, RelevanceGrade] = field(default_factory=dict)
 
 
 class RRR(Method):
@@ -93,26 +118,35 @@ class RRR(Method):
     summary = ("rewrite-retrieve loop keeping documents the LLM grades above τ (1-5 scale, vs the original "
                "query), then RankGPT listwise rerank of the union, answer from the top k")
     stages = ("retrieve(q_t, N)", "relevance σ 1-5", "filter σ > τ", "rewrite (until |S| ≥ N)",
-              "order by σ", "listwise rerank (w, s)", "generate(top k)")
+              "order by σ [top N]", "listwise rerank (w, s) [or a fallback, or none]",
+              "[second pass: top d on rerank2]", "generate(top k)")
     Settings = RRRSettings
-    roles = {"rewrite": "the rewriter g", "relevance": "the relevance model σ", "rerank": "the listwise re-ranker h"}
+    roles = {"rewrite": "the rewriter g", "relevance": "the relevance model σ", **RERANK_ROLES}
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
         super().__init__(index, llm, settings, agents)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
-        # σ is asked about the original query (§3.1 (ii); §5.3 (ii), Table 8), whatever query retrieved R_t.
-        self.relevance, self.filter = relevance_filter_stages(self.llm_for("relevance"), tau=settings.tau)
+        # σ is asked about the original query (§3.1 (ii); §5.3 (ii), Table 8), whatever query retrieved
+        # R_t, unless the Table 8 ablation asks it about q_t.
+        against: Literal["query", "search_text"] = "query" if settings.relevance_query == "original" else "search_text"
+        self.relevance, self.filter = relevance_filter_stages(self.llm_for("relevance"), tau=settings.tau,
+                                                              against=against)
         self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
-                                      feedback_docs=settings.feedback_docs)
-        self.reranker = ListwiseReranker(self.llm_for("rerank"), window=settings.window, step=settings.step,
-                                         max_words=settings.max_passage_words, keep=None,
-                                         template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
+                                      feedback_docs=0 if settings.feedback == "none" else settings.feedback_docs,
+                                      feedback=settings.feedback)
+        # A graded h on the relevance model's own model may reuse σ(q, ·): the same question, asked again.
+        same_grades = self.llm_for("rerank") is self.llm_for("relevance") and against == "query"
+        self.reranker = final_reranker(settings, self.llm_for("rerank"), reuse_grades=same_grades)
+        self.second_pass = second_pass(settings, self.llm_for("rerank2"))
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-        self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite",
-                            self.reranker.name: "rerank"}
+        self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite"}
+        if self.reranker is not None:
+            self.stage_roles[self.reranker.name] = "rerank"
+        if self.second_pass is not None:
+            self.stage_roles[self.second_pass.name] = "rerank2"
 
     def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
         loops = [_Loop() for _ in batch]
@@ -122,7 +156,10 @@ class RRR(Method):
                 break
             self._round(round_number, [batch[i] for i in active], [loops[i] for i in active])
         self._order_by_sigma(batch, loops)
-        self.reranker.run([state for state in batch if len(state.ranked) > 1])
+        passes: list[Stage] = [stage for stage in (self.reranker, self.second_pass) if stage is not None]
+        reranking = [state for state in batch if len(state.ranked) > 1]
+        for stage in passes if reranking else []:
+            stage.run(reranking)
         self.keep_top.run(batch)
         if answer:
             self.reader.run(batch)
@@ -137,19 +174,22 @@ class RRR(Method):
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}
         for state, loop, r_t in zip(batch, loops, retrieved, strict=True):
-            loop.first_retrieval = loop.first_retrieval or r_t
+            if loop.first_retrieval is None:
+                loop.first_retrieval = r_t
+                loop.first_grades = {c.passage.id: state.grades[c.passage.id] for c in r_t}
             kept = state.ranked.candidates
             new = [c for c in kept if c.passage.id not in loop.found]
             for c in new:  # S = S ∪ F_t
                 loop.found[c.passage.id] = c
                 loop.found_in_round[c.passage.id] = round_number
+                loop.grades[c.passage.id] = state.grades[c.passage.id]
             loop.rounds.append({"round": round_number, "query": state.search_text, "retrieved": len(r_t),
                                 "kept": [c.passage.id for c in kept], "new": [c.passage.id for c in new],
                                 "total": len(loop.found)})
             # Line 8, or the last round: a rewrite nobody will use is not generated.
             state.done = len(loop.found) >= s.n or round_number == s.rewrites
             if not state.done:
-                state.feedback.append((state.search_text, r_t.passages[: s.feedback_docs]))  # π_t
+                state.feedback.append((state.search_text, self._feedback_documents(state, r_t)))  # π_t
         rewriting = [(state, loop) for state, loop in zip(batch, loops, strict=True) if not state.done]
         if rewriting:
             self.rewriter.run([state for state, _ in rewriting])  # q_{t+1} = g(q_t; π_t)
@@ -157,25 +197,43 @@ class RRR(Method):
             if state.done:
                 loop.rounds[-1]["stopped"] = "the rewriter gave no query"
 
+    def _feedback_documents(self, state: QuestionState, retrieved: CandidateList) -> list[Passage]:
+        """R_{t,N_aug}, the documents shown to the rewriter with q_t: Step 11's "top N_aug documents …
+        from R_t (using retriever scores in Step 4)"; with ``feedback="relevance"`` the N_aug of
+        highest σ (Table 9; retriever order between equal grades); none for ``feedback="none"`` (Table 5)."""
+        s = self.settings
+        if s.feedback == "none":
+            return []
+        if s.feedback == "relevance":
+            by_sigma = sorted(retrieved.candidates, key=lambda c: sigma_order(state.grades[c.passage.id]))
+            return [c.passage for c in by_sigma[: s.feedback_docs]]
+        return retrieved.passages[: s.feedback_docs]
+
     def _order_by_sigma(self, batch: Sequence[QuestionState], loops: list[_Loop]) -> None:
-        """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives."""
-        with recording(batch, "order", "sort", {"by": "σ(q, ·) then E[σ], then order found"},
+        """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives.
+        With ``cap_pool_at_n``, only its top N go on (§4(C): "re-rank N documents in S")."""
+        s = self.settings
+        by = "σ(q, ·)" if s.relevance_query == "original" else "σ(q_t, ·) of the round that found it"
+        with recording(batch, "order", "sort", {"by": f"{by} then E[σ], then order found",
+                                                "cap_at_n": s.n if s.cap_pool_at_n else None},
                        with_input=False) as traces:
             for state, loop, stage in zip(batch, loops, traces, strict=True):
-                grades = state.grades
-                ordered = sorted(loop.found.values(), key=lambda c: (-grades[c.passage.id].argmax,
-                                                                     -grades[c.passage.id].expected))
+                grades = loop.grades
+                ordered = sorted(loop.found.values(), key=lambda c: sigma_order(grades[c.passage.id]))
                 pool = CandidateList(state.query, [
                     Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
                               note=f"found in round {loop.found_in_round[c.passage.id]}")
                     for rank, c in enumerate(ordered, start=1)])
                 details = stage.details_as(PoolDetails)
                 details.rounds = loop.rounds
+                if s.cap_pool_at_n and len(pool) > s.n:
+                    details.beyond_n = [c.passage.id for c in pool.candidates[s.n:]]
+                    pool = pool.truncated(s.n)
                 if not pool.candidates and loop.first_retrieval is not None:
                     # Nothing cleared τ in any round: rather than answer from nothing, use the first
                     # retrieval ordered by E[σ], and say so.
                     first = loop.first_retrieval
-                    pool = first.ranked_by("relevance", [grades[c.passage.id].expected for c in first])
+                    pool = first.ranked_by("relevance", [loop.first_grades[c.passage.id].expected for c in first])
                     for c in pool:
                         c.note = "no document cleared τ"
                     details.fallback = "no document cleared τ: using the first retrieval ordered by E[σ]"

@@ -218,8 +218,9 @@ REWRITE_FIELDS = {
 @dataclass(frozen=True)
 class RewritePromptTemplate:
     """RRR's rewrite prompt (Appendix A.1): the instruction, the TOPIC (the original query), then
-    for every earlier query its top results (Algorithm 1 line 12). The answer is started with
-    ``answer_prefix`` ("<<Rewrite>>") so the next text is the rewrite itself."""
+    for every earlier query its top results (Algorithm 1 line 12). A query given without documents
+    is listed without a TOP RESULTS block. The answer is started with ``answer_prefix``
+    ("<<Rewrite>>") so the next text is the rewrite itself."""
 
     name: str
     source: str
@@ -239,6 +240,9 @@ class RewritePromptTemplate:
         lines = [self.instruction, self.topic.format(query=query.strip())]
         for number, (rewrite, documents) in enumerate(history, start=1):
             lines.append(self.query.format(number=number, rewrite=rewrite))
+            if not documents:
+                # RRR without retrieval feedback (§5.2 (a), Table 5): the queries tried, no results.
+                continue
             lines.append(self.results)
             lines.extend(self.result.format(number=i, document=passage_words(d, max_words))
                          for i, d in enumerate(documents, start=1))

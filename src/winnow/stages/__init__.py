@@ -17,9 +17,10 @@ from .predictor import PerDocumentPredictor
 from .reader import Reader
 from .retrieve import Retriever
 from .rewrite import QueryRewriter, parse_rewrite
+from .second_pass import HeadReranker
 from .yes_no import YesNoJudgment
 
-__all__ = ["AdaptiveJudgeBar", "EmbeddingReranker", "GradedRelevanceReranker", "KeepTop", "ListStage",
+__all__ = ["AdaptiveJudgeBar", "EmbeddingReranker", "GradedRelevanceReranker", "HeadReranker", "KeepTop", "ListStage",
            "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor", "PointwiseTrueReranker", "QueryRewriter",
            "QuestionState", "Reader", "Retriever", "ScoreFusion", "Stage", "ThresholdFilter", "adaptive_bar_filter",
            "adaptive_judge_bar", "parse_permutation", "parse_rewrite", "parse_score", "recording", "run_stages",

@@ -106,6 +106,11 @@ class GradedRelevanceReranker(ListStage):
     σ is asked about each question's original query, never the text that retrieved the list: RRR
     scores against q, not the rewrite q_t (§3.1 (i)-(ii), Algorithm 1 line 5). Grades are kept in
     the question's ``grades``; a passage graded before (an earlier RRR round) is not asked again.
+    ``against="search_text"`` is the ablation of §5.3 (ii), Table 8 ("Should the relevance of a
+    document be assessed in relation to the original query q1 … or the rewrite q_t from which the
+    document was retrieved?"): σ(q_t, z), so every passage is asked again in each round, about the
+    text that retrieved it. ``memo=False`` also asks about every passage (a final re-ranker on a
+    model of its own must not reuse the relevance model's grades).
 
     ``reorder=False`` records the grades and E[σ] ranks but passes the list on in its order (RRR
     grades R_t and filters it; the union S is ordered by σ at the end). ``prefill=False`` sends
@@ -120,16 +125,23 @@ class GradedRelevanceReranker(ListStage):
     prefill: bool = True
     max_tokens: int = 8  # "<<Score>>4<</Score>>" is 8 SmolLM2 tokens; only the fallback generates
     reorder: bool = True
+    against: Literal["query", "search_text"] = "query"
+    memo: bool = True
 
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": "expected grade over next-token 1..5 (σ, RRR App. A.2)",
                     "prompt": self.template.name, "prefill": self.template.answer_prefix if self.prefill else "",
                     "keep": self.keep, "fallback_max_tokens": self.max_tokens,
-                    **({} if self.reorder else {"against": "original query", "order": "kept as retrieved"})}
+                    "against": "original query" if self.against == "query" else "the query that retrieved it",
+                    **({} if self.reorder else {"order": "kept as retrieved"})}
+        # A grade is reused only when it answers the same question: about q, by this stage's model.
+        reuse = self.memo and self.against == "query"
         with recording(batch, self.name, "graded", lambda s: {**settings, **round_settings(s)}) as traces:
-            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages if p.id not in s.grades]
-            grades = self._grade([batch[i].query.text for i, _ in owners], [p for _, p in owners],
-                                 [traces[i] for i, _ in owners])
+            owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages
+                      if not (reuse and p.id in s.grades)]
+            asked_about = [batch[i].query.text if self.against == "query" else batch[i].search_text
+                           for i, _ in owners]
+            grades = self._grade(asked_about, [p for _, p in owners], [traces[i] for i, _ in owners])
 
             asked = [0] * len(batch)
             for (i, passage), grade in zip(owners, grades, strict=True):

@@ -52,14 +52,16 @@ class QueryRewriter:
     """
 
     llm: LLM
-    max_tokens: int = 48  # a search query, not an essay; generation is the slow part on a CPU
+    max_tokens: int = 20  # RRR Table 4: "token limit 20"; a search query, not an essay
     max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
     template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
     feedback_docs: int = 3
+    feedback: str = "retriever"  # how the caller chose the feedback documents, for the record
     name: str = "rewrite"
 
     def run(self, batch: Sequence[QuestionState]) -> None:
-        settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs}  # noqa: E731
+        settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs,  # noqa: E731
+                              "feedback": self.feedback}
         with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
             prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces, strict=True)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,

@@ -1,0 +1,101 @@
+"""The final re-ranker h of RRR and RankGPT: listwise as the papers have it, a fallback, a second pass.
+
+Both papers re-rank listwise with a sliding window (RRR §3.2 Stage 3: "the LLM-based re-ranker model
+h, which we implement using the technique of Sun et al. (2023)"; prompt in App. A.3). The setting
+``rerank`` chooses h:
+
+- ``listwise`` (default): the papers' re-ranker.
+- ``pointwise`` / ``graded``: NOT the papers'. Small local models answer the listwise prompt with the
+  identity order or the format's example ("[1] >> [2]"), so the listwise pass changes nothing (the
+  trace's ``windows_unchanged`` counts it). These score one passage per call instead, which such
+  models do better: P("True") with RankRAG's context-ranking prompt (App. D.1), or the expected
+  grade 1..5 with RRR's relevance prompt (App. A.2). Run labels and reports mark them as deviations.
+- ``none`` (RRR only): no final re-ranker, S as ordered by σ — the ablation of RRR §5.3 (i),
+  Table 7 ("Is the final re-ranker h necessary? Can we instead only rely on the relevance scores
+  obtained using σ to re-rank S?").
+
+``second_pass_depth`` adds RRR §4(C)'s second step: "first, re-rank N documents in S … using
+GPT-3.5-Turbo; then, further re-rank the top 30 documents using GPT-4". The second pass is the same
+kind of re-ranker on the agent role ``rerank2``'s model (the method's model unless given), over the
+top ``second_pass_depth`` (30 in the paper; 0, off, by default).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..llm.client import LLM
+from ..prompts import listwise_prompt
+from ..settings import at_least
+from ..stages import GradedRelevanceReranker, HeadReranker, ListwiseReranker, PointwiseTrueReranker
+from ..stages.listwise import check_listwise_prompt
+
+#: The re-rankers that are no paper's h, and why they are offered.
+FALLBACK_RERANKERS = {
+    "pointwise": "RankRAG's P(\"True\") per passage instead of the paper's listwise re-ranker (a fallback for "
+                 "small models that cannot follow the listwise format)",
+    "graded": "RRR's relevance grade 1-5 per passage instead of the paper's listwise re-ranker (a fallback for "
+              "small models that cannot follow the listwise format)",
+}
+
+#: The roles the final re-ranker brings to a method: role -> what it does.
+RERANK_ROLES = {"rerank": "the final re-ranker h (first pass)",
+                "rerank2": "the second pass's re-ranker over the top second_pass_depth (RRR §4(C): GPT-4)"}
+
+
+class FinalRerankSettings(Protocol):
+    """The settings of a method with a final re-ranker (RRRSettings, RankGPTSettings)."""
+
+    @property
+    def rerank(self) -> str: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def max_passage_words(self) -> int: ...
+    @property
+    def listwise_prompt(self) -> str: ...
+    @property
+    def second_pass_depth(self) -> int: ...
+
+
+def check_final_rerank(settings: Any) -> None:
+    """``second_pass_depth`` is 0 (off) or at least 2 (one passage has no order), and needs a re-ranker."""
+    at_least(settings, 0, "second_pass_depth")
+    settings.require(settings.second_pass_depth != 1, "second_pass_depth",
+                     "setting 'second_pass_depth' must be 0 (no second pass) or at least 2: one passage has no order")
+    settings.require(not (settings.second_pass_depth and settings.rerank == "none"), "second_pass_depth",
+                     "setting 'second_pass_depth' needs a final re-ranker, but 'rerank' is 'none'",
+                     "set rerank=listwise (the paper) or second_pass_depth=0")
+
+
+def rerank_deviations(settings: FinalRerankSettings) -> dict[str, str]:
+    """``{"rerank": why}`` when the final re-ranker is a fallback the papers do not use."""
+    return {"rerank": FALLBACK_RERANKERS[settings.rerank]} if settings.rerank in FALLBACK_RERANKERS else {}
+
+
+Reranker = PointwiseTrueReranker | GradedRelevanceReranker | ListwiseReranker
+
+
+def final_reranker(settings: FinalRerankSettings, llm: LLM, *, name: str | None = None,
+                   reuse_grades: bool = False) -> Reranker | None:
+    """The stage ``settings.rerank`` names, on ``llm``; None for ``none``. ``reuse_grades`` lets a
+    graded re-ranker take grades the relevance model already gave (same model, same query)."""
+    choice = settings.rerank
+    if choice == "none":
+        return None
+    if choice == "pointwise":
+        return PointwiseTrueReranker(llm, name=name or "rerank")
+    if choice == "graded":
+        return GradedRelevanceReranker(llm, name=name or "graded", memo=reuse_grades)
+    return ListwiseReranker(llm, window=settings.window, step=settings.step, max_words=settings.max_passage_words,
+                            keep=None, name=name or "listwise",
+                            template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
+
+
+def second_pass(settings: FinalRerankSettings, llm: LLM) -> HeadReranker | None:
+    """The second pass over the top ``second_pass_depth`` on ``llm`` (the ``rerank2`` role), or None."""
+    depth = settings.second_pass_depth
+    inner = final_reranker(settings, llm, name="second_pass") if depth else None
+    return HeadReranker(inner, depth) if inner is not None else None
