@@ -73,7 +73,8 @@ def test_a_bad_price_table_names_file_line_and_field(tmp_path, text, line, field
 def test_every_agent_role_is_named_for_the_stage_that_uses_it(llm, index):
     """A role missing from ``stage_roles`` would have its calls counted as the method's own model's."""
     for name, cls in METHODS.items():
-        method = build_method(name, index=index, llm=llm)
+        optional = {"second_pass_depth": 2} if "rerank2" in cls.roles else {}  # the second pass is off by default
+        method = build_method(name, index=index, llm=llm, **optional)
         assert set(method.stage_roles.values()) == set(cls.roles), name
 
 

@@ -119,7 +119,8 @@ def test_winnow_methods_shows_defaults_beside_the_paper_values():
         if len(cells) > 6 and cells[1] in ("rankrag", "rrr", "") and cells[4]:
             rows.setdefault(cells[4], []).append((cells[5], cells[6]))
     assert ("20", "100 *") in rows["n"]  # rankrag, rrr and rankgpt: CPU default 20, paper 100
-    assert rows["max_rewrite_tokens"] == [("48", "20 *")]
+    assert rows["max_rewrite_tokens"] == [("20", "20")]  # Table 4's limit is also the CPU default
+    assert rows["second_pass_depth"][0] == ("0", "30 *")  # rrr: off on the CPU, §4(C)'s top 30 in the paper
     assert rows["rewrites"] == [("5", "5")]
     for name in PROFILES:
         assert name in result.output
