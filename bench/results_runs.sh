@@ -7,6 +7,8 @@
 #
 # Environment: RUNS (run folders, default ~/.cache/winnow/results-runs), DATA (the wiki-vital QA build),
 # INDEX (its BM25 index), MODELS (default "qwen2.5-coder-1.5b"), METHODS, N, K, SEED.
+# A METHODS entry "rankrag-fused" is RankRAG with --fusion-alpha 0.5 (its P("True") calls are the
+# plain rankrag run's, so run it after that one and they come from the call cache).
 # Then: .venv/bin/winnow report "$RUNS"/* --out docs/results/wiki-vital.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +29,14 @@ STEPS=("${@:-10}")
 
 for limit in "${STEPS[@]}"; do
   for model in $MODELS; do
-    for method in $METHODS; do
+    for entry in $METHODS; do
+      case "$entry" in
+        rankrag-fused) method=rankrag; extra=(--fusion-alpha 0.5) ;;
+        *) method=$entry; extra=() ;;
+      esac
       $WINNOW eval --index "$INDEX" --queries "$DATA/test.jsonl" --qrels "$DATA/qrels.test.txt" \
         --method "$method" --model "$model" --n "$N" --k "$K" --seed "$SEED" --limit "$limit" \
-        --out "$RUNS/$method-$model-n$N-k$K"
+        "${extra[@]}" --out "$RUNS/$entry-$model-n$N-k$K"
     done
   done
 done

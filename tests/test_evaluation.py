@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -569,6 +570,27 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
     # The weight is part of the run's identity: the paper's setting cannot resume into this folder.
     refused = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2"), check=False)
     assert refused.returncode == 2 and "fusion_alpha: 0.5 → 0.0" in refused.stderr
+
+
+@pytest.mark.llm
+def test_eval_reasks_cached_answers_an_older_version_stored_unusable_and_says_so(bench, tmp_path, monkeypatch):
+    monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path / "cache"))
+    args = ("--method", "rankrag", "--n", "3", "--k", "1", "--limit", "1", "--max-answer-tokens", "4")
+    first = winnow(*eval_args(bench, tmp_path / "first", *args))
+    assert "call cache:" not in first.stderr
+    # What an older Winnow could leave behind: NaN log-probabilities under today's keys.
+    with sqlite3.connect(tmp_path / "cache" / "llm-calls.sqlite") as db:
+        rows = db.execute("SELECT key, response FROM llm_calls WHERE kind = 'choices'").fetchall()
+        for key, response in rows:
+            answer = json.loads(response)
+            answer["logprobs"] = {choice: math.nan for choice in answer["logprobs"]}
+            db.execute("UPDATE llm_calls SET response = ? WHERE key = ?", (json.dumps(answer), key))
+    poisoned = len(rows)
+    assert poisoned == 3
+    again = winnow(*eval_args(bench, tmp_path / "again", *args))
+    assert f"call cache: {poisoned} cached answer(s) written by an older Winnow were unusable" in again.stderr
+    cost = json.loads((tmp_path / "again" / "metrics.json").read_text())["cost"]
+    assert (cost["llm_calls"], cost["cache_hits"]) == (3, 1)  # the judgements asked again, the answer cached
 
 
 @pytest.mark.llm

@@ -216,6 +216,7 @@ def evaluate(
     err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask",
               highlight=False)
     interrupted = False
+    stale_cache_entries = 0
     if pending:
         stages = StageProgress(err)
         asking: dict[str, Any] = dict(
@@ -238,7 +239,12 @@ def evaluate(
                         run.ask_all(pipeline, pending, **asking)
                     except KeyboardInterrupt:
                         interrupted = True
+                stale_cache_entries = sum(llm.stale_cache_entries for llm in pipeline.llms)
     metrics = run.finish()
+    if stale_cache_entries:
+        err.print(f"[yellow]call cache:[/] {stale_cache_entries} cached answer(s) written by an older Winnow were "
+                  "unusable (a NaN log-probability or a missing field) and were asked again; the cache now holds "
+                  "the new answers", highlight=False)
     if run.failures:
         err.print(f"[yellow]{len(run.failures)} question(s) failed and were skipped[/] (see "
                   f"{run.folder.errors_path}); run the same command again to retry them", highlight=False)
