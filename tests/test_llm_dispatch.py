@@ -37,6 +37,7 @@ class ScriptedServer(ThreadingHTTPServer):
         self.retry_after = ""  # a Retry-After header sent with each scripted failure, when set
         self.logprobs = logprobs
         self.slow_word = ""  # a prompt containing it takes ten times longer
+        self.max_model_len = 0  # when set, GET /v1/models reports it, as vLLM does
         self.lock = threading.Lock()
         self.inflight = self.max_inflight = self.requests = 0
         self.finished: list[str] = []  # prompts in the order their answers were sent
@@ -57,6 +58,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # keep the test output clean
         pass
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models" and self.server.max_model_len:
+            self._send(200, {"data": [{"id": "m", "max_model_len": self.server.max_model_len}]})
+        else:
+            self._send(404, {"error": "not found"})
 
     def do_POST(self) -> None:
         if not self.path.endswith("/chat/completions"):  # no /tokenize: Winnow estimates tokens
@@ -157,6 +164,21 @@ def test_the_faster_endpoint_takes_more_calls(servers):
     backend.generate([_prompt(f"q{i}") for i in range(40)], max_tokens=4)
     backend.close()
     assert fast.requests > 2 * slow.requests
+
+
+def test_the_context_is_the_smallest_any_endpoint_reports(servers):
+    """A call may go to any endpoint, so a prompt must fit the smallest of them."""
+    large, small, silent = servers(), servers(), servers()
+    large.max_model_len, small.max_model_len = 8192, 2048
+    backend = _backend(large.url, small.url, silent.url, max_inflight=4)
+    assert backend.context_size == 2048
+    assert backend.context_size_source.startswith(f"the server's max_model_len of {small.url}, the smallest of its 3")
+    assert f"{large.url}: 8192" in backend.context_size_source and f"{silent.url}: none reported" in (
+        backend.context_size_source)
+    backend.close()
+    alone = _backend(large.url, max_inflight=4)
+    assert (alone.context_size, alone.context_size_source) == (8192, "the server's max_model_len: 8192")
+    alone.close()
 
 
 def test_429_503_and_a_dropped_connection_are_retried_and_counted(servers):

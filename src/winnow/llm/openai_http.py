@@ -56,7 +56,8 @@ class OpenAICompatibleBackend:
     """Talks to ``{base_url}/chat/completions`` on one or several endpoints through a
     :class:`~winnow.llm.dispatch.Dispatcher` (at most ``max_inflight`` requests in flight,
     least-loaded, retried on passing failures); counts tokens with the first server's own tokenizer
-    where it offers one (:mod:`.server_tokens`)."""
+    where it offers one (:mod:`.server_tokens`) and fits prompts to the smallest context any endpoint
+    reports."""
 
     def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
                  max_inflight: int = MAX_INFLIGHT, timeout: float = 600.0, top_logprobs: int = TOP_LOGPROBS,
@@ -104,13 +105,24 @@ class OpenAICompatibleBackend:
         return response, time.perf_counter() - started, sent
 
     def _facts(self) -> ServerFacts:
-        """What the (first) server says about itself, asked once, when first needed (so that loading
-        the backend does not need the server up)."""
+        """What the servers say about themselves, asked once, when first needed (so that loading
+        the backend does not need the server up). The tokenizer is the first server's (the endpoints
+        serve one model); the context is the smallest any endpoint reports, since a call may go to any
+        of them and a prompt fitted to a larger one would be refused by a smaller one."""
         with self._lock:
             if self._server is None:
                 self._server = discover(self._client, self._first_url, self._model)
-                self._context = resolve_context_size(self._requested_context, self._server.context_size,
-                                                     self._server.reporter)
+                facts = [(self._first_url, self._server)]
+                facts += [(endpoint.base_url, discover(endpoint.client, endpoint.base_url, self._model))
+                          for endpoint in self.dispatcher.endpoints[1:]]
+                reported, reporter = self._server.context_size, self._server.reporter
+                known = [(fact.context_size, url, fact.reporter) for url, fact in facts if fact.context_size]
+                if len(facts) > 1 and known:
+                    reported, smallest_at, reporter = min(known)
+                    reporter = (f"{reporter} of {smallest_at}, the smallest of its {len(facts)} endpoints ("
+                                + ", ".join(f"{url}: {fact.context_size or 'none reported'}" for url, fact in facts)
+                                + ")")
+                self._context = resolve_context_size(self._requested_context, reported, reporter)
             return self._server
 
     @property
