@@ -83,6 +83,13 @@ def test_the_profile_is_recorded_in_the_spec_and_the_run_label():
     assert "profile" not in RunSpec.resolve(run={"method": "rankrag"}).to_dict()  # older run folders resume
 
 
+def test_a_role_on_its_own_model_is_in_the_run_label():
+    spec = RunSpec.resolve(run={"method": "mainrag", "model": "smollm2-135m",
+                                "agents": {"judge": "qwen2.5-coder-0.5b", "final": "smollm2-135m"}})
+    assert run_label(spec) == "mainrag smollm2-135m judge=qwen2.5-coder-0.5b N=20"
+    assert run_label(RunSpec.resolve(run={"method": "mainrag", "model": "smollm2-135m"})) == "mainrag smollm2-135m N=20"
+
+
 def test_an_unknown_profile_is_refused_with_the_list(monkeypatch, capsys):
     with pytest.raises(SettingError) as caught:
         RunSpec.resolve(run={"method": "vanilla", "profile": "papers"})

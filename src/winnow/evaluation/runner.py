@@ -303,7 +303,8 @@ def run_deviations(spec: Any) -> dict[str, str]:
 
 
 def run_label(spec: Any) -> str:
-    """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus every other setting changed from the method's
+    """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus each agent role given its own model
+    ("judge=qwen2.5-coder-1.5b") and every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
     A run from a profile says so ("profile=paper") and lists the settings changed from the profile's;
     a setting that departs from the paper is marked: "rerank=pointwise (not the paper's)"."""
@@ -313,7 +314,11 @@ def run_label(spec: Any) -> str:
     profile = getattr(spec, "profile", "")
     defaults = method_settings(spec.method, profile=profile).to_dict()
     deviations = run_deviations(spec)
-    parts = [spec.method, spec.model, *([f"profile={profile}"] if profile else [])]
+    parts = [spec.method, spec.model]
+    # A role on its own model ("judge=qwen2.5-coder-1.5b") is another run than the same method on one model.
+    parts += [f"{role}={model}" for role, model in sorted((getattr(spec, "agents", None) or {}).items())
+              if model and model != spec.model]
+    parts += [f"profile={profile}"] if profile else []
     unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
     if "n" not in unused:
         parts.append(f"N={settings.get('n')}")
