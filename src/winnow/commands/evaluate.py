@@ -181,9 +181,7 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
-    from ..evaluation.qrels_coverage import unknown_documents_note
     from ..evaluation.runner import EvalRun
-    from ..pipeline import Pipeline
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     from ..evaluation.prices import read_prices
@@ -226,21 +224,43 @@ def evaluate(
             interrupted = _ask_on_ray(run, pending, stages, asking, address=ray_address, workers=ray_workers,
                                       cpus=ray_cpus)
         else:
-            with spinner_while_loading(spec.backend) as loading:
-                pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=not no_cache, progress=stages,
-                                    loading=loading)
-            with pipeline:
-                run.check_models(pipeline)
-                run.start_session(len(pending))
-                with stages.bar:
-                    asking["on_answer"] = RunProgress(stages, spec.method, len(run.selected), run.answered(),
-                                                      meter=lambda: _llm_meter(pipeline.llms))
-                    try:
-                        run.ask_all(pipeline, pending, **asking)
-                    except KeyboardInterrupt:
-                        interrupted = True
-                stale_cache_entries = sum(llm.stale_cache_entries for llm in pipeline.llms)
+            interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
+                                                         api_key=api_key, cache=not no_cache)
     metrics = run.finish()
+    _print_summary(run, metrics, as_json=as_json, seconds=time.perf_counter() - started,
+                   stale_cache_entries=stale_cache_entries)
+    if interrupted:
+        err.print("interrupted: run the same command again to continue")
+        raise KeyboardInterrupt
+
+
+def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *, index_dir: Path,
+              api_key: str, cache: bool) -> tuple[bool, int]:
+    """Ask ``pending`` in this process; (interrupted by Ctrl-C, stale call-cache entries asked again)."""
+    from ..pipeline import Pipeline
+
+    interrupted = False
+    with spinner_while_loading(run.spec.backend) as loading:
+        pipeline = Pipeline(run.spec, index_dir, api_key=api_key, cache=cache, progress=stages, loading=loading)
+    with pipeline:
+        run.check_models(pipeline)
+        run.start_session(len(pending))
+        with stages.bar:
+            asking["on_answer"] = RunProgress(stages, run.spec.method, len(run.selected), run.answered(),
+                                              meter=lambda: _llm_meter(pipeline.llms))
+            try:
+                run.ask_all(pipeline, pending, **asking)
+            except KeyboardInterrupt:
+                interrupted = True
+        return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
+
+
+def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds: float,
+                   stale_cache_entries: int) -> None:
+    """What the run did and found: notes on what was refused or skipped, the metric and cost tables
+    (or the metrics as JSON) and one line of totals."""
+    from ..evaluation.qrels_coverage import unknown_documents_note
+
     if stale_cache_entries:
         err.print(f"[yellow]call cache:[/] {stale_cache_entries} cached answer(s) written by an older Winnow were "
                   "unusable (a NaN log-probability or a missing field) and were asked again; the cache now holds "
@@ -263,14 +283,11 @@ def evaluate(
     if metrics.get("cost_usd"):
         err.print(usd_line(metrics["cost_usd"]), highlight=False)
     cost = metrics["cost"]
-    err.print(f"{run.new_answers} questions answered in {_duration(time.perf_counter() - started)}; the run so far: "
+    err.print(f"{run.new_answers} questions answered in {_duration(seconds)}; the run so far: "
               f"{metrics['questions']['answered']}/{metrics['questions']['selected']} questions · "
               f"{cost['llm_calls']} LLM calls ({cost['cache_hits']} cached) · {cost['prompt_tokens']} prompt + "
               f"{cost['completion_tokens']} completion tokens · {cost['seconds_per_question']:.1f} s/question"
               f"{_without_cache(cost)} · wrote {run.folder.path}", highlight=False)
-    if interrupted:
-        err.print("interrupted: run the same command again to continue")
-        raise KeyboardInterrupt
 
 
 def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, queries: Path, out_dir: Path, *,
