@@ -16,11 +16,11 @@ asked. Context ranking's training prompt (C.2 3) is D.1's text, so both use ``ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ..prompts import PromptTemplate, prompt
-from ..records import Passage
+from ..records import Passage, Turn
 
 Messages = list[dict[str, str]]
 
@@ -49,16 +49,12 @@ def conversation(template: PromptTemplate, question: str, passages: Sequence[Pas
 
     Without ``history`` this is exactly ``template.messages(question, passages)`` plus the answer,
     which is what a method sends at inference. With it, the context opens the first user turn and
-    the earlier turns follow (Appendix C.2 1 and the conversational form of D.1).
+    the earlier turns follow (Appendix C.2 1 and the conversational form of D.1): the layout of a
+    conversational template at inference, given here to any template the recipe puts a dialogue in.
     """
-    messages = template.messages(question, passages)
-    if history:
-        system, instruction = template.messages(question, [])  # no passages: the instruction alone
-        context = template.context(passages)
-        turns = [dict(turn) for turn in history]
-        turns[0]["content"] = f"{context}\n\n{turns[0]['content']}" if context else turns[0]["content"]
-        messages = [system, *turns, instruction]
-    return [*messages, {"role": "assistant", "content": answer}]
+    turns = [Turn(turn["role"], turn["content"]) for turn in history]
+    with_dialogue = replace(template, dialogue=True) if turns else template
+    return [*with_dialogue.messages(question, passages, turns), {"role": "assistant", "content": answer}]
 
 
 def context_qa(component: str, question: str, passage: Passage, answer: str, *, style: str = "short",
