@@ -36,7 +36,8 @@ class ScriptedServer(ThreadingHTTPServer):
         self.failures = list(failures or [])  # "429", "503" or "drop", for the next requests in turn
         self.retry_after = ""  # a Retry-After header sent with each scripted failure, when set
         self.logprobs = logprobs
-        self.slow_word = ""  # a prompt containing it takes ten times longer
+        self.slow_word = ""  # a prompt containing it takes slow_factor times longer
+        self.slow_factor = 10
         self.max_model_len = 0  # when set, GET /v1/models reports it, as vLLM does
         self.lock = threading.Lock()
         self.inflight = self.max_inflight = self.requests = 0
@@ -78,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
             server.max_inflight = max(server.max_inflight, server.inflight)
         prompt = body["messages"][-1]["content"]
         try:
-            time.sleep(server.delay * (10 if server.slow_word and server.slow_word in prompt else 1))
+            time.sleep(server.delay * (server.slow_factor if server.slow_word and server.slow_word in prompt else 1))
             if failure == "drop":  # close the connection without an answer
                 self.close_connection = True
                 self.connection.shutdown(2)
@@ -142,7 +143,8 @@ def test_a_slow_call_does_not_hold_back_the_others(servers):
     # Chunks of two would wait for the slow call before starting the third; bounded in-flight
     # dispatch runs every other call on the second slot meanwhile.
     server = servers(delay=0.05)
-    server.slow_word = "slow"
+    # 2 s against 0.3 s for the six others: a margin a loaded machine keeps.
+    server.slow_word, server.slow_factor = "slow", 40
     backend = _backend(server.url, max_inflight=2)
     backend.generate([_prompt("slow"), *[_prompt(f"q{i}") for i in range(6)]], max_tokens=4)
     backend.close()
