@@ -42,10 +42,11 @@ $(CHROMIUM):
 	apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 
 # Lint and type check first (both configured in pyproject.toml), so CI fails on either before the tests.
+# The slowest tests are listed at the end: the suite has a 15-minute budget, and that list says where it goes.
 test: setup $(CHROMIUM)
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 demo: setup $(QWEN15_STAMP)
 	$(PY) -m winnow.demo --workdir $(DEMO_DIR)

@@ -572,20 +572,32 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
     assert refused.returncode == 2 and "fusion_alpha: 0.5 → 0.0" in refused.stderr
 
 
+def cached_choice_keys(cache_dir) -> set[str]:
+    """The keys of the choice (P("True")) calls in the call cache at ``cache_dir``."""
+    with sqlite3.connect(cache_dir / "llm-calls.sqlite") as db:
+        return {key for (key,) in db.execute("SELECT key FROM llm_calls WHERE kind = 'choices'")}
+
+
+def poison_cached_judgements(cache_dir, keep=frozenset()) -> int:
+    """Turn the cached choice calls (except ``keep``) into what an older Winnow could leave behind:
+    NaN log-probabilities under today's keys. Returns how many were turned."""
+    with sqlite3.connect(cache_dir / "llm-calls.sqlite") as db:
+        rows = [(key, response) for key, response in
+                db.execute("SELECT key, response FROM llm_calls WHERE kind = 'choices'") if key not in keep]
+        for key, response in rows:
+            answer = json.loads(response)
+            answer["logprobs"] = {choice: math.nan for choice in answer["logprobs"]}
+            db.execute("UPDATE llm_calls SET response = ? WHERE key = ?", (json.dumps(answer), key))
+    return len(rows)
+
+
 @pytest.mark.llm
 def test_eval_reasks_cached_answers_an_older_version_stored_unusable_and_says_so(bench, tmp_path, monkeypatch):
     monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path / "cache"))
     args = ("--method", "rankrag", "--n", "3", "--k", "1", "--limit", "1", "--max-answer-tokens", "4")
     first = winnow(*eval_args(bench, tmp_path / "first", *args))
     assert "call cache:" not in first.stderr
-    # What an older Winnow could leave behind: NaN log-probabilities under today's keys.
-    with sqlite3.connect(tmp_path / "cache" / "llm-calls.sqlite") as db:
-        rows = db.execute("SELECT key, response FROM llm_calls WHERE kind = 'choices'").fetchall()
-        for key, response in rows:
-            answer = json.loads(response)
-            answer["logprobs"] = {choice: math.nan for choice in answer["logprobs"]}
-            db.execute("UPDATE llm_calls SET response = ? WHERE key = ?", (json.dumps(answer), key))
-    poisoned = len(rows)
+    poisoned = poison_cached_judgements(tmp_path / "cache")
     assert poisoned == 3
     again = winnow(*eval_args(bench, tmp_path / "again", *args))
     assert f"call cache: {poisoned} cached answer(s) written by an older Winnow were unusable" in again.stderr

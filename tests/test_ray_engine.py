@@ -17,7 +17,7 @@ import pytest
 
 from ray_head import SRC, free_port, ray_head
 from test_evaluation import CORPUS as EVAL_CORPUS, QUESTIONS as EVAL_QUESTIONS
-from test_evaluation import make_bench, read_lines, winnow
+from test_evaluation import cached_choice_keys, make_bench, poison_cached_judgements, read_lines, winnow
 
 ray = pytest.importorskip("ray")
 
@@ -29,10 +29,13 @@ QUESTIONS = [*EVAL_QUESTIONS, {"id": "q5", "question": "What is the highest moun
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A Ray head node on 127.0.0.1 with 2 CPUs; its workers import this tree's Winnow. Yields HOST:PORT."""
-    with ray_head(cpus=2) as address:
-        yield address
+def cluster(tmp_path_factory):
+    """A Ray head node on 127.0.0.1 with 2 CPUs; its workers import this tree's Winnow and share the
+    tests' call cache (the head hands its environment to them). Yields HOST:PORT."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WINNOW_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "winnow-cache"))
+        with ray_head(cpus=2) as address:
+            yield address
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +108,23 @@ def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(clus
     assert sorted(ids) == [q["id"] for q in QUESTIONS]  # 0 lost, 0 twice
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["questions"]["answered"] == len(QUESTIONS) and metrics["questions"]["remaining"] == 0
+
+
+@pytest.mark.llm
+def test_cached_answers_the_workers_asked_again_are_reported_by_the_driver(cluster, bench, tmp_path):
+    # One question no other test of the cache asks, so only this test's calls are turned stale.
+    (tmp_path / "one.jsonl").write_text(json.dumps(QUESTIONS[-2]) + "\n")
+    args = ["eval", "--index", bench / "idx", "--queries", tmp_path / "one.jsonl", "--model", "smollm2-135m",
+            "--method", "rankrag", "--n", "3", "--k", "1", "--max-answer-tokens", "4"]
+    cache = Path(os.environ["WINNOW_CACHE_DIR"])
+    before = cached_choice_keys(cache) if (cache / "llm-calls.sqlite").exists() else set()
+    winnow(*args, "--out", tmp_path / "here")
+    judged = len(read_lines(tmp_path / "here" / "answers.jsonl")[0]["first_stage"]["ids"])
+    assert poison_cached_judgements(cache, keep=before) == judged >= 1
+    again = winnow(*args, "--out", tmp_path / "ray", "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1")
+    assert f"call cache: {judged} cached answer(s) written by an older Winnow were unusable" in again.stderr
+    cost = json.loads((tmp_path / "ray" / "metrics.json").read_text())["cost"]
+    assert (cost["llm_calls"], cost["cache_hits"]) == (judged, 1)  # the judgements asked again, the answer cached
 
 
 def worker_pids() -> list[int]:

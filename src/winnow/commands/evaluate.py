@@ -221,8 +221,8 @@ def evaluate(
             on_answer=None, batch_size=batch_size,
             on_failure=lambda qid, why: err.print(f"[yellow]skipped {qid}:[/] {why}", highlight=False))
         if engine == "ray":
-            interrupted = _ask_on_ray(run, pending, stages, asking, address=ray_address, workers=ray_workers,
-                                      cpus=ray_cpus)
+            interrupted, stale_cache_entries = _ask_on_ray(run, pending, stages, asking, address=ray_address,
+                                                           workers=ray_workers, cpus=ray_cpus)
         else:
             interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
                                                          api_key=api_key, cache=not no_cache)
@@ -398,8 +398,9 @@ def check_engine(engine: str, *, ray_address: str | None, ray_workers: int | Non
 
 
 def _ask_on_ray(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
-                address: str | None, workers: int | None, cpus: float) -> bool:
-    """Ask ``pending`` on the workers of a Ray cluster; True when interrupted (Ctrl-C)."""
+                address: str | None, workers: int | None, cpus: float) -> tuple[bool, int]:
+    """Ask ``pending`` on the workers of a Ray cluster; (interrupted by Ctrl-C, stale call-cache
+    entries the workers asked again)."""
     from ..evaluation.ray_engine import RayEngine
 
     with err.status("joining the Ray cluster"):
@@ -414,8 +415,8 @@ def _ask_on_ray(run: Any, pending: list[Any], stages: StageProgress, asking: dic
             try:
                 engine.ask_all(pending, **asking)
             except KeyboardInterrupt:
-                return True
-    return False
+                return True, 0
+        return False, engine.stale_cache_entries()
 
 
 def _llm_meter(llms: list[Any]) -> tuple[int, int]:

@@ -56,6 +56,10 @@ class QuestionWorker:
     def answer(self, batch: Sequence[Any]) -> list[dict[str, Any] | tuple[str, str]]:
         return list(answer_batch(self.pipeline, self.spec, batch))
 
+    def stale_cache_entries(self) -> int:
+        """Cached answers this worker refused as unusable and asked again (the driver reports the sum)."""
+        return sum(llm.stale_cache_entries for llm in self.pipeline.llms)
+
 
 def check_reachable(address: str) -> None:
     """Fail in seconds when nothing listens at a ``HOST:PORT`` address (``ray.init`` retries for minutes)."""
@@ -189,6 +193,16 @@ class RayEngine:
                 else:
                     self.run.failed(*outcome, on_failure)
             send(actor)
+
+    def stale_cache_entries(self) -> int:
+        """Cached answers the workers refused as unusable and asked again, summed over the live ones."""
+        total = 0
+        for count in [actor.stale_cache_entries.remote() for actor in self.actors]:
+            try:
+                total += self.ray.get(count)
+            except self.ray.exceptions.RayError:
+                pass  # a worker that died took its count with it; the run already reports its batches
+        return total
 
     def close(self) -> None:
         """Stop the workers and leave the cluster (a cluster this process started is shut down)."""
