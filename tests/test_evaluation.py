@@ -270,7 +270,8 @@ def test_paired_difference_counts_ties_and_brackets_the_mean():
 
 def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
     def run(name, method, accuracies, ids=("a", "b", "c", "d")):
-        records = [{"id": qid, "scores": {"accuracy": acc, "f1": acc / 2}} for qid, acc in zip(ids, accuracies)]
+        records = [{"id": qid, "scores": {"accuracy": acc, "em": acc * (qid != "a"), "f1": acc / 2}}
+                   for qid, acc in zip(ids, accuracies)]
         metrics = {"run": {"method": method, "label": name}}
         return LoadedRun(tmp_path / name, {}, metrics, records)
 
@@ -279,7 +280,8 @@ def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
     elsewhere = run("other set", "rankrag", [1, 1, 1, 1], ids=("e", "f", "g", "h"))
     table = paired_table([vanilla, better, elsewhere])
     rows = [line for line in table.splitlines() if line.startswith("| ranked")]
-    assert rows == ["| ranked | plain | 4 | 2/0/2 | +50.0 [+0.0, +100.0] | 0.50 | +25.0 [+0.0, +50.0] | 0.50 |"]
+    assert rows == ["| ranked | plain | 4 | 2/0/2 | +50.0 [+0.0, +100.0] | 0.50 | +25.0 [+0.0, +75.0] | 1.00 "
+                    "| +25.0 [+0.0, +50.0] | 0.50 |"]
     assert "other set" not in table  # no vanilla run answered its questions
     assert paired_table([better, elsewhere]) is None
 
