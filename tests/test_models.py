@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -305,9 +308,55 @@ def test_an_unreachable_hub_fails_with_advice_for_offline_users(cache_dir, monke
     with pytest.raises(ModelError) as caught:
         resolve_model("hf:owner/repo/q4/model.gguf", progress=False)
     assert "download of http://127.0.0.1:9/owner/repo/resolve/main/q4/model.gguf failed" in caught.value.message
+    # Told at once by one probe, not after huggingface_hub's retries (which this path turns off).
+    if importlib.util.find_spec("huggingface_hub"):
+        assert "http://127.0.0.1:9 cannot be reached (ConnectError" in caught.value.message
     assert "registry name" in caught.value.hint and "local .gguf path" in caught.value.hint
     hub_files = [p for p in (cache_dir / "models").rglob("*") if p.is_file() and p.suffix != ".lock"]
     assert hub_files == []
+
+
+class LoopbackHub(BaseHTTPRequestHandler):
+    """Just enough of the Hub's file endpoint for ``hf_hub_download``: one GGUF under a fixed commit."""
+
+    BODY = b"GGUF" + bytes(2048)
+
+    def do_HEAD(self) -> None:
+        self._answer(with_body=False)
+
+    def do_GET(self) -> None:
+        self._answer(with_body=True)
+
+    def _answer(self, with_body: bool) -> None:
+        if self.path != "/owner/repo/resolve/main/q4/model.gguf":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        for name, value in (("X-Repo-Commit", "a" * 40), ("ETag", '"loopback-etag"'),
+                            ("Content-Length", str(len(self.BODY)))):
+            self.send_header(name, value)
+        self.end_headers()
+        if with_body:
+            self.wfile.write(self.BODY)
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+
+def test_a_hub_model_downloaded_once_resolves_from_its_cache_when_the_hub_is_gone(tmp_path, monkeypatch):
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))  # read per call, not the env
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoopbackHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WINNOW_HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        online = resolve_model("hf:owner/repo/q4/model.gguf", progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert online.path.read_bytes() == LoopbackHub.BODY and str(tmp_path / "hf") in str(online.path)
+    offline = resolve_model("hf:owner/repo/q4/model.gguf", progress=False)  # nothing listens there now
+    assert (offline.path, offline.sha256) == (online.path, online.sha256)
 
 
 def test_a_malformed_hub_id_shows_the_syntax():

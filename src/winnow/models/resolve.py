@@ -17,6 +17,7 @@ from .registry import REGISTRY, ModelPart, ModelSpec
 
 HUB_PREFIX = "hf:"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+HUB_PROBE_SECONDS = 10  # the probe that tells an offline machine at once (see _resolve_hub)
 GGUF_MAGIC = b"GGUF"
 
 
@@ -178,10 +179,17 @@ def _resolve_hub(hub_id: str, progress: bool) -> ResolvedModel:
         import huggingface_hub
         from huggingface_hub.utils import HfHubHTTPError
 
+        # huggingface_hub retries an unreachable hub for about 23 s (five backoffs, a warning each)
+        # before it gives up or falls back to its cache; one quick request tells offline at once,
+        # and the download then looks only in the cache.
+        unreachable = _hub_unreachable(endpoint)
         try:
-            path = Path(huggingface_hub.hf_hub_download(repo, filename, endpoint=endpoint))
+            path = Path(huggingface_hub.hf_hub_download(repo, filename, endpoint=endpoint,
+                                                        local_files_only=unreachable is not None))
         except (HfHubHTTPError, httpx.HTTPError, OSError, ValueError) as exc:
-            raise ModelError(f"download of {url} failed: {type(exc).__name__}: {exc}", failed) from exc
+            why = f"{endpoint} cannot be reached ({unreachable}) and the file is not in the huggingface_hub cache" \
+                if unreachable else f"{type(exc).__name__}: {exc}"
+            raise ModelError(f"download of {url} failed: {why}", failed) from exc
         return _resolve_local(path, progress, name=hub_id)
     target = files.model_cache_dir() / "hub" / repo / filename
     if not target.is_file():  # downloads land under a temporary name, so a file here is complete
@@ -194,6 +202,16 @@ def _resolve_hub(hub_id: str, progress: bool) -> ResolvedModel:
         except (httpx.HTTPError, OSError) as exc:
             raise ModelError(f"download of {url} failed: {type(exc).__name__}: {exc}", failed) from exc
     return _resolve_local(target, progress, name=hub_id)
+
+
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why nothing answers at ``endpoint`` (one request, proxies from the environment honoured), or
+    None when something does: any HTTP answer, even an error status, means the hub is reachable."""
+    try:
+        httpx.head(endpoint, timeout=HUB_PROBE_SECONDS)
+    except httpx.TransportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
