@@ -184,8 +184,7 @@ def dequantised_folder(source: ModelSource) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch_dtype("float32"))
         # The weights are plain float32 tensors now; the GGUF marker only stops save_pretrained.
-        # torch types Module.__setattr__ for tensors and submodules only; this is a plain attribute.
-        model.hf_quantizer = None  # type: ignore[assignment]
+        model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         with staged_folder(target) as temp:
