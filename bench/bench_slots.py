@@ -19,9 +19,14 @@ Each configuration's answers are compared with the reference's: the answer text,
 (every stage's candidate scores and every LLM call's output: generated text or choice
 probabilities). "identical" means equal to the last bit; otherwise the largest difference is shown.
 
+The full size takes about an hour and a half of two idle cores, so every finished (round, method,
+configuration) is appended to ``--progress`` (one JSON line each, with the load average it ran at):
+killed, or stopped with ``--stop-after`` rounds, the script starts again where it stopped, and a
+round is the unit, so the interleaving holds across restarts.
+
 Usage: .venv/bin/python bench/bench_slots.py [--questions 20] [--round 4] [--n 10] [--slots 4]
        [--methods mainrag rrr] [--model qwen2.5-coder-0.5b] [--threads T] [--work /tmp/winnow-bench-slots]
-       [--json-out FILE]
+       [--progress FILE] [--stop-after ROUNDS] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -57,10 +63,38 @@ class Config:
 
 def fingerprint(answer: Any) -> dict[str, Any]:
     """What must not change between configurations: the answer, every stage's ranked candidates and
-    scores, and every LLM call's output, in order."""
+    scores, and every LLM call's output, in order. As JSON gives it back (lists, exact floats), so a
+    fingerprint read from the progress file compares equal to one computed now."""
     stages = [(s.name, [(c["id"], c["score"]) for c in s.output], [c.output for c in s.llm_calls])
               for s in answer.trace.stages]
-    return {"answer": answer.text, "stages": stages}
+    return json.loads(json.dumps({"answer": answer.text, "stages": stages}))
+
+
+def read_progress(path: Path | None, identity: dict[str, Any]) -> dict[tuple[int, str, str, int], dict[str, Any]]:
+    """The finished (round, method, path, slots) entries of an earlier run of the same settings."""
+    if path is None or not path.is_file():
+        return {}
+    done = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the line a kill cut short: that entry runs again
+            print(f"{path}:{number}: an unfinished line, left out", file=sys.stderr)
+            continue
+        if entry["identity"] != identity:
+            sys.exit(f"error: {path}:{number} was written with other settings ({entry['identity']}, now "
+                     f"{identity}): give another --progress file or delete this one")
+        done[entry["round"], entry["method"], entry["path"], entry["slots"]] = entry
+    return done
+
+
+def append_progress(path: Path | None, entry: dict[str, Any]) -> None:
+    if path is None:
+        return
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def largest_difference(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -108,8 +142,15 @@ def main() -> None:
                              "the machine, since llama.cpp's threads wait for each other at every step)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-slots"),
                         help="where the wiki-vital index and QA questions are built once")
+    parser.add_argument("--progress", type=Path, default=None,
+                        help="append each finished round here and resume from it (default: WORK/progress-MODEL.jsonl)")
+    parser.add_argument("--stop-after", type=int, default=None, help="stop after this many new rounds")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
+    progress = args.progress or args.work / f"progress-{args.model}.jsonl"
+    identity = {"model": args.model, "n": args.n, "k": args.k, "round": args.round, "slots": args.slots,
+                "threads": args.threads}
+    done = read_progress(progress, identity)
 
     args.work.mkdir(parents=True, exist_ok=True)
     index_dir, queries = prepare(args.work)
@@ -122,23 +163,48 @@ def main() -> None:
     settings = {"mainrag": {"n": args.n}, "rrr": {"n": args.n, "k": min(args.k, args.n)}}
     built = {(method, slots): build_method(method, index=index, llm=llm, **settings.get(method, {"n": args.n}))
              for method in args.methods for slots, llm in llms.items()}
+    new_rounds = 0
     try:
         for number, batch in enumerate(rounds):
+            if args.stop_after is not None and new_rounds >= args.stop_after:
+                break
+            ran = False
             for method in args.methods:
                 order = configs[method][number % 4:] + configs[method][:number % 4]
                 for config in order:
-                    answers, seconds = run_round(built[method, config.slots], config.path, batch)
-                    config.seconds += seconds
-                    config.answers.extend(fingerprint(a) for a in answers)
-                    print(f"round {number + 1}/{len(rounds)} {method:8} {config.label:22} "
-                          f"{seconds / len(batch):7.2f} s/question", file=sys.stderr, flush=True)
+                    key = (number, method, config.path, config.slots)
+                    if key not in done:
+                        load = os.getloadavg()[0]
+                        answers, seconds = run_round(built[method, config.slots], config.path, batch)
+                        done[key] = {"identity": identity, "round": number, "method": method, "path": config.path,
+                                     "slots": config.slots, "seconds": seconds, "load_average": load,
+                                     "fingerprints": [fingerprint(a) for a in answers]}
+                        append_progress(progress, done[key])
+                        ran = True
+                        print(f"round {number + 1}/{len(rounds)} {method:8} {config.label:22} "
+                              f"{seconds / len(batch):7.2f} s/question (load average {load:.1f})",
+                              file=sys.stderr, flush=True)
+            new_rounds += ran
     finally:
         for llm in llms.values():
             llm.close()
+    finished = [number for number in range(len(rounds))
+                if all((number, m, c.path, c.slots) in done for m in args.methods for c in configs[m])]
+    if len(finished) < len(rounds):
+        print(f"{len(finished)} of {len(rounds)} rounds done ({progress}); run again to go on")
+        return
+    for method in args.methods:
+        for config in configs[method]:
+            for number in range(len(rounds)):
+                entry = done[number, method, config.path, config.slots]
+                config.seconds += entry["seconds"]
+                config.answers.extend(entry["fingerprints"])
+    loads = [entry["load_average"] for entry in done.values()]
 
     rows = []
     print(f"\n{args.model}, N={args.n}, {len(questions)} questions in rounds of {args.round}, "
-          f"{args.slots} slots vs 1, {args.threads or 'all'} threads, configurations interleaved")
+          f"{args.slots} slots vs 1, {args.threads or 'all'} threads, configurations interleaved; "
+          f"load average {min(loads):.1f}-{max(loads):.1f} at the starts of the rounds")
     print(f"{'method':8} {'configuration':24} {'s/question':>10} {'speed-up':>8} {'same answers':>12} "
           f"{'identical':>9} {'largest |Δ|':>11}")
     for method in args.methods:
@@ -159,7 +225,8 @@ def main() -> None:
           "probability from that reference ('shape': another ranking, round count or generated text)")
     if args.json_out:
         args.json_out.write_text(json.dumps({"model": args.model, "n": args.n, "round": args.round,
-                                             "rows": rows}, indent=2, default=str) + "\n")
+                                             "load_average": [min(loads), max(loads)], "rows": rows},
+                                            indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
