@@ -321,7 +321,7 @@ def losses(run: Path) -> list[float]:
 def settings(blend: Path, out: Path, **extra):
     from winnow.training.sft import SFTSettings
 
-    chosen = {"max_steps": 6, "batch_size": 4, "lr": 2e-3, "save_steps": 2, "threads": 2, "adam_beta2": 0.98, **extra}
+    chosen = {"max_steps": 6, "batch_size": 2, "lr": 2e-3, "save_steps": 2, "threads": 2, "adam_beta2": 0.98, **extra}
     return SFTSettings(base="smollm2-135m", data=str(blend), out=str(out), **chosen)
 
 
