@@ -21,8 +21,8 @@ probabilities). "identical" means equal to the last bit; otherwise the largest d
 
 The full size takes about an hour and a half of two idle cores, so every finished (round, method,
 configuration) is appended to ``--progress`` (one JSON line each, with the load average it ran at):
-killed, or stopped with ``--stop-after`` rounds, the script starts again where it stopped, and a
-round is the unit, so the interleaving holds across restarts.
+killed, or stopped with ``--stop-after`` rounds, the script starts again after the last finished
+measurement, keeping each round's rotated order, so the interleaving holds across restarts.
 
 Usage: .venv/bin/python bench/bench_slots.py [--questions 20] [--round 4] [--n 10] [--slots 4]
        [--methods mainrag rrr] [--model qwen2.5-coder-0.5b] [--threads T] [--work /tmp/winnow-bench-slots]
@@ -70,9 +70,9 @@ def fingerprint(answer: Any) -> dict[str, Any]:
     return json.loads(json.dumps({"answer": answer.text, "stages": stages}))
 
 
-def read_progress(path: Path | None, identity: dict[str, Any]) -> dict[tuple[int, str, str, int], dict[str, Any]]:
+def read_progress(path: Path, identity: dict[str, Any]) -> dict[tuple[int, str, str, int], dict[str, Any]]:
     """The finished (round, method, path, slots) entries of an earlier run of the same settings."""
-    if path is None or not path.is_file():
+    if not path.is_file():
         return {}
     done = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -88,9 +88,7 @@ def read_progress(path: Path | None, identity: dict[str, Any]) -> dict[tuple[int
     return done
 
 
-def append_progress(path: Path | None, entry: dict[str, Any]) -> None:
-    if path is None:
-        return
+def append_progress(path: Path, entry: dict[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
         handle.flush()
@@ -143,10 +141,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-slots"),
                         help="where the wiki-vital index and QA questions are built once")
     parser.add_argument("--progress", type=Path, default=None,
-                        help="append each finished round here and resume from it (default: WORK/progress-MODEL.jsonl)")
+                        help="append each finished measurement here and resume from it "
+                             "(default: WORK/progress-MODEL.jsonl)")
     parser.add_argument("--stop-after", type=int, default=None, help="stop after this many new rounds")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
+    if args.stop_after is not None and args.stop_after < 1:
+        parser.error(f"--stop-after {args.stop_after}: give a number of rounds of 1 or more")
     progress = args.progress or args.work / f"progress-{args.model}.jsonl"
     identity = {"model": args.model, "n": args.n, "k": args.k, "round": args.round, "slots": args.slots,
                 "threads": args.threads}
@@ -204,7 +205,7 @@ def main() -> None:
     rows = []
     print(f"\n{args.model}, N={args.n}, {len(questions)} questions in rounds of {args.round}, "
           f"{args.slots} slots vs 1, {args.threads or 'all'} threads, configurations interleaved; "
-          f"load average {min(loads):.1f}-{max(loads):.1f} at the starts of the rounds")
+          f"load average {min(loads):.1f}-{max(loads):.1f} at the starts of the measurements")
     print(f"{'method':8} {'configuration':24} {'s/question':>10} {'speed-up':>8} {'same answers':>12} "
           f"{'identical':>9} {'largest |Δ|':>11}")
     for method in args.methods:
