@@ -282,8 +282,26 @@ def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
     rows = [line for line in table.splitlines() if line.startswith("| ranked")]
     assert rows == ["| ranked | plain | 4 | 2/0/2 | +50.0 [+0.0, +100.0] | 0.50 | +25.0 [+0.0, +75.0] | 1.00 "
                     "| +25.0 [+0.0, +50.0] | 0.50 |"]
-    assert "other set" not in table  # no vanilla run answered its questions
+    # no vanilla run answered its questions: no row, and a note that says so
+    assert not any(line.startswith("| other set") for line in table.splitlines())
+    assert table.endswith("run vanilla with the same --seed and a --limit at least theirs): other set")
     assert paired_table([better, elsewhere]) is None
+
+
+def test_report_pairs_a_shorter_run_with_a_longer_vanilla_run_on_the_shared_questions(tmp_path):
+    def run(name, method, accuracies, ids):
+        records = [{"id": qid, "scores": {"accuracy": acc, "em": acc, "f1": acc}} for qid, acc in zip(ids, accuracies)]
+        return LoadedRun(tmp_path / name, {}, {"run": {"method": method, "label": name}}, records)
+
+    long_vanilla = run("plain", "vanilla", [0, 1, 0, 0, 1, 1], ids="abcdef")
+    short = run("agents", "mainrag", [1, 1, 0], ids="cba")  # the seeded sample's first three, another order
+    table = paired_table([long_vanilla, short])
+    rows = [line for line in table.splitlines() if line.startswith("| agents")]
+    # paired by question id: a 0→1 win, b 1→1 tie, c 0→0 tie; the questions d-f play no part
+    assert rows[0].startswith("| agents | plain, on 3 of its 6 questions | 3 | 1/0/2 | +33.3 ")
+    same_size = run("plain 3", "vanilla", [1, 1, 1], ids="abc")
+    table = paired_table([long_vanilla, same_size, short])
+    assert "| agents | plain 3 | 3 | 0/1/2 | -33.3 " in table  # the vanilla run on exactly its questions first
 
 
 def test_report_names_reranking_stages_that_changed_nothing(tmp_path):

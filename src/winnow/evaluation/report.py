@@ -251,27 +251,52 @@ def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: di
     return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
 
 
+def vanilla_reference(run: LoadedRun, runs: Sequence[LoadedRun]) -> LoadedRun | None:
+    """The vanilla run to pair ``run`` with: one that answered every question of it, the one on exactly
+    its questions first, else the smallest (a run extended step by step, e.g. vanilla at 200 and a
+    slower method at 100 of the same seeded sample, is paired on the questions they share)."""
+    wanted = set(run.question_ids)
+    # A vanilla run of the same settings (the same run cut at another size) is no comparison.
+    covering = [other for other in runs if other.metrics["run"]["method"] == "vanilla"
+                and other.metrics["run"]["label"] != run.metrics["run"]["label"]
+                and wanted <= set(other.question_ids)]
+    return min(covering, key=lambda other: len(other.records), default=None)
+
+
 def paired_table(runs: Sequence[LoadedRun]) -> str | None:
-    """Each run against the vanilla run on the same questions (see :mod:`.paired`); None without one.
-    Accuracy is MAIN-RAG's measure (§4.1), EM RankRAG's for the QA sets (Table 2), F1 the graded one."""
-    references = {run.question_ids: run for run in runs if run.metrics["run"]["method"] == "vanilla"}
+    """Each run against a vanilla run that answered its questions (see :func:`vanilla_reference` and
+    :mod:`.paired`); None when no run has one. Runs left unpaired are named under the table, so a
+    missing row is never silent. Accuracy is MAIN-RAG's measure (§4.1), EM RankRAG's for the QA sets
+    (Table 2), F1 the graded one."""
     header = ["run", "against", "questions", "Acc. wins/losses/ties", "Δ Acc. [95% CI]", "p (Acc.)",
               "Δ EM [95% CI]", "p (EM)", "Δ F1 [95% CI]", "p (F1)"]
-    rows = []
+    rows, unpaired = [], []
     for run in runs:
-        reference = references.get(run.question_ids)
-        if reference is None or reference is run:
+        reference = vanilla_reference(run, runs)
+        if reference is None:
+            if run.metrics["run"]["method"] != "vanilla":
+                unpaired.append(run.label)
             continue
-        cells = [run.label, reference.label, str(len(run.records))]
+        by_id = {record["id"]: record for record in reference.records}
+        shared = [by_id[record["id"]] for record in run.records]
+        against = reference.label if len(shared) == len(reference.records) else \
+            f"{reference.label}, on {len(shared)} of its {len(reference.records)} questions"
+        cells = [run.label, against, str(len(run.records))]
         for metric in ("accuracy", "em", "f1"):
-            diff = paired_difference([r["scores"][metric] for r in reference.records],
+            diff = paired_difference([r["scores"][metric] for r in shared],
                                      [r["scores"][metric] for r in run.records])
             if metric == "accuracy":
                 cells.append(f"{diff.wins}/{diff.losses}/{diff.ties}")
             cells += [f"{100 * diff.mean_difference:+.1f} [{100 * diff.low:+.1f}, {100 * diff.high:+.1f}]",
                       f"{diff.p_value:.2f}"]
         rows.append(cells)
-    return md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2)) if rows else None
+    if not rows:
+        return None
+    table = md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
+    if unpaired:
+        table += ("\n\nNot paired (no vanilla run answered all their questions; run vanilla with the same "
+                  f"--seed and a --limit at least theirs): {', '.join(unpaired)}")
+    return table
 
 
 # Stage kinds whose job is to reorder the list; one that hands back the order it was given did nothing.
@@ -458,7 +483,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     paired = paired_table(runs)
     if paired:
         parts += ["", "## Against plain RAG, question by question", "",
-                  "Each run against the vanilla run on the same questions: wins, losses and ties in accuracy; "
+                  "Each run against a vanilla run that answered all its questions (on those questions only, when the "
+                  "vanilla run answered more): wins, losses and ties in accuracy; "
                   "for accuracy, EM and F1 the mean difference in points with a paired bootstrap 95% interval and "
                   "the exact two-sided sign test (McNemar's for accuracy and EM). An interval that spans 0 is not a "
                   "measured gain.", "",
