@@ -421,11 +421,21 @@ def read_lines(path):
 
 
 @pytest.mark.llm
+def test_the_default_batch_is_the_backends_parallelism():
+    from winnow.evaluation.runner import default_batch_size
+
+    assert default_batch_size("llama.cpp", None) == 1 and default_batch_size("llama.cpp", 4) == 4
+    assert default_batch_size("openai", None) == default_batch_size("transformers", None) == 8
+
+
 def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     rankrag = tmp_path / "rankrag"
     result = winnow(*eval_args(bench, rankrag, "--method", "rankrag", "--n", "4", "--k", "2", "--qrels",
                                bench / "qrels.txt"))
     assert "4 questions answered" in result.stderr and "rankrag smollm2-135m N=4 k=2" in result.stdout
+    # llama.cpp in process decodes one sequence at a time: a batch of more questions would ask no
+    # faster and lose all its work when stopped, so by default each question is its own batch.
+    assert "4 questions, 0 already answered, 4 to ask in batches of 1" in result.stderr
 
     config = json.loads((rankrag / "config.json").read_text())
     assert config["identity"]["settings"]["n"] == 4 and config["identity"]["spec"]["method"] == "rankrag"

@@ -154,9 +154,12 @@ def evaluate(
                                                                   "Recall@k per stage.")] = None,
     capped: Annotated[bool, typer.Option("--capped",
                                          help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Questions run together: each stage sends "
-                                                                       "the LLM calls of the whole batch at once "
-                                                                       "(answers are the same as one at a time).")] = 8,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1,
+                                                      help="Questions run together: each stage sends the LLM calls "
+                                                           "of the whole batch at once (answers are the same as one "
+                                                           "at a time). Default: 8, or --slots (1) for llama.cpp in "
+                                                           "process, which gains nothing from more and loses a "
+                                                           "batch's work when stopped.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
                                                          "over the workers of a Ray cluster; needs the \\[ray] "
                                                          "extra).")] = "local",
@@ -181,7 +184,7 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
-    from ..evaluation.runner import EvalRun
+    from ..evaluation.runner import EvalRun, default_batch_size
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     from ..evaluation.prices import read_prices
@@ -193,6 +196,8 @@ def evaluate(
                        agents=agents, context_size=context_size, method=method, model=model,
                        backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
                        judge_model=judge_model, final_model=final_model, **flags)
+    if batch_size is None:
+        batch_size = default_batch_size(spec.backend, spec.slots)
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
@@ -211,8 +216,8 @@ def evaluate(
         err.print("dropped a half-written last line of answers.jsonl (the question in flight when the run "
                   "stopped); it is asked again")
     done = len(run.answered())
-    err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask",
-              highlight=False)
+    err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask"
+              + (f" in batches of {batch_size}" if pending else ""), highlight=False)
     interrupted = False
     stale_cache_entries = 0
     if pending:

@@ -70,6 +70,23 @@ def index_identity(index_dir: Path, retriever: str) -> dict[str, Any]:
     return identity
 
 
+SERVER_BATCH_SIZE = 8
+
+
+def default_batch_size(backend: str, slots: int | None) -> int:
+    """Questions per batch when ``--batch-size`` is not given.
+
+    llama.cpp in process decodes at most ``slots`` sequences at once (1 by default), so a larger
+    batch asks no faster there (docs/benchmarks.md, "Parallel slots on the CPU": 0.99-1.01x) but
+    finishes all its questions together at its end, and a run stopped mid-batch loses the whole
+    batch's work (16 minutes for 8 MAIN-RAG questions with the 1.5B model on 2 cores). A server
+    (``openai``) or a batching backend (``transformers``) gains from many calls at once: 8 questions.
+    """
+    if backend == "llama.cpp":
+        return slots or 1
+    return SERVER_BATCH_SIZE
+
+
 @dataclass
 class EvalRun:
     """One ``winnow eval`` invocation: a spec, the questions and the folder to write."""
