@@ -420,7 +420,6 @@ def read_lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.llm
 def test_the_default_batch_is_the_backends_parallelism():
     from winnow.evaluation.runner import default_batch_size
 
@@ -428,6 +427,7 @@ def test_the_default_batch_is_the_backends_parallelism():
     assert default_batch_size("openai", None) == default_batch_size("transformers", None) == 8
 
 
+@pytest.mark.llm
 def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     rankrag = tmp_path / "rankrag"
     result = winnow(*eval_args(bench, rankrag, "--method", "rankrag", "--n", "4", "--k", "2", "--qrels",
