@@ -80,7 +80,9 @@ def default_batch_size(backend: str, slots: int | None) -> int:
     batch asks no faster there (docs/benchmarks.md, "Parallel slots on the CPU": 0.99-1.01x) but
     finishes all its questions together at its end, and a run stopped mid-batch loses the whole
     batch's work (16 minutes for 8 MAIN-RAG questions with the 1.5B model on 2 cores). A server
-    (``openai``) or a batching backend (``transformers``) gains from many calls at once: 8 questions.
+    (``openai``) gains from many calls at once: 8 questions. So does ``transformers`` on a GPU, which
+    pads 8 prompts into one forward pass; on a CPU it runs one prompt at a time and gets 8 too,
+    since the device is known only once the model loads.
     """
     if backend == "llama.cpp":
         return slots or 1
