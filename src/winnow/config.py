@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from .errors import InputError, WinnowError
-from .settings import Settings
+from .settings import SettingError, SettingsLayer
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
@@ -56,25 +56,30 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """``--set key=value``: the value is read as YAML, so 3, 0.5, true and words get their types."""
+    """``--set key=value``: the value is read as YAML, so 3, 0.5, true and words get their types.
+    An empty value (``--set k=``) is refused naming the key: it would otherwise read as "not given"."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise WinnowError(f"--set {text!r} is not KEY=VALUE", "e.g. --set window=20")
-    return key.strip().replace("-", "_"), yaml.safe_load(value)
+    name = key.strip().replace("-", "_")
+    if not value.strip():
+        raise SettingError(name, f"--set {name}= has no value", f"give one, e.g. --set {name}=5, or leave it out "
+                                                                "for the default")
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise SettingError(name, f"--set {name}={value!r} is not a value YAML can read ({exc.__class__.__name__})",
+                           "quote words that hold ':' or '#'") from exc
+    return name, parsed
 
 
-def resolve(method_settings_type: type[Settings], method: str, config: dict[str, Any], flags: dict[str, Any],
-            config_path: str | Path = "config") -> dict[str, Any]:
-    """The settings overrides for ``method``: config top level < config[method] < flags."""
-    known = set(method_settings_type.field_types())
-    merged = {k: v for k, v in config.items() if k in known}
+def config_layers(config: dict[str, Any], method: str, path: str | Path = "config") -> list[SettingsLayer]:
+    """A config file's settings for ``method`` as two layers: the top level (settings of any method;
+    those ``method`` lacks are passed over) and the method's own ``[method]`` table (whose keys must
+    all be its settings)."""
     own = config.get(method, {})
     if not isinstance(own, dict):
-        raise InputError(config_path, f"[{method}] must be a table of settings", field=method)
-    unknown = sorted(set(own) - known)
-    if unknown:
-        raise InputError(config_path, f"method {method!r} has no setting(s) {unknown}", field=method,
-                         hint=f"its settings: {sorted(known)}")
-    merged.update(own)
-    merged.update({k: v for k, v in flags.items() if v is not None})
-    return merged
+        raise InputError(path, f"[{method}] must be a table of settings", field=method)
+    name = Path(path).name
+    return [SettingsLayer(f"config {name}", config, partial=True, origin=str(path)),
+            SettingsLayer(f"config {name} [{method}]", own, field_of=lambda key: f"{method}.{key}", origin=str(path))]

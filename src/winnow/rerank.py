@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 from .errors import WinnowError
 from .records import Candidate, CandidateList, Passage, Query, StageScore, Trace
+from .settings import Settings, at_least, check_sliding_window
+
+if TYPE_CHECKING:
+    from .stages.contract import ListStage
 
 RERANK_METHODS = {
     "pointwise": "RankRAG P(\"True\") per document (one forward pass each)",
@@ -22,25 +26,48 @@ RERANK_METHODS = {
 }
 
 
+RerankMethod = Literal["pointwise", "graded", "listwise", "embedding"]
+
+
+@dataclass
+class RerankSettings(Settings):
+    """A reranker's settings, as ``winnow rerank``, ``/v1/rerank``, the MCP rerank tool and the
+    integrations give them: the ``method``, how many to ``keep`` (None: all), and the listwise
+    sliding window (RankGPT's w and s; RRR §4(D): w = 10, s = 5)."""
+
+    owner: ClassVar[str] = "rerank"
+    upper_bounds: ClassVar[dict[str, float]] = {"window": 100_000}
+    server_caps: ClassVar[dict[str, int]] = {"window": 100}
+    method: RerankMethod = "pointwise"
+    keep: int | None = None
+    window: int = 10
+    step: int = 5
+
+    def check(self) -> None:
+        if self.keep is not None:
+            at_least(self, 1, "keep")
+        check_sliding_window(self, smallest_window=2)  # a window of one passage cannot reorder anything
+
+
 def check_rerank_method(method: str) -> str:
     if method not in RERANK_METHODS:
         raise WinnowError(f"unknown rerank method {method!r}", f"choose one of: {', '.join(RERANK_METHODS)}")
     return method
 
 
-def reranker(method: str, *, llm: Any = None, embedder: Any = None, keep: int | None = None, window: int = 10,
-             step: int = 5) -> Any:
-    """The stage that reranks by ``method``: an LLM for the three LLM methods, an embedder for ``embedding``."""
+def reranker(settings: RerankSettings, *, llm: Any = None, embedder: Any = None) -> ListStage:
+    """The stage that reranks by ``settings.method``: an LLM for the three LLM methods, an embedder for
+    ``embedding``."""
     from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
 
-    check_rerank_method(method)
-    if method == "embedding":
+    keep = settings.keep
+    if settings.method == "embedding":
         return EmbeddingReranker(embedder, keep=keep)
-    if method == "pointwise":
+    if settings.method == "pointwise":
         return PointwiseTrueReranker(llm, keep=keep)
-    if method == "graded":
+    if settings.method == "graded":
         return GradedRelevanceReranker(llm, keep=keep)
-    return ListwiseReranker(llm, window=window, step=step, keep=keep)
+    return ListwiseReranker(llm, window=settings.window, step=settings.step, keep=keep)
 
 
 def as_candidates(query: str, passages: Sequence[Passage]) -> CandidateList:
@@ -58,10 +85,14 @@ class Reranked:
     trace: Trace
 
 
-def rerank(query: str, passages: Sequence[Passage], method: str = "pointwise", *, llm: Any = None,
+def rerank(query: str, passages: Sequence[Passage], method: str | RerankSettings = "pointwise", *, llm: Any = None,
            embedder: Any = None, keep: int | None = None, window: int = 10, step: int = 5) -> Reranked:
-    """Rerank ``passages`` for ``query`` with ``method`` (see :data:`RERANK_METHODS`)."""
-    stage = reranker(method, llm=llm, embedder=embedder, keep=keep, window=window, step=step)
+    """Rerank ``passages`` for ``query`` with ``method`` (see :data:`RERANK_METHODS`): a method's name
+    with ``keep``/``window``/``step``, or checked :class:`RerankSettings`."""
+    if isinstance(method, str):
+        check_rerank_method(method)
+        method = RerankSettings.from_values({"method": method, "keep": keep, "window": window, "step": step})
+    stage = reranker(method, llm=llm, embedder=embedder)
     trace = Trace()
     started = time.perf_counter()
     ranked = stage.rank(as_candidates(query, passages), trace)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Literal, Mapping, TypeVar
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from .errors import WinnowError
 
@@ -30,6 +31,45 @@ class SettingError(WinnowError):
     def __init__(self, setting: str, message: str, hint: str = "") -> None:
         super().__init__(message, hint)
         self.setting = setting
+
+
+class LayeredSettingError(SettingError):
+    """A SettingError that also carries the field of the source that gave the bad value."""
+
+    def __init__(self, setting: str, field_name: str, message: str, hint: str = "") -> None:
+        super().__init__(setting, message, hint)
+        self.field = field_name
+
+
+def _same_name(key: str) -> str:
+    return key
+
+
+@dataclass(frozen=True)
+class SettingsLayer:
+    """One source's setting values.
+
+    ``source`` names it in provenance and messages ("--set", "config run.toml [rrr]", "request").
+    ``field_of`` maps a setting to the field the source calls it (``options.window``), so a refusal
+    names what the user wrote. With ``partial``, keys the method does not have are passed over
+    (a config file's top level holds settings of every method); otherwise they are refused.
+    A value of ``None`` is refused ("has no value"): a source that means "not given" leaves the key out.
+    """
+
+    source: str
+    values: Mapping[str, Any]
+    field_of: Callable[[str], str] = _same_name
+    partial: bool = False
+    capped: bool = False  # a server's ceilings on costly settings hold for this layer (a request's values)
+    origin: str = ""  # the file the values came from, named first in a refusal
+
+    def refuse(self, setting: str, message: str, hint: str = "") -> LayeredSettingError:
+        """The error for a bad value of ``setting`` from this layer, naming the layer's field for it
+        (and its file, for a config file's layers)."""
+        field_name = self.field_of(setting)
+        if self.origin:
+            message = f"{self.origin}, field {field_name!r}: {message}"
+        return LayeredSettingError(setting, field_name, message, hint)
 
 
 def _optional_inner(kind: Any) -> Any:
@@ -93,6 +133,28 @@ class Settings:
 
     #: What the settings belong to, for messages ("method 'rrr'").
     owner: ClassVar[str] = "settings"
+    #: Largest value a setting may take anywhere (a token budget no model's context holds is an
+    #: error at construction, not at the first question). Subclasses add theirs; :meth:`maxima` merges them.
+    upper_bounds: ClassVar[dict[str, float]] = {}
+    #: Settings that multiply LLM work, and the ceiling a server puts on them by default
+    #: (``winnow serve --max-...``; a request above it is refused with 422).
+    server_caps: ClassVar[dict[str, int]] = {}
+
+    @classmethod
+    def maxima(cls) -> dict[str, float]:
+        """Every setting's upper bound, the class's own over its bases'."""
+        merged: dict[str, float] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("upper_bounds", {}))
+        return merged
+
+    @classmethod
+    def default_server_caps(cls) -> dict[str, int]:
+        """The costly settings' ceilings on a server, the class's own over its bases'."""
+        merged: dict[str, int] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("server_caps", {}))
+        return merged
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
@@ -108,6 +170,10 @@ class Settings:
             raise SettingError(unknown[0], f"{owner or cls.owner} has no setting(s) {unknown}",
                                f"its settings: {', '.join(types)}")
         chosen = {k: coerce_value(k, types[k], v) for k, v in values.items() if v is not None}
+        for name, high in cls.maxima().items():
+            value = chosen.get(name)
+            if value is not None and value > high:
+                raise SettingError(name, f"setting {name!r} must be at most {high:,} (got {_described(value)})")
         settings = cls(**chosen)
         settings.check()
         return settings
@@ -129,3 +195,92 @@ def at_least(settings: Settings, minimum: float, *names: str) -> None:
     for name in names:
         value = getattr(settings, name)
         settings.require(value >= minimum, name, f"setting {name!r} must be at least {minimum:g} (got {value})")
+
+
+class WindowSettings(Protocol):
+    """Settings with a sliding window: RankGPT's and RRR's methods, and the listwise reranker."""
+
+    window: int
+    step: int
+
+    def require(self, condition: bool, setting: str, message: str, hint: str = "") -> None: ...
+
+
+def check_sliding_window(settings: WindowSettings, *, smallest_window: int = 1) -> None:
+    """A sliding window (RankGPT's listwise reranking; RRR §4(D)) needs ``window`` ≥ the smallest and
+    1 ≤ ``step`` ≤ ``window``: a larger step would leave passages between windows unranked."""
+    window, step = settings.window, settings.step
+    settings.require(window >= smallest_window, "window",
+                     f"setting 'window' must be at least {smallest_window} (got {window})")
+    settings.require(step >= 1, "step", f"setting 'step' must be at least 1 (got {step})")
+    settings.require(step <= window, "step", f"setting 'step' ({step}) cannot exceed setting 'window' ({window}): "
+                                             "passages between windows would never be ranked")
+
+
+DEFAULT_SOURCE = "default"
+
+
+@dataclass(frozen=True)
+class Resolved(Generic[S]):
+    """Settings resolved from layers and, for each setting a layer gave, the source it came from."""
+
+    settings: S
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def overrides(self) -> dict[str, Any]:
+        """The values the layers gave (a profile's included), as a run specification records them."""
+        values = self.settings.to_dict()
+        return {name: values[name] for name in self.provenance}
+
+    def source_of(self, setting: str) -> str:
+        return self.provenance.get(setting, DEFAULT_SOURCE)
+
+
+def resolve_layers(settings_type: type[S], layers: Sequence[SettingsLayer], *, owner: str,
+                   caps: Mapping[str, int] | None = None) -> Resolved[S]:
+    """``settings_type``'s defaults with each layer's values applied in order (later layers win).
+
+    Every value is coerced to its setting's type as it is read, and a refusal names the layer's
+    field for it (:class:`LayeredSettingError`); the type's bounds and cross-field rules are checked
+    once on the merged values, the error naming the layer that gave the setting at fault. ``caps``
+    (setting -> largest value) hold for the layers marked ``capped``.
+    """
+    types = settings_type.field_types()
+    checked = [(layer, _layer_values(owner, layer, types, caps or {})) for layer in layers]
+    chosen: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
+    for layer, values in checked:
+        chosen.update(values)
+        provenance.update({name: layer.source for name in values})
+    try:
+        settings = settings_type.from_values(chosen, owner=owner)
+    except SettingError as exc:
+        origin = next((layer for layer, values in reversed(checked) if exc.setting in values), None)
+        if origin is None:
+            raise
+        raise origin.refuse(exc.setting, str(exc), exc.hint) from exc
+    return Resolved(settings, provenance)
+
+
+def _layer_values(owner: str, layer: SettingsLayer, types: Mapping[str, Any],
+                  caps: Mapping[str, int]) -> dict[str, Any]:
+    """The layer's values coerced to their types and within ``caps``, naming the layer's field."""
+    values: dict[str, Any] = {}
+    for name, value in layer.values.items():
+        if name not in types:
+            if layer.partial:
+                continue
+            raise layer.refuse(name, f"{owner} has no setting {name!r}", f"its settings: {', '.join(sorted(types))}")
+        if value is None and _optional_inner(types[name]) is None:
+            raise layer.refuse(name, f"setting {name!r} has no value",
+                               "give it a value (e.g. --set k=5), or leave it out for the default")
+        try:
+            value = coerce_value(name, types[name], value)
+        except SettingError as exc:
+            raise layer.refuse(name, str(exc), exc.hint) from exc
+        cap = caps.get(name) if layer.capped else None
+        if cap is not None and value is not None and not 0 <= value <= cap:
+            label = f"{layer.source} setting {name!r}" if layer.source.startswith("profile") else layer.field_of(name)
+            raise layer.refuse(name, f"{label} must be between 0 and {cap} (got {value})")
+        values[name] = value
+    return values

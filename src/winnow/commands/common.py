@@ -7,9 +7,14 @@ Results go to stdout (``--json`` prints one JSON object); progress, usage and no
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,8 +27,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..config import parse_assignment
 from ..errors import WinnowError
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline
+    from ..run_spec import RunOptions, RunSpec
+
+C = TypeVar("C", bound=Callable[..., Any])
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
@@ -59,79 +69,7 @@ class StageProgress:
             self.bar.remove_task(self.tasks.pop(stage))
 
 
-ModelOption = Annotated[Optional[str], typer.Option("--model", help="Registry name, .gguf path, or the server's "
-                                                                    "model name with --backend openai "
-                                                                    "\\[default: qwen2.5-coder-1.5b].")]
-BackendOption = Annotated[Optional[str], typer.Option("--backend", help="llama.cpp (in-process, default), openai "
-                                                                        "(any OpenAI-compatible server) or "
-                                                                        "transformers (a fine-tuned model folder; "
-                                                                        "needs the \\[train] extra).")]
-BaseUrlOption = Annotated[Optional[list[str]], typer.Option("--base-url", help="Server URL for --backend openai "
-                                                                               "(or WINNOW_OPENAI_BASE_URL); "
-                                                                               "repeat it for several endpoints, "
-                                                                               "each call going to the least "
-                                                                               "loaded.")]
-MaxInflightOption = Annotated[Optional[int], typer.Option("--max-inflight", min=1,
-                                                          help="--backend openai: LLM calls in flight at once over "
-                                                               "all endpoints (default 64; set it to the servers' "
-                                                               "capacity of concurrent sequences).")]
-SlotsOption = Annotated[Optional[int], typer.Option("--slots", min=1,
-                                                  help="--backend llama.cpp: sequences decoded together, each "
-                                                       "with --context-size tokens (default 1). Scores then "
-                                                       "differ slightly from one slot's and from run to run; "
-                                                       "the speed-up on a CPU is small (docs/benchmarks.md).")]
-ApiKeyOption = Annotated[str, typer.Option("--api-key", help="Key for --backend openai (or WINNOW_OPENAI_API_KEY).",
-                                           show_default=False)]
-NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the LLM call cache.")]
-MethodOption = Annotated[Optional[str], typer.Option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or "
-                                                                          "rankgpt (see `winnow methods`) "
-                                                                          "\\[default: rankrag].")]
-RetrieverOption = Annotated[Optional[str], typer.Option("--retriever", help="bm25 (default), dense or hybrid "
-                                                                          "(dense needs `winnow index --dense`).")]
-NOption = Annotated[Optional[int], typer.Option("--n", help="Passages to retrieve (default 20).")]
-KOption = Annotated[Optional[int], typer.Option("--k", help="Passages to answer from (default 5).")]
-JudgeModelOption = Annotated[Optional[str], typer.Option("--judge-model", help="mainrag: the judge agent's model "
-                                                                          "(the same as --agent judge=MODEL).")]
-FinalModelOption = Annotated[Optional[str], typer.Option("--final-model", help="mainrag: the final predictor's model "
-                                                                          "(the same as --agent final=MODEL).")]
-AgentOption = Annotated[Optional[list[str]], typer.Option("--agent", help="Give an agent role its own model, "
-                                                                        "ROLE=MODEL (repeatable): mainrag judge, "
-                                                                        "final; rrr rewrite, relevance, rerank.")]
-SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Any method setting, KEY=VALUE (repeatable), "
-                                                                      "e.g. --set window=20.")]
-ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="TOML or YAML file of settings; flags win.")]
-PricesOption = Annotated[Optional[Path], typer.Option("--prices", help="TOML or JSON price table, USD per million "
-                                                                     "prompt and completion tokens per model: "
-                                                                     "adds the cost in USD (docs/reproducing.md).")]
-ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="Start from a named preset of settings: "
-                                                                      "paper (the papers' values; see `winnow "
-                                                                      "methods`), paper-70b, paper-fever, "
-                                                                      "paper-convqa, ...; a config file and "
-                                                                      "flags override it.")]
-FusionAlphaOption = Annotated[Optional[float], typer.Option("--fusion-alpha", help="Blend reranker and first-stage "
-                                                                                   "scores (0 = the paper).")]
-ContextSizeOption = Annotated[Optional[int], typer.Option("--context-size", help="Tokens of prompt and answer the "
-                                                                              "model's context holds (llama.cpp "
-                                                                              "default 4096); longer passages are "
-                                                                              "cut to fit, and the trace says so.")]
-MaxAnswerTokensOption = Annotated[Optional[int], typer.Option("--max-answer-tokens",
-                                                              help="Longest answer the reader may write.")]
-FramingOption = Annotated[Optional[str], typer.Option("--framing", help="chat (the model's chat template, default) "
-                                                                        "or plain (RankRAG App. D's 'System: … "
-                                                                        "User: … Assistant:' text as a raw "
-                                                                        "completion); rankrag and vanilla.")]
-TaskOption = Annotated[Optional[str], typer.Option("--task", help="qa (default), fever (claims: App. D's FEVER "
-                                                                  "prompts) or conversational (questions with "
-                                                                  "dialogue history); rankrag and vanilla.")]
-TurnOption = Annotated[Optional[list[str]], typer.Option("--turn", help="An earlier turn of the dialogue, user:TEXT "
-                                                                        "or assistant:TEXT (repeatable, oldest "
-                                                                        "first); needs --task conversational.")]
-HistoryOption = Annotated[Optional[Path], typer.Option("--history", help="JSON file: the dialogue's earlier turns, "
-                                                                         "a list of {\"role\", \"text\"}.")]
-
 # What one request to a server (`winnow serve`, `winnow mcp`) may ask: the limits of winnow.service.limits.
-ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="llama.cpp CPU threads "
-                                                                               "(default: all cores).")]
 MaxPendingOption = Annotated[int, typer.Option("--max-pending", min=1, help="Requests that may wait for or use "
                                                                             "the model at once; more are refused.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds a request may wait for and "
@@ -141,33 +79,74 @@ MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help=
 MaxDocumentCharsOption = Annotated[int, typer.Option("--max-document-chars", min=1)]
 MaxNOption = Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")]
 MaxKOption = Annotated[int, typer.Option("--max-k", min=1)]
+PricesOption = Annotated[Optional[Path], typer.Option("--prices", help="TOML or JSON price table, USD per million "
+                                                                     "prompt and completion tokens per model: "
+                                                                     "adds the cost in USD (docs/reproducing.md).")]
+TurnOption = Annotated[Optional[list[str]], typer.Option("--turn", help="An earlier turn of the dialogue, user:TEXT "
+                                                                        "or assistant:TEXT (repeatable, oldest "
+                                                                        "first); needs --task conversational.")]
+HistoryOption = Annotated[Optional[Path], typer.Option("--history", help="JSON file: the dialogue's earlier turns, "
+                                                                         "a list of {\"role\", \"text\"}.")]
 
 
-def resolve_run(config: Path | None, assignments: list[str] | None, *, agents: list[str] | None = None,
-                agents_for_method: bool = True, **flags: Any):
-    """The RunSpec of a command's options: the config file, then ``--set`` values and named flags
-    (run options such as ``model=`` and method settings such as ``n=`` alike; ``None`` = not given).
+def _option_type(kind: Any) -> Any:
+    """The type typer parses a RunOptions field as (repeatable options as lists)."""
+    inner = next((arg for arg in typing.get_args(kind) if arg is not type(None)), kind)
+    if typing.get_origin(inner) is tuple:
+        return Optional[list[str]]
+    return bool if inner is bool else Optional[inner]
 
-    A value given both by ``--set`` and by its own flag must agree; two different values are
-    refused rather than one silently winning.
-    """
-    from ..config import RUN_OPTIONS
-    from ..pipeline import RunSpec
 
-    assigned = dict(parse_assignment(a) for a in assignments or [])
-    named = {key: value for key, value in flags.items() if value is not None}
-    for key in sorted(assigned.keys() & named.keys()):
-        if assigned[key] != named[key]:
-            raise WinnowError(f"--set {key}={assigned[key]!r} and --{key.replace('_', '-')} {named[key]!r} disagree",
-                              "give the value once")
-    values = {**assigned, **named}
-    if isinstance(values.get("base_url"), list):  # --base-url repeated: the endpoints, comma-separated
-        values["base_url"] = ",".join(values["base_url"])
-    if agents:
-        values["agents"] = {**(values.get("agents") or {}), **dict(parse_role(a) for a in agents)}
-    run = {key: value for key, value in values.items() if key in RUN_OPTIONS}
-    settings = {key: value for key, value in values.items() if key not in RUN_OPTIONS}
-    return RunSpec.resolve(config=config, settings=settings, run=run, agents_for_method=agents_for_method)
+def with_run_options(*, only: Collection[str] | None = None, taken: Collection[str] = ()) -> Callable[[C], C]:
+    """Give a command every run option of :class:`~winnow.run_spec.RunOptions` (or those named in
+    ``only``), declared there once: the command takes ``options: RunOptions`` and typer sees one option
+    per field. ``taken`` names flags the command uses for something else (``winnow serve``'s own
+    ``--api-key``), left off the run option that also has them."""
+    from ..run_spec import RunOptions
+
+    hints = typing.get_type_hints(RunOptions)
+    chosen = [f for f in fields(RunOptions) if only is None or f.name in only]
+
+    def decorate(command: C) -> C:
+        own = inspect.signature(command, eval_str=True)
+        parameters = [p for p in own.parameters.values() if p.name != "options"]
+        for f in chosen:
+            meta = f.metadata
+            flags = [flag for flag in meta["flags"] if flag not in taken]
+            kind = _option_type(hints[f.name])
+            option = typer.Option(*flags, help=meta["help"].replace("[", "\\["), min=meta["minimum"],
+                                  metavar=meta["metavar"], show_default=False, rich_help_panel="Run options")
+            parameters.append(inspect.Parameter(f"run_{f.name}", inspect.Parameter.KEYWORD_ONLY,
+                                                default=False if kind is bool else None,
+                                                annotation=Annotated[kind, option]))
+
+        @functools.wraps(command)
+        def with_options(**given: Any) -> Any:
+            values = {f.name: given.pop(f"run_{f.name}") for f in chosen}
+            values = {name: (tuple(value) if isinstance(value, list) else value) for name, value in values.items()
+                      if value not in (None, False, [], ())}
+            return command(options=RunOptions(**values), **given)
+
+        del with_options.__wrapped__  # typer reads the signature below, not the command's own
+        with_options.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_options.__annotations__ = {}
+        return typing.cast(C, with_options)
+
+    return decorate
+
+
+def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
+                  progress: Callable[[str, int, int], None] | None = None) -> Pipeline:
+    """The pipeline of ``spec`` over ``index_dir``, loaded under a spinner naming each model, with
+    the run's key (or WINNOW_OPENAI_API_KEY), call cache and threads."""
+    import os
+
+    from ..pipeline import Pipeline
+
+    api_key = options.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
+    with spinner_while_loading(spec.backend) as loading:
+        return Pipeline(spec, index_dir, api_key=api_key, cache=options.cache, progress=progress, loading=loading,
+                        threads=options.threads)
 
 
 def dialogue_from(turns: list[str] | None, history_file: Path | None):
@@ -201,16 +180,8 @@ def dialogue_from(turns: list[str] | None, history_file: Path | None):
         raise WinnowError(f"--turn: {exc}", "give the turns oldest first: user, assistant, user, …") from exc
 
 
-def parse_role(text: str) -> tuple[str, str]:
-    """``--agent judge=qwen2.5-coder-1.5b`` as (role, model)."""
-    role, sep, model = text.partition("=")
-    if not sep or not role.strip() or not model.strip():
-        raise WinnowError(f"--agent {text!r} is not ROLE=MODEL", "e.g. --agent judge=qwen2.5-coder-1.5b")
-    return role.strip(), model.strip()
-
-
 @contextmanager
-def spinner_while_loading(backend: str):
+def spinner_while_loading(backend: str) -> Iterator[Callable[[str], None]]:
     """A spinner naming the model being loaded; yields the callback a Pipeline calls per model."""
     with err.status("loading") as status:
         yield lambda name: status.update(f"loading {name} ({backend})")

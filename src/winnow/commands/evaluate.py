@@ -8,45 +8,29 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from rich.markup import escape
 
 from ..config import parse_assignment
 from ..errors import WinnowError
+from ..run_spec import RunOptions, RunSpec, resolve_run
+
+if TYPE_CHECKING:
+    from ..evaluation.runner import EvalRun
+
 from .common import (
-    AgentOption,
-    ApiKeyOption,
-    BackendOption,
-    BaseUrlOption,
-    ConfigOption,
-    ContextSizeOption,
-    FinalModelOption,
-    FramingOption,
-    FusionAlphaOption,
     IndexOption,
     JsonOption,
-    JudgeModelOption,
-    KOption,
-    MaxAnswerTokensOption,
-    MaxInflightOption,
-    MethodOption,
-    ModelOption,
-    NoCacheOption,
-    NOption,
     PricesOption,
-    ProfileOption,
-    RetrieverOption,
-    SetOption,
-    SlotsOption,
     StageProgress,
-    TaskOption,
     app,
     err,
+    open_pipeline,
     out,
-    resolve_run,
     spinner_while_loading,
+    with_run_options,
 )
 
 
@@ -118,6 +102,7 @@ class RunProgress:
 
 
 @app.command(name="eval")
+@with_run_options()
 def evaluate(
     index_dir: IndexOption,
     queries: Annotated[Path, typer.Option("--queries", "-q", help="QA JSONL file: {\"id\", \"question\", "
@@ -125,27 +110,7 @@ def evaluate(
                                                                   "(and \"history\", a dialogue's earlier turns, "
                                                                   "with --task conversational).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder; the same command resumes it.")],
-    method: MethodOption = None,
-    model: ModelOption = None,
-    backend: BackendOption = None,
-    base_url: BaseUrlOption = None,
-    max_inflight: MaxInflightOption = None,
-    slots: SlotsOption = None,
-    api_key: ApiKeyOption = "",
-    retriever: RetrieverOption = None,
-    n: NOption = None,
-    k: KOption = None,
-    fusion_alpha: FusionAlphaOption = None,
-    max_answer_tokens: MaxAnswerTokensOption = None,
-    judge_model: JudgeModelOption = None,
-    final_model: FinalModelOption = None,
-    agents: AgentOption = None,
-    context_size: ContextSizeOption = None,
-    framing: FramingOption = None,
-    task: TaskOption = None,
-    assignments: SetOption = None,
-    config: ConfigOption = None,
-    profile: ProfileOption = None,
+    options: RunOptions,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Ask only L questions (the first L, or a seeded "
                                                                  "sample with --seed; raise it later to extend "
                                                                  "the run).")] = None,
@@ -171,7 +136,6 @@ def evaluate(
                                                                              "per node].")] = None,
     ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
                                                                           "(llama.cpp's threads).")] = 1,
-    no_cache: NoCacheOption = False,
     prices: PricesOption = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="SETTING=V1,V2,…: one run folder per value in "
                                                                  "OUT/SETTING=VALUE, the LLM calls the values share "
@@ -190,26 +154,20 @@ def evaluate(
     from ..evaluation.prices import read_prices
 
     price_table = read_prices(prices) if prices else None  # checked before any model loads
-    flags: dict[str, Any] = dict(n=n, k=k, fusion_alpha=fusion_alpha, max_answer_tokens=max_answer_tokens,
-                                 framing=framing, task=task)
-    spec = resolve_run(config, assignments, profile=profile,
-                       agents=agents, context_size=context_size, method=method, model=model,
-                       backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
-                       judge_model=judge_model, final_model=final_model, **flags)
+    spec = resolve_run(options)
     if batch_size is None:
         batch_size = default_batch_size(spec.backend, spec.slots)
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
-        given = {key for key, value in flags.items() if value is not None}
-        given |= {parse_assignment(a)[0] for a in assignments or []}
-        _evaluate_sweep(spec, sweep, given, index_dir, queries, out_dir, batch_size=batch_size, no_cache=no_cache,
-                        api_key=api_key, as_json=as_json,
-                        run_options=dict(limit=limit, seed=seed, qrels=qrels, capped=capped, api_key=api_key,
-                                         cache=not no_cache, prices=price_table))
+        given = set(options.setting_values()) | {parse_assignment(a)[0] for a in options.assignments or ()}
+        _evaluate_sweep(spec, sweep, given, index_dir, queries, out_dir, batch_size=batch_size, options=options,
+                        as_json=as_json, eval_options=dict(limit=limit, seed=seed, qrels=qrels, capped=capped,
+                                                    api_key=options.api_key or "", cache=options.cache,
+                                                           prices=price_table))
         return
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
-                  api_key=api_key, cache=not no_cache, prices=price_table)
+                  api_key=options.api_key or "", cache=options.cache, prices=price_table)
     started = time.perf_counter()
     pending = run.prepare()
     if run.folder.torn_line_dropped:
@@ -230,7 +188,7 @@ def evaluate(
                                                            workers=ray_workers, cpus=ray_cpus)
         else:
             interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
-                                                         api_key=api_key, cache=not no_cache)
+                                                         options=options)
     metrics = run.finish()
     _print_summary(run, metrics, as_json=as_json, seconds=time.perf_counter() - started,
                    stale_cache_entries=stale_cache_entries)
@@ -239,14 +197,11 @@ def evaluate(
         raise KeyboardInterrupt
 
 
-def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *, index_dir: Path,
-              api_key: str, cache: bool) -> tuple[bool, int]:
+def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
+              index_dir: Path, options: RunOptions) -> tuple[bool, int]:
     """Ask ``pending`` in this process; (interrupted by Ctrl-C, stale call-cache entries asked again)."""
-    from ..pipeline import Pipeline
-
     interrupted = False
-    with spinner_while_loading(run.spec.backend) as loading:
-        pipeline = Pipeline(run.spec, index_dir, api_key=api_key, cache=cache, progress=stages, loading=loading)
+    pipeline = open_pipeline(run.spec, index_dir, options, progress=stages)
     with pipeline:
         run.check_models(pipeline)
         run.start_session(len(pending))
@@ -295,8 +250,8 @@ def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds:
               f"{_without_cache(cost)} · wrote {run.folder.path}", highlight=False)
 
 
-def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, queries: Path, out_dir: Path, *,
-                    batch_size: int, no_cache: bool, api_key: str, as_json: bool, run_options: dict[str, Any]) -> None:
+def _evaluate_sweep(spec: RunSpec, sweep: str, given: set[str], index_dir: Path, queries: Path, out_dir: Path, *,
+                    batch_size: int, options: RunOptions, as_json: bool, eval_options: dict[str, Any]) -> None:
     """``winnow eval --sweep``: one run per value over one pipeline and call cache (:mod:`winnow.evaluation.sweep`).
 
     With ``--no-cache`` the values still share their calls, through a cache file of the sweep's own
@@ -310,7 +265,7 @@ def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, que
     if setting in given:
         raise SettingError(setting, f"setting {setting!r} is given both by --sweep and by its own flag or --set",
                            "give its values once, in --sweep")
-    runs = EvalSweep(spec, setting, values, index_dir, queries, out_dir, **run_options)
+    runs = EvalSweep(spec, setting, values, index_dir, queries, out_dir, **eval_options)
     started = time.perf_counter()
     interrupted = False
     try:
@@ -321,8 +276,9 @@ def _evaluate_sweep(spec: Any, sweep: str, given: set[str], index_dir: Path, que
         if any(pending.values()):
             stages = StageProgress(err)
             with spinner_while_loading(spec.backend) as loading:
-                pipeline = Pipeline(runs.points[0].run.spec, index_dir, api_key=api_key, progress=stages,
-                                    cache=runs.cache_path if no_cache else True, loading=loading)
+                pipeline = Pipeline(runs.points[0].run.spec, index_dir, api_key=options.api_key or "",
+                                    progress=stages, cache=runs.cache_path if options.no_cache else True,
+                                    loading=loading, threads=options.threads)
 
             def hooks(point: Any, count: int) -> dict[str, Any]:
                 return {"on_answer": RunProgress(stages, f"{spec.method} {point.label}", len(point.run.selected),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import ipaddress
-import os
 import socket
 from typing import Annotated, Any, Optional
 
@@ -12,36 +11,20 @@ import typer
 
 from ..errors import WinnowError
 from ..extras import require
+from ..run_spec import RunOptions, resolve_run
 from .common import (
-    AgentOption,
-    BackendOption,
-    BaseUrlOption,
-    ConfigOption,
-    ContextSizeOption,
-    FinalModelOption,
     IndexOption,
-    JudgeModelOption,
-    KOption,
     MaxDocumentCharsOption,
     MaxDocumentsOption,
-    MaxInflightOption,
     MaxKOption,
     MaxNOption,
     MaxPendingOption,
     MaxQuestionCharsOption,
-    ModelOption,
-    NoCacheOption,
-    NOption,
-    ProfileOption,
-    RetrieverOption,
-    SetOption,
-    SlotsOption,
-    ThreadsOption,
     TimeoutOption,
     app,
     err,
-    resolve_run,
-    spinner_while_loading,
+    open_pipeline,
+    with_run_options,
 )
 
 
@@ -77,28 +60,10 @@ def _log_config() -> dict[str, Any]:
 
 
 @app.command()
+@with_run_options(taken={"--api-key"})  # --api-key is the key this server asks of its clients
 def serve(
     index_dir: IndexOption,
-    method: Annotated[Optional[str], typer.Option("--method", "-m", help="Default method for /v1/ask "
-                                                                          "(default rankrag).")] = None,
-    model: ModelOption = None,
-    backend: BackendOption = None,
-    base_url: BaseUrlOption = None,
-    max_inflight: MaxInflightOption = None,
-    slots: SlotsOption = None,
-    backend_api_key: Annotated[str, typer.Option("--backend-api-key", help="Key for --backend openai (or "
-                                                                            "WINNOW_OPENAI_API_KEY).",
-                                                 show_default=False)] = "",
-    retriever: RetrieverOption = None,
-    n: NOption = None,
-    k: KOption = None,
-    judge_model: JudgeModelOption = None,
-    final_model: FinalModelOption = None,
-    agents: AgentOption = None,
-    context_size: ContextSizeOption = None,
-    assignments: SetOption = None,
-    config: ConfigOption = None,
-    profile: ProfileOption = None,
+    options: RunOptions,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")]
         = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (0: any free port, printed).")] = 8080,
@@ -112,7 +77,6 @@ def serve(
              "against DNS rebinding.")] = None,
     allow_any_host: Annotated[bool, typer.Option("--allow-any-host", help="Answer any Host header (behind a "
                                                                           "proxy that checks it).")] = False,
-    threads: ThreadsOption = None,
     max_pending: MaxPendingOption = 64,
     timeout: TimeoutOption = 600.0,
     max_question_chars: MaxQuestionCharsOption = 2000,
@@ -122,30 +86,22 @@ def serve(
     max_k: MaxKOption = 50,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
-    no_cache: NoCacheOption = False,
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
     require("serve", "winnow serve")
     import uvicorn
 
-    from ..pipeline import Pipeline
     from ..service import Limits, Service
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
 
-    spec = resolve_run(config, assignments, profile=profile,
-                       agents=agents, context_size=context_size, method=method, model=model,
-                       backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
-                       judge_model=judge_model, final_model=final_model, n=n, k=k,
-                       agents_for_method=False)  # requests choose their method; mainrag's use the agents
+    spec = resolve_run(options, agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
                     timeout=timeout, max_body_bytes=max_body_bytes)
     sock = _bind(host, port)
-    with spinner_while_loading(spec.backend) as loading:
-        pipeline = Pipeline(spec, index_dir, api_key=backend_api_key or os.environ.get("WINNOW_OPENAI_API_KEY", ""),
-                            cache=not no_cache, loading=loading, threads=threads)
-    service = Service(pipeline, limits=limits, cache=not no_cache, trace_capacity=traces)
+    pipeline = open_pipeline(spec, index_dir, options)
+    service = Service(pipeline, limits=limits, cache=options.cache, trace_capacity=traces)
     if not api_key and not _is_loopback(host):
         err.print(f"[bold yellow]warning:[/] listening on {host} without an API key: anyone who can reach it "
                   f"can use the model (set WINNOW_API_KEY or --api-key)")

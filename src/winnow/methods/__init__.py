@@ -12,6 +12,7 @@ from .mainrag import MainRAG
 from .profiles import PROFILES, Profile, profile_named, profile_settings
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
+from .resolution import ResolvedSettings, SettingsLayer, resolve_settings
 from .rrr import RRR
 from .vanilla import VanillaRAG
 
@@ -28,10 +29,8 @@ def method_settings(name: str, *, profile: str | None = None, **overrides: Any) 
     """The method's defaults, then the named ``profile``'s values for it (:mod:`.profiles`, e.g.
     ``"paper"``), then ``overrides`` (``None`` values are ignored), coerced to their types and
     checked; a bad value raises :class:`~winnow.settings.SettingError` naming it."""
-    cls = method_class(name)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    values = {**profile_settings(profile, name, given.get("task")), **given}
-    return cls.Settings.from_values(values, owner=f"method {name!r}")
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return resolve_settings(name, [SettingsLayer("python", given)], profile=profile).settings
 
 
 def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str, LLM] | None = None,
@@ -42,8 +41,7 @@ def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str
     ``{"judge": other}`` for MAIN-RAG's judge (``winnow methods`` lists every method's roles).
     ``profile="paper"`` starts from the paper's settings (:mod:`.profiles`); ``overrides`` win.
     """
-    cls = method_class(name)
-    return cls(index, llm, method_settings(name, profile=profile, **overrides), agents)
+    return method_class(name)(index, llm, method_settings(name, profile=profile, **overrides), agents)
 
 
 def agent_roles(name: str) -> dict[str, str]:
@@ -56,5 +54,6 @@ def check_agent_roles(name: str, roles: Any) -> None:
     check_roles(name, agent_roles(name), {role_name(role): None for role in roles})
 
 
-__all__ = ["METHODS", "PROFILES", "Method", "MethodSettings", "Profile", "agent_roles", "build_method",
+__all__ = ["METHODS", "PROFILES", "Method", "MethodSettings", "Profile", "ResolvedSettings", "SettingsLayer",
+           "agent_roles", "build_method", "resolve_settings",
            "check_agent_roles", "method_class", "method_settings", "profile_named", "profile_settings", "role_name"]

@@ -39,6 +39,10 @@ class MethodSettings(Settings):
     #: The framings and tasks this method's prompts are written for.
     framings: ClassVar[tuple[str, ...]] = ("chat",)
     tasks: ClassVar[tuple[str, ...]] = ("qa",)
+    # No model's context holds more than about a million tokens, and no first stage is read deeper
+    # than this: a larger value is a typo, refused at construction rather than at the first question.
+    upper_bounds: ClassVar[dict[str, float]] = {"n": 100_000, "k": 100_000, "max_answer_tokens": 1_048_576}
+    server_caps: ClassVar[dict[str, int]] = {"max_answer_tokens": 512}
     n: int = 20
     k: int = 5
     max_answer_tokens: int = 32

@@ -26,7 +26,7 @@ beats its "No", with no adaptive bar, in retrieval order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import prompt
@@ -66,6 +66,8 @@ class MainRAGSettings(MethodSettings):
     paper's naïve multi-agent RAG (Yes/No judgment, no bar, retrieval order).
     """
 
+    upper_bounds: ClassVar[dict[str, float]] = {"max_document_answer_tokens": 1_048_576}
+    server_caps: ClassVar[dict[str, int]] = {"max_document_answer_tokens": 512}
     judge_n: float = 0.0
     max_document_answer_tokens: int = 32
     order: Literal["descending", "ascending", "random"] = "descending"

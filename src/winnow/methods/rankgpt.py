@@ -14,10 +14,10 @@ two-step process as RRR §4(C) uses it) are :mod:`.final_rerank`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
-from ..settings import at_least
+from ..settings import at_least, check_sliding_window
 from ..stages import KeepTop, Reader, Retriever, ScoreFusion
 from ..stages.contract import Stage
 from ..stages.retrieve import SearchIndex
@@ -27,6 +27,8 @@ from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rera
 
 @dataclass
 class RankGPTSettings(RerankingSettings):
+    upper_bounds: ClassVar[dict[str, float]] = {"window": 100_000, "max_passage_words": 1_000_000}
+    server_caps: ClassVar[dict[str, int]] = {"window": 100, "max_passage_words": 1000}
     window: int = 10
     step: int = 5
     max_passage_words: int = 300
@@ -47,12 +49,10 @@ class RankGPTSettings(RerankingSettings):
 
 
 def check_window(settings: Any) -> None:
-    """A sliding window (RankGPT's and RRR's settings alike) needs 1 ≤ s ≤ w: a larger step would
-    skip passages."""
-    at_least(settings, 1, "window", "step", "max_passage_words")
-    settings.require(settings.step <= settings.window, "step",
-                     f"setting 'step' ({settings.step}) cannot exceed setting 'window' ({settings.window}): "
-                     "passages between windows would never be ranked")
+    """A sliding window (RankGPT's and RRR's settings alike) needs 1 ≤ s ≤ w (:func:`check_sliding_window`),
+    and passages cut to at least one word."""
+    check_sliding_window(settings)
+    at_least(settings, 1, "max_passage_words")
 
 
 class RankGPT(Method):

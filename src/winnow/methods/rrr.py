@@ -43,7 +43,7 @@ loop and waits for the rest at the final ordering.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import ClassVar, Literal, Mapping, Sequence
 
 from ..details import PoolDetails
 from ..llm.client import LLM
@@ -60,6 +60,10 @@ from .rankgpt import check_window
 
 @dataclass
 class RRRSettings(MethodSettings):
+    upper_bounds: ClassVar[dict[str, float]] = {"rewrites": 1000, "feedback_docs": 100_000, "window": 100_000,
+                                               "max_passage_words": 1_000_000, "max_rewrite_tokens": 1_048_576}
+    server_caps: ClassVar[dict[str, int]] = {"max_rewrite_tokens": 256, "rewrites": 10, "feedback_docs": 20,
+                                             "window": 100, "max_passage_words": 1000}
     rewrites: int = 5  # N_rw, the most retrieval rounds (the first uses the original query)
     feedback_docs: int = 3  # N_aug, top retrieved documents shown to the rewriter per round
     tau: float = 1.0  # keep documents with σ > τ; τ=1 prunes those graded 1

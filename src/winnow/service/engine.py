@@ -221,16 +221,24 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _listwise_options(self, method: str, options: dict[str, Any]) -> tuple[int, int]:
+        """A rerank request's ``options`` as checked :class:`~winnow.rerank.RerankSettings` (listwise
+        takes window and step), within this server's caps, errors naming ``options.KEY``."""
+        from ..rerank import RerankSettings
+        from ..settings import LayeredSettingError, SettingsLayer, resolve_layers
+
         allowed = {"window", "step"} if method == "listwise" else set()
-        for key, value in options.items():
+        for key in options:
             if key not in allowed:
                 raise invalid(f"options.{key}", f"rerank method {method!r} has no option {key!r}"
                                                 + ("; it takes window and step" if allowed else ""))
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise invalid(f"options.{key}", f"{key} must be an integer (got {value!r})")
-        window = check_range("options.window", options.get("window", 10), 2, self.limits.setting_caps["window"])
-        step = check_range("options.step", options.get("step", 5), 1, window)
-        return window, step
+        layer = SettingsLayer("request", {"method": method, **options}, field_of=lambda key: f"options.{key}",
+                              capped=True)
+        try:
+            settings = resolve_layers(RerankSettings, [layer], owner=f"rerank method {method!r}",
+                                      caps=self.limits.setting_caps).settings
+        except LayeredSettingError as exc:
+            raise invalid(exc.field, str(exc)) from exc
+        return settings.window, settings.step
 
     def embedder(self):
         """The MiniLM embedder for `embedding` reranking, loaded on first use."""

@@ -17,16 +17,17 @@ from pydantic import BaseModel
 from ..errors import WinnowError
 from ..text import lone_surrogate
 
-#: Method settings that multiply LLM work, and their ceilings (a request's ``options`` may not exceed them).
-SETTING_CAPS: dict[str, int] = {
-    "max_answer_tokens": 512,
-    "max_document_answer_tokens": 512,
-    "max_rewrite_tokens": 256,
-    "rewrites": 10,
-    "feedback_docs": 20,
-    "window": 100,
-    "max_passage_words": 1000,
-}
+
+def default_setting_caps() -> dict[str, int]:
+    """The ceilings a server puts on the settings that multiply LLM work, as the settings types
+    declare them (``server_caps``), over every method and the rerank settings."""
+    from ..methods import METHODS
+    from ..rerank import RerankSettings
+
+    caps: dict[str, int] = {}
+    for settings_type in [*(m.Settings for m in METHODS.values()), RerankSettings]:
+        caps.update(settings_type.default_server_caps())
+    return caps
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Limits:
     max_body_bytes: int = 8_000_000
     max_pending: int = 64  # requests queued for or holding the LLM; more are refused with 503
     timeout: float = 600.0  # seconds a request may wait for and use the LLM
-    setting_caps: dict[str, int] = field(default_factory=lambda: dict(SETTING_CAPS))
+    setting_caps: dict[str, int] = field(default_factory=default_setting_caps)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +138,11 @@ def check_unicode(body: Any) -> None:
 
 
 def _k_ceiling(method: str, n: int, limits: Limits) -> int:
-    return limits.max_k if method == "vanilla" else min(limits.max_k, n)  # k picks from the N, but vanilla's
+    """The largest k a request may ask: k picks from the N retrieved, unless the method does not
+    read N (vanilla retrieves k)."""
+    from ..methods import method_class
+
+    return limits.max_k if "n" in method_class(method).unused_settings else min(limits.max_k, n)
 
 
 def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
@@ -176,56 +181,43 @@ def request_overrides(n: Any, k: Any, options: dict[str, Any], *, container: str
 
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
                    container: str = "options", profile: str | None = None) -> dict[str, Any]:
-    """The method's settings for one request: ``base`` (the server's), then the request's
-    ``profile`` (a named preset, :mod:`winnow.methods.profiles`), then ``overrides`` (what the
-    request asked, keyed by field as :func:`request_overrides` gives them, ``container`` the
-    table of settings other than N and k), each coerced to the
-    setting's type, the costly ones capped, N and k kept in range (defaults lowered to the
-    ceilings, requested values refused above them: a profile's count as requested, and an error
-    about one names the field ``profile``). Returns the full resolved settings."""
-    from ..methods import method_class, method_settings, profile_settings
-    from ..settings import SettingError, coerce_value
+    """The method's settings for one request (:func:`winnow.methods.resolve_settings`): ``base``
+    (the server's), then the request's ``profile`` (a named preset, :mod:`winnow.methods.profiles`),
+    then ``overrides`` (what the request asked, keyed by field as :func:`request_overrides` gives
+    them, ``container`` the table of settings other than N and k), each coerced to the setting's
+    type, the costly ones capped, N and k kept in range (defaults lowered to the ceilings, requested
+    values refused above them: a profile's count as requested, and an error about one names the
+    field ``profile``). Returns the full resolved settings."""
+    from ..methods import method_class, method_settings, resolve_settings
+    from ..settings import LayeredSettingError, SettingsLayer
 
-    settings_type = method_class(method).Settings
-    types = settings_type.field_types()
-    defaults = settings_type().to_dict()
-    try:
-        task = next((value for name, value in overrides.items() if name.removeprefix(f"{container}.") == "task"),
-                    None)
-        preset = profile_settings(profile, method, task)
-    except SettingError as exc:
-        raise invalid("profile", str(exc)) from exc
-    chosen = [("profile", key, value) for key, value in preset.items()]
-    chosen += [(name, name.removeprefix(f"{container}."), value) for name, value in overrides.items()]
-    asked: dict[str, Any] = {}
-    asked_as: dict[str, str] = {}  # options.n or n as the request put it, or "profile"
-    for name, key, value in chosen:
-        label = f"profile {profile!r} setting {key!r}" if name == "profile" else name
-        if key not in types:
-            raise invalid(name, f"method {method!r} has no setting {key!r}; its settings: {sorted(defaults)}")
-        try:
-            value = coerce_value(key, types[key], value)
-        except SettingError as exc:
-            raise invalid(name, str(exc)) from exc
-        if key in limits.setting_caps and not 0 <= value <= limits.setting_caps[key]:
-            raise invalid(name, f"{label} must be between 0 and {limits.setting_caps[key]} (got {value})")
-        asked[key] = value
-        asked_as[key] = name
-    merged = within_ceilings(method, {"n": defaults["n"], "k": defaults["k"],
-                                      **{k: v for k, v in base.items() if k in defaults}, **asked},
-                             limits, asked=asked)
+    known = method_class(method).Settings.field_types()
+    asked_field = {name.removeprefix(f"{container}."): name for name in overrides}
+    asked = {name.removeprefix(f"{container}."): value for name, value in overrides.items()}
 
     def field_of(key: str) -> str:
-        return asked_as.get(key, key if key in ("n", "k") else f"{container}.{key}")
+        return asked_field.get(key, key if key in ("n", "k") else f"{container}.{key}")
 
-    def label_of(key: str) -> str:
-        return f"profile {profile!r} setting {key!r}" if field_of(key) == "profile" else field_of(key)
-
-    n = check_range(field_of("n"), merged["n"], 1, limits.max_n, label_of("n"))
-    check_range(field_of("k"), merged["k"], 1, _k_ceiling(method, n, limits), label_of("k"))
+    layers = [SettingsLayer("server", {key: value for key, value in base.items() if key in known}),
+              SettingsLayer("request", asked, field_of=field_of, capped=True)]
     try:
-        return method_settings(method, **merged).to_dict()
-    except SettingError as exc:
-        raise invalid(field_of(exc.setting), str(exc)) from exc
+        resolved = resolve_settings(method, layers, profile=profile, caps=limits.setting_caps)
+    except LayeredSettingError as exc:
+        raise invalid(exc.field, str(exc)) from exc
     except WinnowError as exc:
         raise invalid(container, str(exc)) from exc
+    requested = {key for key, source in resolved.provenance.items() if source != "server"}
+    merged = within_ceilings(method, resolved.settings.to_dict(), limits, asked=requested)
+
+    def named(key: str) -> str:
+        return "profile" if resolved.source_of(key).startswith("profile") else field_of(key)
+
+    def label_of(key: str) -> str:
+        return f"{resolved.source_of(key)} setting {key!r}" if named(key) == "profile" else named(key)
+
+    n = check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
+    check_range(named("k"), merged["k"], 1, _k_ceiling(method, n, limits), label_of("k"))
+    try:
+        return method_settings(method, **merged).to_dict()
+    except WinnowError as exc:
+        raise invalid(named(getattr(exc, "setting", container)), str(exc)) from exc

@@ -1,0 +1,277 @@
+"""The options that choose a run, declared once, and the run specification they resolve to.
+
+:class:`RunOptions` is every option a run takes (method, models, backend, retriever, settings,
+config file, profile), as the command line (``winnow ask``, ``eval``, ``serve``, ``mcp``), the
+framework integrations and the Python API give them; ``None`` means "not given". Each field's
+metadata holds its flag and help, from which :mod:`winnow.commands.common` builds every command's
+options, so no command keeps a copy of them.
+
+:func:`resolve_run` turns options into a :class:`RunSpec`: the config file < ``--set`` and the named
+flags, the method's settings resolved once by :func:`winnow.methods.resolve_settings` and checked
+before any model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .config import RUN_OPTIONS, config_layers, parse_assignment, read_config
+from .errors import InputError, WinnowError
+from .settings import SettingError, SettingsLayer, coerce_value
+
+DEFAULT_METHOD = "rankrag"
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+DEFAULT_BACKEND = "llama.cpp"
+DEFAULT_RETRIEVER = "bm25"
+#: Run options that give one agent role its own model (older spellings of ``agents={"judge": …}``).
+ROLE_OPTIONS = {"judge_model": "judge", "final_model": "final"}
+
+
+def option(*flags: str, help: str, minimum: float | None = None, setting: bool = False,  # noqa: A002
+           metavar: str | None = None) -> Any:
+    """A RunOptions field: not given (``None``) by default, with its command-line ``flags`` and ``help``.
+    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``)."""
+    return field(default=None, metadata={"flags": flags, "help": help, "minimum": minimum, "setting": setting,
+                                         "metavar": metavar})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Every option of a run as a user gives it; ``None`` (or empty) means "not given"."""
+
+    method: str | None = option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or rankgpt (see `winnow "
+                                                        "methods`) [default: rankrag]; for serve and mcp, the "
+                                                        "method of requests that name none.")
+    model: str | None = option("--model", help="Registry name, .gguf path, or the server's model name with "
+                                               "--backend openai [default: qwen2.5-coder-1.5b].")
+    backend: str | None = option("--backend", help="llama.cpp (in-process, default), openai (any OpenAI-compatible "
+                                                   "server) or transformers (a fine-tuned model folder; needs the "
+                                                   "[train] extra).")
+    base_url: tuple[str, ...] | None = option("--base-url", help="Server URL for --backend openai (or "
+                                                                 "WINNOW_OPENAI_BASE_URL); repeat it for several "
+                                                                 "endpoints, each call going to the least loaded.")
+    api_key: str | None = option("--api-key", "--backend-api-key",
+                                 help="Key for --backend openai (or WINNOW_OPENAI_API_KEY); never recorded.")
+    max_inflight: int | None = option("--max-inflight", minimum=1,
+                                      help="--backend openai: LLM calls in flight at once over all endpoints "
+                                           "(default 64; set it to the servers' capacity of concurrent sequences).")
+    slots: int | None = option("--slots", minimum=1,
+                               help="--backend llama.cpp: sequences decoded together, each with --context-size "
+                                    "tokens (default 1). Scores then differ slightly from one slot's and from run "
+                                    "to run; the speed-up on a CPU is small (docs/benchmarks.md).")
+    threads: int | None = option("--threads", minimum=1, help="llama.cpp CPU threads (default: all cores).")
+    context_size: int | None = option("--context-size", help="Tokens of prompt and answer the model's context "
+                                                             "holds (llama.cpp default 4096); longer passages are "
+                                                             "cut to fit, and the trace says so.")
+    retriever: str | None = option("--retriever", help="bm25 (default), dense or hybrid (dense needs `winnow index "
+                                                       "--dense`).")
+    n: int | None = option("--n", setting=True, help="Passages to retrieve (default 20).")
+    k: int | None = option("--k", setting=True, help="Passages to answer from (default 5).")
+    fusion_alpha: float | None = option("--fusion-alpha", setting=True,
+                                        help="Blend reranker and first-stage scores (0 = the paper).")
+    max_answer_tokens: int | None = option("--max-answer-tokens", setting=True,
+                                           help="Longest answer the reader may write.")
+    framing: str | None = option("--framing", setting=True,
+                                 help="chat (the model's chat template, default) or plain (RankRAG App. D's "
+                                      "'System: … User: … Assistant:' text as a raw completion); rankrag and "
+                                      "vanilla.")
+    task: str | None = option("--task", setting=True,
+                              help="qa (default), fever (claims: App. D's FEVER prompts) or conversational "
+                                   "(questions with dialogue history); rankrag and vanilla.")
+    judge_model: str | None = option("--judge-model", help="mainrag: the judge agent's model (the same as --agent "
+                                                           "judge=MODEL).")
+    final_model: str | None = option("--final-model", help="mainrag: the final predictor's model (the same as "
+                                                           "--agent final=MODEL).")
+    agents: tuple[str, ...] | None = option("--agent", metavar="ROLE=MODEL",
+                                            help="Give an agent role its own model, ROLE=MODEL (repeatable): mainrag "
+                                                 "judge, final; rrr rewrite, relevance, rerank, rerank2; rankgpt "
+                                                 "rerank, rerank2 (`winnow methods` lists every role).")
+    assignments: tuple[str, ...] | None = option("--set", metavar="KEY=VALUE",
+                                                 help="Any method setting, KEY=VALUE (repeatable), e.g. --set "
+                                                      "window=20.")
+    config: Path | None = option("--config", help="TOML or YAML file of settings; flags win.")
+    profile: str | None = option("--profile", help="Start from a named preset of settings: paper (the papers' "
+                                                   "values; see `winnow methods`), paper-70b, paper-fever, "
+                                                   "paper-convqa, ...; a config file and flags override it.")
+    no_cache: bool | None = option("--no-cache", help="Bypass the LLM call cache.")
+
+    @classmethod
+    def checked(cls, source: str, values: dict[str, Any]) -> RunOptions:
+        """Options from keyword arguments (an integration's constructor, the Python API): an unknown
+        name is refused naming ``source`` and the options there are."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise WinnowError(f"{source} has no option(s) {unknown}", f"its run options: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    @property
+    def cache(self) -> bool:
+        return not self.no_cache
+
+    def setting_values(self) -> dict[str, Any]:
+        """The method settings given by their own flags (``--n 10``), not given ones left out."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.metadata.get("setting") and getattr(self, f.name) is not None}
+
+
+#: Fields of RunOptions that are not recorded in a RunSpec (secrets and how to run, not what).
+_NOT_IN_SPEC = {"api_key", "threads", "no_cache", "assignments", "config", "agents"}
+
+
+@dataclass
+class RunSpec:
+    """Everything that decides a run's answers (the API key aside, which is never recorded)."""
+
+    method: str = DEFAULT_METHOD
+    model: str = DEFAULT_MODEL
+    backend: str = DEFAULT_BACKEND
+    base_url: str = ""
+    retriever: str = DEFAULT_RETRIEVER
+    context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
+    max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
+    slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
+    agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
+    settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
+    profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
+    #: setting -> the source that gave it ("profile 'paper'", "config run.toml", "--set and flags")
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def resolve(cls, *, config: str | Path | None = None, run: dict[str, Any] | None = None,
+                settings: dict[str, Any] | None = None, agents_for_method: bool = True) -> RunSpec:
+        """Merge a config file (TOML/YAML) with explicit values; explicit values that are not None win.
+
+        ``run`` holds run options (method, model, backend, base_url, retriever, agents, profile, and
+        the older judge_model / final_model); ``settings`` holds method settings (n, k, window, ...),
+        resolved by :func:`winnow.methods.resolve_settings` over the profile, the file's top level,
+        its ``[method]`` table and these. Unknown keys in the file, settings the method does not have
+        and values of the wrong type are errors naming the key. With ``agents_for_method``, an agent
+        role the method does not have is refused (a server, whose requests choose their method,
+        keeps roles for the methods that have them).
+        """
+        from .methods import check_agent_roles, resolve_settings
+
+        file_settings = read_config(config) if config else {}
+        if config:
+            check_config_keys(file_settings, config)
+        chosen: dict[str, Any] = {key: file_settings.get(key) for key in RUN_OPTIONS if key != "api_key"}
+        chosen.update({key: value for key, value in (run or {}).items() if value is not None})
+        agents = agent_models(chosen.pop("agents", None) or {}, config or "agents")
+        for option_name, role in ROLE_OPTIONS.items():
+            if chosen.get(option_name):
+                agents[role] = chosen[option_name]
+        spec = cls(**{key: value for key, value in chosen.items() if value is not None and key in _SPEC_FIELDS},
+                   agents=agents)
+        if spec.context_size is not None:
+            spec.context_size = coerce_value("context_size", int, spec.context_size)
+            if spec.context_size < 64:
+                raise SettingError("context_size", f"setting 'context_size' must be at least 64 tokens "
+                                                   f"(got {spec.context_size})")
+        if spec.slots is not None:
+            spec.slots = checked_run_slots(spec.slots, spec.backend)
+        if not isinstance(spec.profile, str):
+            raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
+        layers = config_layers(file_settings, spec.method, config) if config else []
+        layers.append(SettingsLayer("--set and flags", settings or {}))
+        resolved = resolve_settings(spec.method, layers, profile=spec.profile or None)
+        spec.settings = resolved.overrides()
+        spec.provenance = resolved.provenance
+        if agents_for_method:
+            check_agent_roles(spec.method, spec.agents)
+        return spec
+
+    def method_settings(self) -> Any:
+        """The method's full typed settings (defaults included), as the method will run with them."""
+        from .methods import method_settings
+
+        return method_settings(self.method, **self.settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as run folders record it. MAIN-RAG's roles keep their older keys
+        (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
+        # Options added after run folders existed are left out at their default, so those folders resume.
+        # Slots are recorded when there are several: scores then differ slightly from one slot's.
+        described = {key: value for key, value in asdict(self).items()
+                     if key not in ("agents", "max_inflight", "provenance")
+                     and not (key in ("context_size", "profile") and not value)
+                     and not (key == "slots" and (value or 1) == 1)}
+        described.update({name: self.agents.get(role) for name, role in ROLE_OPTIONS.items()})
+        others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
+        if others:
+            described["agents"] = others
+        return described
+
+
+_SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents", "provenance"}
+
+
+def resolve_run(options: RunOptions, *, agents_for_method: bool = True) -> RunSpec:
+    """The RunSpec of a command's (or an integration's) options: the config file, then ``--set``
+    values and named flags (run options such as ``model=`` and method settings such as ``n=``
+    alike). A value given both by ``--set`` and by its own flag must agree; two different values
+    are refused rather than one silently winning."""
+    assigned = dict(parse_assignment(a) for a in options.assignments or ())
+    named = {f.name: getattr(options, f.name) for f in fields(options)
+             if f.name not in _NOT_IN_SPEC and getattr(options, f.name) is not None}
+    for key in sorted(assigned.keys() & named.keys()):
+        if assigned[key] != named[key]:
+            flag = fields_by_name()[key].metadata["flags"][0]
+            raise WinnowError(f"--set {key}={assigned[key]!r} and {flag} {named[key]!r} disagree",
+                              "give the value once")
+    values = {**assigned, **named}
+    if isinstance(values.get("base_url"), (list, tuple)):  # --base-url repeated: the endpoints, comma-separated
+        values["base_url"] = ",".join(values["base_url"])
+    if options.agents:
+        values["agents"] = {**(values.get("agents") or {}), **dict(parse_role(a) for a in options.agents)}
+    run = {key: value for key, value in values.items() if key in RUN_OPTIONS}
+    settings = {key: value for key, value in values.items() if key not in RUN_OPTIONS}
+    return RunSpec.resolve(config=options.config, settings=settings, run=run, agents_for_method=agents_for_method)
+
+
+def fields_by_name() -> dict[str, Any]:
+    """RunOptions' fields by name (their metadata holds flags and help)."""
+    return {f.name: f for f in fields(RunOptions)}
+
+
+def parse_role(text: str) -> tuple[str, str]:
+    """``--agent judge=qwen2.5-coder-1.5b`` as (role, model)."""
+    role, sep, model = text.partition("=")
+    if not sep or not role.strip() or not model.strip():
+        raise WinnowError(f"--agent {text!r} is not ROLE=MODEL", "e.g. --agent judge=qwen2.5-coder-1.5b")
+    return role.strip(), model.strip()
+
+
+def checked_run_slots(value: Any, backend: str) -> int:
+    """The run option ``slots`` as a whole number ≥ 1, for the one backend it applies to."""
+    slots: int = coerce_value("slots", int, value)
+    if slots < 1:
+        raise SettingError("slots", f"setting 'slots' must be at least 1 (got {slots})",
+                           "1 runs one sequence at a time, e.g. --slots 4 runs four together")
+    if backend != "llama.cpp":
+        raise SettingError("slots", f"setting 'slots' applies to the in-process llama.cpp backend, not {backend!r}",
+                           "a server's parallel slots are set on the server (llama-server --parallel N); "
+                           "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
+    return slots
+
+
+def agent_models(value: Any, source: str | Path) -> dict[str, str]:
+    """``agents`` as given in a config file or by ``--agent ROLE=MODEL``: a table of role -> model."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InputError(source, "agents must be a table of role = model name, e.g. judge = \"qwen2.5-coder-1.5b\"",
+                         field="agents")
+    from .methods import role_name
+
+    return {role_name(role): model for role, model in value.items()}
+
+
+def check_config_keys(config: dict[str, Any], path: str | Path) -> None:
+    """Refuse keys that are neither run options, method names nor any method's settings."""
+    from .methods import METHODS
+
+    known = set(RUN_OPTIONS) | set(METHODS) | {name for m in METHODS.values() for name in m.Settings.field_types()}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise InputError(path, f"unknown setting(s) {unknown}", hint="`winnow methods` lists every method's settings")
