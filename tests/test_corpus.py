@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from winnow.corpus import (Corpus, LoadReport, Location, load_beir, load_corpus, source_checksum,
-                           wiki_vital_path)
+from winnow.corpus import Corpus, LoadReport, Location, load_beir, load_corpus, source_checksum, wiki_vital_path
 from winnow.errors import InputError, WinnowError
 from winnow.records import Passage
 
@@ -135,12 +134,11 @@ def test_corrupt_gzip_is_an_input_error(tmp_path):
     assert isinstance(error, InputError) and "gzip" in str(error) and str(path) in str(error)
 
 
-def test_ten_thousand_line_jsonl_loads_quickly(tmp_path):
+def test_ten_thousand_line_jsonl_loads_whole(tmp_path):
+    # Speed is bench/'s business (a timed assertion here fails on a loaded machine, not on slow code).
     path = write_jsonl(tmp_path / "big.jsonl", [
         {"id": f"d{i}", "title": f"Title {i}", "text": f"passage number {i} " * 20} for i in range(10_000)])
-    started = time.perf_counter()
     corpus = load_corpus(path)
-    assert time.perf_counter() - started < 1.0
     assert corpus.report.kept == 10_000
 
 

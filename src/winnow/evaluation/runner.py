@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import write_json
 from ..errors import BackendError, WinnowError
@@ -31,6 +31,12 @@ from .qrels_coverage import unknown_documents
 from .record import question_record
 from .runfolder import RunFolder, library_versions, now
 
+if TYPE_CHECKING:
+    from ..datasets.qa import QAItem
+    from ..pipeline import Pipeline
+    from ..run_spec import RunSpec
+    from .prices import PriceTable
+
 MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to R@20
 # A question the backend refuses (a prompt longer than the context, a server error) is recorded in
 # errors.jsonl and skipped, to be retried on the next resume; this many in a row means the backend
@@ -38,7 +44,7 @@ MIN_FIRST_STAGE_DEPTH = 20  # RankRAG Tables 6 and 8 report answer recall up to 
 MAX_CONSECUTIVE_FAILURES = 3
 
 
-def select_questions(items: Sequence[Any], *, limit: int | None, seed: int | None) -> list[Any]:
+def select_questions(items: Sequence[QAItem], *, limit: int | None, seed: int | None) -> list[QAItem]:
     """The questions to ask, in the order to ask them (see the module notes)."""
     chosen = list(items)
     if seed is not None:
@@ -46,14 +52,12 @@ def select_questions(items: Sequence[Any], *, limit: int | None, seed: int | Non
     return chosen if limit is None else chosen[:limit]
 
 
-def resolved_settings(spec: Any) -> dict[str, Any]:
+def resolved_settings(spec: RunSpec) -> dict[str, Any]:
     """Every setting of the method, defaults included (the spec holds only the overrides)."""
-    from ..methods import method_settings
-
-    return method_settings(spec.method, **spec.settings).to_dict()
+    return dict(spec.method_settings().to_dict())
 
 
-def first_stage_depth(spec: Any) -> int:
+def first_stage_depth(spec: RunSpec) -> int:
     """How deep the baseline first-stage list goes: the method's N, and at least 20."""
     return max(int(resolved_settings(spec).get("n", 0)), MIN_FIRST_STAGE_DEPTH)
 
@@ -93,7 +97,7 @@ def default_batch_size(backend: str, slots: int | None) -> int:
 class EvalRun:
     """One ``winnow eval`` invocation: a spec, the questions and the folder to write."""
 
-    spec: Any  # winnow.pipeline.RunSpec
+    spec: RunSpec
     index_dir: Path
     queries: Path
     out: Path
@@ -103,7 +107,7 @@ class EvalRun:
     capped: bool = False
     api_key: str = ""
     cache: bool = True
-    prices: Any = None  # a PriceTable (``--prices``): the cost in USD in metrics.json
+    prices: PriceTable | None = None  # a PriceTable (``--prices``): the cost in USD in metrics.json
     command: list[str] = field(default_factory=lambda: ["winnow", *sys.argv[1:]])
 
     def __post_init__(self) -> None:
@@ -113,8 +117,8 @@ class EvalRun:
             require("eval", "qrels metrics (winnow eval --qrels)")
         self.folder = RunFolder(self.out)
         self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
-        self.items: list[Any] = []
-        self.selected: list[Any] = []
+        self.items: list[QAItem] = []
+        self.selected: list[QAItem] = []
         self.records: dict[str, dict[str, Any]] = {}
         self.config: dict[str, Any] = {}
         self.new_answers = 0
@@ -124,7 +128,7 @@ class EvalRun:
 
     # --- preparing --------------------------------------------------------------------------------
 
-    def prepare(self) -> list[Any]:
+    def prepare(self) -> list[QAItem]:
         """Read the questions, lock and open (or resume) the folder; return the questions still to ask.
 
         A second ``winnow eval`` on the same folder is refused while this one runs: two writers
@@ -153,7 +157,7 @@ class EvalRun:
         self.records = self.folder.read_answers()
         return [item for item in self.selected if item.id not in self.records]
 
-    def check_models(self, pipeline: Any) -> None:
+    def check_models(self, pipeline: Pipeline) -> None:
         """Record the loaded models' identities (with checksums), or refuse ones that changed."""
         self.check_model_identities(model_identities(pipeline))
 
@@ -176,7 +180,7 @@ class EvalRun:
 
     # --- asking ------------------------------------------------------------------------------------
 
-    def ask_all(self, pipeline: Any, pending: Sequence[Any],
+    def ask_all(self, pipeline: Pipeline, pending: Sequence[QAItem],
                 on_answer: Callable[[dict[str, Any]], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1) -> None:
         """Ask the pending questions ``batch_size`` at a time, each stage over the whole batch (its
@@ -264,14 +268,15 @@ class EvalRun:
         self.release()
 
 
-def model_identities(pipeline: Any) -> dict[str, Any]:
+def model_identities(pipeline: Pipeline) -> dict[str, Any]:
     """The identities (with checksums) of a pipeline's models, as run folders record them."""
     models = {"model": pipeline.llm.identity}
     models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
     return models
 
 
-def answer_batch(pipeline: Any, spec: Any, batch: Sequence[Any]) -> Iterator[dict[str, Any] | tuple[str, str]]:
+def answer_batch(pipeline: Pipeline, spec: RunSpec,
+                 batch: Sequence[QAItem]) -> Iterator[dict[str, Any] | tuple[str, str]]:
     """Ask ``batch`` (QA items) together, each stage over the whole batch (its LLM calls sent at
     once); yield per question its finished record, or ``(id, error)`` when the backend refused it.
 
@@ -292,13 +297,13 @@ def answer_batch(pipeline: Any, spec: Any, batch: Sequence[Any]) -> Iterator[dic
             yield item.id, str(exc)
 
 
-def _records(pipeline: Any, spec: Any, batch: list[Any]) -> list[dict[str, Any]]:
+def _records(pipeline: Pipeline, spec: RunSpec, batch: list[QAItem]) -> list[dict[str, Any]]:
     depth = first_stage_depth(spec)
-    retriever = getattr(pipeline.index, "name", spec.retriever)
+    retriever = pipeline.retriever_name
     started = time.perf_counter()
-    first_stages = [pipeline.index.search(item.query, k=depth) for item in batch]
+    first_stages = [pipeline.search(item.query, k=depth) for item in batch]
     searched = time.perf_counter()
-    answers = pipeline.method.ask_batch([item.query for item in batch])
+    answers = pipeline.ask_batch([item.query for item in batch])
     share = (time.perf_counter() - started) / len(batch)  # each question's part of the batch's wall time
     return [question_record(item, answer, first_stage, retriever=retriever, seconds=share,
                             first_stage_seconds=(searched - started) / len(batch))
@@ -313,15 +318,13 @@ def indexed_ids(index_dir: Path) -> set[str]:
     return {passage.id for passage in read_passages(Path(index_dir) / PASSAGES)}
 
 
-def run_deviations(spec: Any) -> dict[str, str]:
+def run_deviations(spec: RunSpec) -> dict[str, str]:
     """The run's settings that make its method something the paper does not describe: setting -> why
     (:meth:`MethodSettings.deviations`, e.g. RRR with ``rerank=pointwise``)."""
-    from ..methods import method_settings
-
-    return method_settings(spec.method, **spec.settings).deviations()
+    return spec.method_settings().deviations()
 
 
-def run_label(spec: Any) -> str:
+def run_label(spec: RunSpec) -> str:
     """"rankrag qwen2.5-coder-1.5b N=10 k=5", plus each agent role given its own model
     ("judge=qwen2.5-coder-1.5b") and every other setting changed from the method's
     defaults ("α=0.5", "listwise_prompt=rankgpt"), so that two different runs never share a label.
@@ -330,12 +333,12 @@ def run_label(spec: Any) -> str:
     from ..methods import method_class, method_settings
 
     settings = resolved_settings(spec)
-    profile = getattr(spec, "profile", "")
-    defaults = method_settings(spec.method, profile=profile).to_dict()
+    profile = spec.profile
+    defaults = method_settings(spec.method, profile=profile or None).to_dict()
     deviations = run_deviations(spec)
     parts = [spec.method, spec.model]
     # A role on its own model ("judge=qwen2.5-coder-1.5b") is another run than the same method on one model.
-    parts += [f"{role}={model}" for role, model in sorted((getattr(spec, "agents", None) or {}).items())
+    parts += [f"{role}={model}" for role, model in sorted(spec.agents.items())
               if model and model != spec.model]
     parts += [f"profile={profile}"] if profile else []
     unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors

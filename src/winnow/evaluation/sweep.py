@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import yaml
 
@@ -30,6 +30,11 @@ from ..errors import WinnowError
 from ..settings import SettingError
 from .runfolder import CONFIG, now
 from .runner import EvalRun
+
+if TYPE_CHECKING:
+    from ..datasets.qa import QAItem
+    from ..pipeline import Pipeline
+    from ..run_spec import RunSpec
 
 SWEEP_FILE = "sweep.json"
 #: The call cache of a sweep run with ``--no-cache``: its values still share calls, with nothing else.
@@ -65,7 +70,7 @@ class SweepPoint:
     run: EvalRun
 
 
-def sweep_specs(spec: Any, setting: str, values: Sequence[Any]) -> list[tuple[str, Any, Any]]:
+def sweep_specs(spec: RunSpec, setting: str, values: Sequence[Any]) -> list[tuple[str, Any, RunSpec]]:
     """(folder name, coerced value, RunSpec) per value; an unknown setting, a value that does not
     coerce or a value given twice is refused, naming the setting."""
     from ..methods import method_class, method_settings
@@ -80,7 +85,7 @@ def sweep_specs(spec: Any, setting: str, values: Sequence[Any]) -> list[tuple[st
                                     "value would give the same run")
     if not values:
         raise SettingError(setting, f"--sweep {setting}: no values given")
-    points: list[tuple[str, Any, Any]] = []
+    points: list[tuple[str, Any, RunSpec]] = []
     for value in values:
         coerced = getattr(method_settings(spec.method, **{**spec.settings, setting: value}), setting)
         label = f"{setting}={value_label(coerced)}"
@@ -93,7 +98,7 @@ def sweep_specs(spec: Any, setting: str, values: Sequence[Any]) -> list[tuple[st
 class EvalSweep:
     """The runs of one sweep, prepared, asked over one pipeline and finished together."""
 
-    def __init__(self, spec: Any, setting: str, values: Sequence[Any], index_dir: Path, queries: Path, out: Path,
+    def __init__(self, spec: RunSpec, setting: str, values: Sequence[Any], index_dir: Path, queries: Path, out: Path,
                  **run_options: Any) -> None:
         self.spec, self.setting, self.out = spec, setting, Path(out).expanduser()
         self.points = [SweepPoint(label, value, EvalRun(point_spec, index_dir, queries, self.out / label,
@@ -112,7 +117,7 @@ class EvalSweep:
                               "give a new --out folder for the sweep")
         return {point.label: point.run.prepare() for point in self.points}
 
-    def ask_all(self, pipeline: Any, pending: dict[str, list[Any]], *,
+    def ask_all(self, pipeline: Pipeline, pending: dict[str, list[QAItem]], *,
                 on_point: Callable[[SweepPoint, int], dict[str, Any]] | None = None, batch_size: int = 8) -> None:
         """Ask each value's pending questions over ``pipeline``, the method rebuilt with that value's
         settings (same index, same models, same call cache). ``on_point(point, pending)`` is told
@@ -121,11 +126,11 @@ class EvalSweep:
             questions = pending[point.label]
             if not questions:
                 continue
-            pipeline.method = pipeline.method_with(point.run.spec.method, point.run.spec.settings)
-            point.run.check_models(pipeline)
+            valued = pipeline.with_settings(point.run.spec.method, point.run.spec.settings)
+            point.run.check_models(valued)
             point.run.start_session(len(questions))
             hooks = on_point(point, len(questions)) if on_point else {}
-            point.run.ask_all(pipeline, questions, batch_size=batch_size, **hooks)
+            point.run.ask_all(valued, questions, batch_size=batch_size, **hooks)
 
     def finish(self) -> dict[str, Any]:
         """Every run's metrics, and ``OUT/sweep.json``: the summary per value (returned)."""

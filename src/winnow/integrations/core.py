@@ -41,7 +41,7 @@ from ..errors import WinnowError
 from ..llm.client import LLM
 from ..records import Answer, Candidate, Passage, Query, Trace, Usage
 from ..rerank import RERANK_METHODS, relevance_score, rerank
-from ..settings import SettingError
+from ..settings import LayeredSettingError, SettingsLayer, resolve_layers
 from ..stages.contract import QuestionState, run_stages
 from ..text import text_problem
 
@@ -102,6 +102,19 @@ def check_llm(llm: object, argument: str = "llm") -> LLM | None:
         raise ArgumentError(argument, f"must be a winnow LLM (got {type(llm).__name__})",
                             "load one with winnow.load_llm(model, backend=..., base_url=...), or pass model=")
     return llm
+
+
+def _listwise_window(window: object, step: object) -> tuple[int, int]:
+    """The listwise window and step, checked by the rerank settings' own rule (one rule for the CLI,
+    HTTP and the adapters), a refusal naming the argument."""
+    from ..rerank import RerankSettings
+
+    layer = SettingsLayer("arguments", {"method": "listwise", "window": window, "step": step})
+    try:
+        settings = resolve_layers(RerankSettings, [layer], owner="the listwise reranker").settings
+    except LayeredSettingError as error:
+        raise ArgumentError(error.field, error.message, error.hint) from None
+    return settings.window, settings.step
 
 
 @dataclass(frozen=True)
@@ -199,10 +212,7 @@ class Winnower:
         self.top_k = check_top_k(top_k)
         self.judge_n = check_number(judge_n, "judge_n")
         self.tau = check_number(tau, "tau")
-        self.window = _at_least(window, 2, "window")
-        self.step = _at_least(step, 1, "step")
-        if self.step > self.window:
-            raise ArgumentError("step", f"({step}) cannot exceed window ({window})")
+        self.window, self.step = _listwise_window(window, step)
         self.max_document_answer_tokens = _at_least(max_document_answer_tokens, 1, "max_document_answer_tokens")
         self.llm = check_llm(llm)
         self.judge_llm = check_llm(judge_llm, "judge_llm")
@@ -386,7 +396,7 @@ class MethodRunner:
                  model: str | None = None, backend: str = "llama.cpp", base_url: str | list[str] = "",
                  api_key: str = "", retriever: str = "bm25", agents: Mapping[str, LLM] | None = None,
                  settings: Mapping[str, Any] | None = None, cache: bool | str | Path = True) -> None:
-        from ..methods import METHODS, build_method
+        from ..methods import METHODS, resolve_settings
 
         if not isinstance(method, str) or method not in METHODS:
             raise ArgumentError("method", f"unknown Winnow method {method!r}", f"choose one of: {', '.join(METHODS)}")
@@ -417,12 +427,13 @@ class MethodRunner:
             self._owned.append(llm)
         try:
             own = METHODS[method].roles
-            self.method = build_method(method, index=index, llm=llm,
-                                       agents={r: a for r, a in (agents or {}).items() if r in own},
-                                       **dict(settings or {}))
-        except SettingError as error:
+            layer = SettingsLayer("settings", dict(settings or {}), field_of=lambda key: f"settings[{key!r}]")
+            resolved = resolve_settings(method, [layer])
+            self.method = METHODS[method](index, llm, resolved.settings,
+                                          {r: a for r, a in (agents or {}).items() if r in own})
+        except LayeredSettingError as error:
             self.close()
-            raise ArgumentError(f"settings[{error.setting!r}]", error.message, error.hint) from None
+            raise ArgumentError(error.field, error.message, error.hint) from None
         except BaseException:
             self.close()
             raise

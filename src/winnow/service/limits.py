@@ -23,9 +23,11 @@ def default_setting_caps() -> dict[str, int]:
     declare them (``server_caps``), over every method and the rerank settings."""
     from ..methods import METHODS
     from ..rerank import RerankSettings
+    from ..settings import Settings
 
     caps: dict[str, int] = {}
-    for settings_type in [*(m.Settings for m in METHODS.values()), RerankSettings]:
+    types: list[type[Settings]] = [*(m.Settings for m in METHODS.values()), RerankSettings]
+    for settings_type in types:
         caps.update(settings_type.default_server_caps())
     return caps
 
