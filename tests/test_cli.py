@@ -191,6 +191,36 @@ def test_a_bad_set_value_is_one_line_naming_the_setting_and_type(built, assignme
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("assignment", ["k=", "k=  "])
+def test_an_empty_set_value_exits_2_naming_the_setting(built, assignment):
+    result = winnow("ask", "--index", str(built / "idx"), "--set", assignment, "q", env_dir=built / "cache",
+                    check=False)
+    assert result.returncode == 2 and "--set k= has no value" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _offered_flags(command, env_dir):
+    """The long flags ``winnow COMMAND --help`` lists (read from its usage table)."""
+    import re
+
+    text = winnow(command, "--help", env_dir=env_dir).stdout
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", text))
+
+
+def test_serve_and_mcp_offer_every_run_option_ask_does(built):
+    from winnow.run_spec import RunOptions, fields_by_name
+
+    run_flags = {flag for f in fields_by_name().values() for flag in f.metadata["flags"] if flag.startswith("--")}
+    ask = _offered_flags("ask", built / "cache")
+    assert run_flags <= ask
+    for command in ("eval", "mcp"):
+        assert run_flags <= _offered_flags(command, built / "cache"), command
+    # serve keeps --api-key for its own clients' key; the backend's is --backend-api-key
+    serve = _offered_flags("serve", built / "cache")
+    assert run_flags - {"--api-key"} <= serve and "--backend-api-key" in serve
+    assert len(fields_by_name()) == len(RunOptions.__dataclass_fields__)
+
+
 def test_set_and_its_own_flag_must_agree(built):
     result = winnow("ask", "--index", str(built / "idx"), "--set", "k=1", "--k", "2", "q", env_dir=built / "cache",
                     check=False)
