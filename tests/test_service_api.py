@@ -104,6 +104,7 @@ def test_health_models_methods_and_schema(client):
     assert schema["components"]["schemas"]["AskRequest"]["required"] == ["question"]
     page = client.get("/")
     assert page.status_code == 200 and "Winnow inspector" in page.text
+    assert "swagger-ui" in client.get("/docs").text and "redoc" in client.get("/redoc").text  # no key set: open
 
 
 # ---- ask, search, traces ------------------------------------------------------------------------
@@ -286,6 +287,112 @@ def test_rerank_by_graded_relevance(client):
     assert sorted(r["index"] for r in body["results"]) == [0, 1] and body["usage"]["calls"] == 2
     scores = [r["relevance_score"] for r in body["results"]]
     assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)  # (E[grade] - 1) / 4
+
+
+# ---- the rerank APIs clients already speak: each vendor's own client, pointed at this server -----
+
+TEXTS = [text_of(doc) for doc in RERANK_DOCS]
+VENDOR_QUERY = "Which city is the capital of Italy?"
+
+
+@pytest.fixture(scope="module")
+def winnow_scores(client) -> dict[int, float]:
+    """Winnow's own /v1/rerank of TEXTS: every vendor shape below must give the same scores."""
+    response = client.post("/v1/rerank", json={"query": VENDOR_QUERY, "documents": TEXTS})
+    assert response.status_code == 200, response.text
+    return {r["index"]: r["relevance_score"] for r in response.json()["results"]}
+
+
+def best_first(scores: dict[int, float]) -> list[int]:
+    return sorted(scores, key=lambda i: -scores[i])
+
+
+def test_cohere_v1_client(client, winnow_scores):
+    cohere = pytest.importorskip("cohere")
+    co = cohere.Client(api_key="any", base_url=str(client.base_url))
+    got = co.rerank(model="rerank-english-v3.0", query=VENDOR_QUERY, documents=TEXTS, top_n=2,
+                    return_documents=True, max_chunks_per_doc=10)
+    assert [r.index for r in got.results] == best_first(winnow_scores)[:2]
+    assert all(r.relevance_score == winnow_scores[r.index] and r.document.text == TEXTS[r.index] for r in got.results)
+
+
+def test_cohere_v2_client(client, winnow_scores):
+    """cohere.ClientV2 posts to /v2/rerank (it got a 404 before the route existed)."""
+    cohere = pytest.importorskip("cohere")
+    co = cohere.ClientV2(api_key="any", base_url=str(client.base_url))
+    got = co.rerank(model="rerank-v3.5", query=VENDOR_QUERY, documents=TEXTS, top_n=1, max_tokens_per_doc=512)
+    assert [(r.index, r.relevance_score) for r in got.results] == [(best_first(winnow_scores)[0],
+                                                                   max(winnow_scores.values()))]
+    assert got.meta.ignored_fields == ["max_tokens_per_doc"]  # said, not silently dropped
+
+
+def test_voyage_client(client, winnow_scores):
+    """voyageai posts Voyage's shape to {base}/rerank with top_k and truncation, and reads `data`
+    (a KeyError before): top_k=1 returns one result, not every document."""
+    voyageai = pytest.importorskip("voyageai")
+    vo = voyageai.Client(api_key="any", base_url=f"{client.base_url}/v1", max_retries=0)
+    got = vo.rerank(VENDOR_QUERY, TEXTS, model="rerank-2", top_k=1)
+    [best] = got.results
+    assert (best.index, best.relevance_score, best.document) == (best_first(winnow_scores)[0],
+                                                                 max(winnow_scores.values()), TEXTS[best.index])
+    assert got.total_tokens > 0
+    every = vo.rerank(VENDOR_QUERY, TEXTS, model="rerank-2")
+    assert [r.index for r in every.results] == best_first(winnow_scores)
+
+
+def test_voyage_shape_with_return_documents(client, winnow_scores):
+    """Voyage's REST shape itself (return_documents is in its API, not in the Python client)."""
+    body = client.post("/v1/rerank", json={"query": VENDOR_QUERY, "documents": TEXTS, "model": "rerank-2",
+                                           "top_k": 2, "return_documents": True}).json()
+    assert body["object"] == "list" and "results" not in body
+    assert [(d["index"], d["document"]) for d in body["data"]] == [(i, TEXTS[i]) for i in best_first(winnow_scores)[:2]]
+    assert body["usage"]["total_tokens"] >= 0 and body["served_from"] in ("answer-cache", "call-cache")
+
+
+def test_jina_client(client, winnow_scores):
+    """LlamaIndex's Jina reranker posts Jina's shape to {base}/rerank: Winnow's own /v1/rerank."""
+    pytest.importorskip("llama_index.postprocessor.jinaai_rerank")
+    from llama_index.core.schema import NodeWithScore, TextNode
+    from llama_index.postprocessor.jinaai_rerank import JinaRerank
+
+    nodes = [NodeWithScore(node=TextNode(text=text, id_=str(i)), score=0.0) for i, text in enumerate(TEXTS)]
+    ranked = JinaRerank(base_url=f"{client.base_url}/v1", api_key="any", top_n=2).postprocess_nodes(
+        nodes, query_str=VENDOR_QUERY)
+    best_two = best_first(winnow_scores)[:2]
+    assert [(int(n.node.id_), n.score) for n in ranked] == [(i, winnow_scores[i]) for i in best_two]
+
+
+def test_tei_client(client, winnow_scores):
+    """LlamaIndex's Text Embeddings Inference reranker posts {query, texts} to {base}/rerank."""
+    pytest.importorskip("llama_index.postprocessor.tei_rerank")
+    from llama_index.core.schema import NodeWithScore, TextNode
+    from llama_index.postprocessor.tei_rerank import TextEmbeddingInference
+
+    nodes = [NodeWithScore(node=TextNode(text=text, id_=str(i)), score=0.0) for i, text in enumerate(TEXTS)]
+    ranked = TextEmbeddingInference(base_url=str(client.base_url), top_n=2).postprocess_nodes(
+        nodes, query_str=VENDOR_QUERY)
+    best_two = best_first(winnow_scores)[:2]
+    assert [(int(n.node.id_), n.score) for n in ranked] == [(i, winnow_scores[i]) for i in best_two]
+
+
+def test_tei_shape_with_raw_scores_and_text(client, winnow_scores):
+    """TEI's own fields: raw_scores gives the method's score (graded: E[grade] in 1..5, not the
+    relevance in [0, 1]); return_text adds the text; the trace id travels in a header."""
+    body = {"query": VENDOR_QUERY, "texts": TEXTS, "return_text": True, "truncate": True,
+            "truncation_direction": "Right"}
+    plain = client.post("/rerank", json=body)
+    assert plain.status_code == 200, plain.text
+    assert [(r["index"], r["score"], r["text"]) for r in plain.json()] == [
+        (i, winnow_scores[i], TEXTS[i]) for i in best_first(winnow_scores)]
+    trace = client.get(f"/v1/traces/{plain.headers['x-winnow-trace-id']}").json()
+    assert trace["kind"] == "rerank" and trace["request"]["query"] == VENDOR_QUERY
+    graded = client.post("/rerank", json={"query": "largest planet", "method": "graded", "raw_scores": True,
+                                          "texts": ["Jupiter is the largest planet.", "Bananas are yellow."]})
+    relevance = client.post("/rerank", json={"query": "largest planet", "method": "graded",
+                                             "texts": ["Jupiter is the largest planet.", "Bananas are yellow."]})
+    for raw, scaled in zip(graded.json(), relevance.json(), strict=True):
+        assert raw["index"] == scaled["index"] and 1.0 <= raw["score"] <= 5.0
+        assert scaled["score"] == pytest.approx((raw["score"] - 1) / 4)
 
 
 # ---- concurrency, the worker queue, timeouts and cancellation -----------------------------------

@@ -26,7 +26,9 @@ LIMITS = ["--max-question-chars", "100", "--max-documents", "4", "--max-document
           "--max-k", "3", "--max-body-bytes", "4000", "--max-pending", "1", "--timeout", "20",
           "--allowed-host", "API.Example.com", "--allowed-host", "*.example.org"]
 ROUTES = [("GET", "/v1/models"), ("GET", "/v1/methods"), ("GET", "/v1/search?q=rome"),
-          ("GET", "/v1/traces/0123456789abcdef"), ("POST", "/v1/ask"), ("POST", "/v1/rerank")]
+          ("GET", "/v1/traces/0123456789abcdef"), ("POST", "/v1/ask"), ("POST", "/v1/rerank"),
+          ("POST", "/v2/rerank"), ("POST", "/rerank"),  # the vendor rerank shapes
+          ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]  # the schema and its pages
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def refused(response: httpx.Response, status: int, field: str | None) -> dict:
 
 @pytest.mark.parametrize("method,path", ROUTES)
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-key", f"Basic {KEY}", f"Bearer {KEY}x", "Bearer"])
-def test_every_v1_route_needs_the_key(server, method, path, authorization):
+def test_every_api_route_and_the_docs_need_the_key(server, method, path, authorization):
     headers = {"Authorization": authorization} if authorization else {}
     response = httpx.request(method, server + path, headers=headers, json={"question": "x"})
     error = refused(response, 401, "Authorization")
@@ -71,11 +73,20 @@ def test_the_key_opens_every_route(client, method, path):
     assert response.status_code == (404 if "traces" in path else 200), response.text  # 404: past the guard
 
 
-def test_health_inspector_and_schema_need_no_key(server):
+def test_the_key_opens_the_schema_and_its_pages(client):
+    """The same rule as the API: with the key, the schema (every route, the vendor shapes too) and
+    the pages that render it (Swagger UI, ReDoc) pointing at it."""
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/ask", "/v1/rerank", "/v2/rerank", "/rerank"} <= set(paths)
+    assert "swagger-ui" in client.get("/docs").text and "/openapi.json" in client.get("/docs").text
+    assert "redoc" in client.get("/redoc").text
+
+
+def test_health_and_inspector_need_no_key(server):
     health = httpx.get(f"{server}/healthz").json()
     assert health["status"] == "ok" and health["auth"] is True
     assert "Winnow inspector" in httpx.get(f"{server}/").text
-    assert "/v1/ask" in httpx.get(f"{server}/openapi.json").json()["paths"]
+    assert httpx.get(f"{server}/static/app.js").status_code == 200
 
 
 # ---- the Host header (DNS rebinding) -------------------------------------------------------------
@@ -94,11 +105,11 @@ def test_loopback_names_addresses_and_allowed_hosts_are_answered(server, host):
 
 @pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "example.org", "api.example.com.evil.example",
                                   "localhost.evil.example:{port}", ""])
-@pytest.mark.parametrize("path", ["/healthz", "/", "/openapi.json", "/v1/models", "/v1/ask"])
+@pytest.mark.parametrize("path", ["/healthz", "/", "/openapi.json", "/docs", "/v1/models", "/v1/ask", "/rerank"])
 def test_other_host_names_are_refused_on_every_route(server, host, path):
     """A DNS-rebinding page sends its own name: refused before the key, the body or the route."""
     host = host.format(port=port_of(server))
-    response = httpx.request("POST" if path == "/v1/ask" else "GET", server + path,
+    response = httpx.request("POST" if path in ("/v1/ask", "/rerank") else "GET", server + path,
                              headers=dict(AUTH, Host=host), json={"question": "x"})
     error = refused(response, 400, "Host")
     assert error["type"] == "invalid_host" and repr(host) in error["message"]
@@ -231,6 +242,8 @@ def test_a_body_over_the_limit_is_a_413_declared_or_chunked(client):
     response = client.post("/v1/rerank", content=chunks(), headers={"Content-Type": "application/json"})
     assert "content-length" not in response.request.headers
     refused(response, 413, "body")
+    tei = json.dumps({"query": "q", "texts": ["word " * 30] * 30}).encode()
+    refused(client.post("/rerank", content=tei, headers={"Content-Type": "application/json"}), 413, "body")
 
 
 # ---- field limits -------------------------------------------------------------------------------
@@ -331,6 +344,33 @@ RERANK_REFUSALS = [
 @pytest.mark.parametrize("body,field", RERANK_REFUSALS, ids=[f for _, f in RERANK_REFUSALS])
 def test_rerank_refusals_name_the_field(client, body, field):
     assert refused(client.post("/v1/rerank", json=body), 422, field)["type"] == "invalid_request"
+
+
+VENDOR_REFUSALS = [  # each names the vendor's own field, not the Winnow field it becomes
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "top_k": 0}, "top_k"),
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "top_k": 5}, "top_k"),  # over --max-documents 4
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "top_k": "1"}, "top_k"),
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "top_k": 1, "top_n": 1}, "top_k"),
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "truncation": "yes"}, "truncation"),
+    ("/v1/rerank", {"query": "q", "documents": ["a"] * 5, "truncation": True}, "documents"),
+    ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a"], "relevant_spans": {"mode": "enabled"}},
+     "relevant_spans.mode"),
+    ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a", ""]}, "documents[1]"),
+    ("/rerank", {"query": "q", "texts": ["a", "b" * 201]}, "texts[1]"),
+    ("/rerank", {"query": "q", "texts": ["a"] * 5}, "texts"),
+    ("/rerank", {"query": "q", "texts": []}, "texts"),
+    ("/rerank", {"query": "q", "texts": "a"}, "texts"),
+    ("/rerank", {"query": "q", "texts": ["a"], "raw_score": True}, "raw_score"),  # TEI's is raw_scores
+    ("/rerank", {"query": "q", "texts": ["a"], "method": "bogus"}, "method"),
+    ("/rerank", {"query": "q", "texts": ["a"], "truncation_direction": "Up"}, "truncation_direction"),
+    ("/rerank", {"texts": ["a"]}, "query"),
+]
+
+
+@pytest.mark.parametrize("path,body,field", VENDOR_REFUSALS, ids=[f"{p}-{f}" for p, _, f in VENDOR_REFUSALS])
+def test_vendor_rerank_refusals_name_the_vendors_field(client, path, body, field):
+    error = refused(client.post(path, json=body), 422, field)
+    assert error["type"] == "invalid_request" and field.split("[")[0].split(".")[0] in error["message"]
 
 
 @pytest.mark.parametrize("params,field", [({"q": "rome", "k": 7}, "k"), ({"q": "rome", "k": 0}, "k"),

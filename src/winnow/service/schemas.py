@@ -3,7 +3,8 @@
 Requests are checked for types here and for limits in :mod:`winnow.service.limits`. ``/v1/ask``
 refuses unknown fields (a misspelt option must not be silently ignored); ``/v1/rerank`` accepts
 the extra fields hosted rerank APIs take (``model``, ``max_chunks_per_doc``, ...) so their clients
-work unchanged, and lists the ones it ignored in ``meta.ignored_fields``.
+work unchanged, and lists the ones it ignored in ``meta.ignored_fields``. The vendor shapes
+(Voyage's, TEI's) are in :mod:`winnow.service.rerank_vendors`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ class RerankRequest(BaseModel):
     method: Optional[StrictStr] = Field(None, description="pointwise (RankRAG P(True), default), graded (RRR 1-5), "
                                                           "listwise (RankGPT) or embedding (MiniLM cosine, no LLM).")
     top_n: Optional[StrictInt] = Field(None, description="Return only the best top_n.")
+    top_k: Optional[StrictInt] = Field(None, description="Voyage's name for top_n: a body with top_k or "
+                                                         "truncation is answered in Voyage's shape.")
+    truncation: Optional[StrictBool] = Field(None, description="Voyage's; accepted (a document too long for the "
+                                                               "model is always cut to fit, and the trace says "
+                                                               "so). Picks Voyage's shape.")
     return_documents: StrictBool = Field(False, description="Include each document in its result.")
     model: Optional[StrictStr] = Field(None, description="Accepted for compatibility; the server's model is used.")
     options: dict[str, Any] = Field(default_factory=dict, description="listwise: window, step.")

@@ -1,0 +1,128 @@
+"""Every failure of an HTTP request as one JSON shape: ``{"error": {"type", "message", "field"}}``.
+
+:func:`install_error_handlers` maps, for the whole app:
+
+- :class:`~winnow.service.limits.ApiError` (the service's own refusals) to its status, type and field;
+- pydantic's validation errors to 422 ``invalid_request`` naming the deepest field at fault
+  (``documents[3].text``), or 400 ``malformed_json`` when the body is not JSON at all;
+- Starlette's bare 400 for a body it could not decode (not UTF-8, nested too deeply) to 400
+  ``malformed_json`` saying which; its 404 and 405 to ``not_found`` and ``method_not_allowed``;
+- :class:`~winnow.settings.SettingError` to 422 naming the setting, :class:`~winnow.errors.BackendError`
+  to 502, any other :class:`~winnow.errors.WinnowError` to 500 ``error`` (the runner maps those it
+  meets the same way), and anything else to 500 ``internal_error``;
+- a client that went away to a bare 499 (nobody is left to read a body).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import BackendError, WinnowError
+from ..settings import SettingError
+from .guards import error_response
+from .limits import ApiError, invalid
+from .runner import ClientGone
+
+#: Union members pydantic names in an error's location; they are not fields of the request.
+_UNION_MEMBERS = ("str", "RerankDocumentObject", "int", "float")
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """A pydantic location as a field path: ("body", "documents", 3, "text") -> documents[3].text."""
+    path = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path") else loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in _UNION_MEMBERS or "[" in str(part):
+            continue  # the union member pydantic tried, not a field
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "body"
+
+
+def unreadable_body(cause: BaseException | None) -> str:
+    """Why a body that is not a JSON decode error could not be read (the cause FastAPI wraps in a
+    bare 400 "There was an error parsing the body")."""
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"the body is not valid UTF-8: byte 0x{cause.object[cause.start]:02x} at position {cause.start:,} "
+                f"({cause.reason}); send JSON text encoded as UTF-8")
+    if isinstance(cause, RecursionError):
+        return "the body nests arrays or objects too deeply to read (about 1,000 levels at most); flatten it"
+    return f"the body could not be read as JSON: {type(cause).__name__}: {cause}"
+
+
+def check_query_utf8(query_string: bytes) -> None:
+    """Refuse a query parameter that is not UTF-8 once percent-decoded (Starlette would quietly
+    turn the bad bytes into U+FFFD and search for that)."""
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, encoding="latin-1"):
+        try:
+            value.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise invalid(name, f"{name} is not valid UTF-8 once percent-decoded (byte 0x{exc.object[exc.start]:02x} "
+                                f"at position {exc.start}); percent-encode the UTF-8 bytes of the text") from exc
+
+
+def setting_field(setting: str) -> str:
+    """The request field that carries a method setting: N and k are top-level, the rest in ``options``."""
+    return setting if setting in ("n", "k") else f"options.{setting}"
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(exc.body(), exc.status, headers=exc.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        return error_response(400, "malformed_json", f"the body is not valid JSON: "
+                                                     f"{broken.get('ctx', {}).get('error', '')} at character "
+                                                     f"{broken['loc'][-1]}", "body")
+    first = max(errors, key=lambda e: len(e.get("loc", ())))  # the deepest: in a union, the member meant
+    field = field_path(tuple(first.get("loc", ())))
+    message = f"{field}: {first.get('msg', 'invalid')}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem(s))"
+    return error_response(422, "invalid_request", message, field)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.__cause__ is not None:  # the body is not UTF-8, or nests too deeply
+        return error_response(400, "malformed_json", unreadable_body(exc.__cause__), "body")
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, kind, str(exc.detail), headers=getattr(exc, "headers", None))
+
+
+async def _winnow_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, SettingError):
+        return error_response(422, "invalid_request", str(exc), setting_field(exc.setting))
+    if isinstance(exc, BackendError):
+        return error_response(502, "backend_error", str(exc))
+    return error_response(500, "error", str(exc))
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    return Response(status_code=499)  # nginx's "client closed request": nobody is there to receive it
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map every failure to the API's error shape (see the module docstring for the table)."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(WinnowError, _winnow_error)
+    app.add_exception_handler(ClientGone, _client_gone)
+    app.add_exception_handler(Exception, _internal_error)
