@@ -68,8 +68,9 @@ def serve(
         = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (0: any free port, printed).")] = 8080,
     api_key: Annotated[str, typer.Option("--api-key", envvar="WINNOW_API_KEY", show_default=False,
-                                         help="Require 'Authorization: Bearer KEY' on every /v1 route "
-                                              "(or WINNOW_API_KEY).")] = "",
+                                         help="Require 'Authorization: Bearer KEY' on every route but /, "
+                                              "/static and /healthz, /docs and /openapi.json included (or "
+                                              "WINNOW_API_KEY).")] = "",
     allowed_hosts: Annotated[Optional[list[str]], typer.Option(
         "--allowed-host", metavar="NAME", show_default=False,
         help="Also answer requests whose Host header is NAME (repeatable; *.example.com for subdomains). "
@@ -109,7 +110,8 @@ def serve(
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     err.print(f"winnow serve: {spec.method} with {spec.model} over {index_dir}; "
               f"API key {'required' if api_key else 'not required'}", highlight=False, soft_wrap=True)
-    err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, schema at /openapi.json",
+    err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, docs at /docs, "
+              f"schema at /openapi.json",
               highlight=False, soft_wrap=True)
     hosts = HostPolicy.for_bind(host, allowed_hosts or (), any_host=allow_any_host)
     server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key, hosts=hosts), log_level="warning",
