@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import RUN_OPTIONS, config_layers, parse_assignment, read_config
 from .errors import InputError, WinnowError
 from .settings import SettingError, SettingsLayer, coerce_value
+
+if TYPE_CHECKING:
+    from .methods.base import MethodSettings
 
 DEFAULT_METHOD = "rankrag"
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
@@ -183,7 +186,7 @@ class RunSpec:
             check_agent_roles(spec.method, spec.agents)
         return spec
 
-    def method_settings(self) -> Any:
+    def method_settings(self) -> MethodSettings:
         """The method's full typed settings (defaults included), as the method will run with them."""
         from .methods import method_settings
 

@@ -31,6 +31,7 @@ from ..errors import WinnowError
 
 if TYPE_CHECKING:
     from ..pipeline import Pipeline
+    from ..records import Turn
     from ..run_spec import RunOptions, RunSpec
 
 C = TypeVar("C", bound=Callable[..., Any])
@@ -149,7 +150,7 @@ def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
                         threads=options.threads)
 
 
-def dialogue_from(turns: list[str] | None, history_file: Path | None):
+def dialogue_from(turns: list[str] | None, history_file: Path | None) -> tuple[Turn, ...]:
     """The earlier turns of ``--turn ROLE:TEXT`` (repeated) or ``--history FILE``, checked."""
     import json
 

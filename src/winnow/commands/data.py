@@ -8,6 +8,7 @@ also takes a BEIR folder or ``irds:<ir_datasets id>``. ``bench-data build`` make
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -106,7 +107,7 @@ def bench_build(
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=err, transient=True)
 
-    def progress(total: int):
+    def progress(total: int) -> Callable[[int], None]:
         task = bar.add_task("matching questions to articles", total=total)
         return lambda done: bar.advance(task, done)
 

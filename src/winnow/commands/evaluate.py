@@ -18,6 +18,8 @@ from ..errors import WinnowError
 from ..run_spec import RunOptions, RunSpec, resolve_run
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..evaluation.runner import EvalRun
 
 from .common import (
@@ -308,7 +310,7 @@ def _evaluate_sweep(spec: RunSpec, sweep: str, given: set[str], index_dir: Path,
         raise KeyboardInterrupt
 
 
-def sweep_table(summary: dict[str, Any]):
+def sweep_table(summary: dict[str, Any]) -> Table:
     """Answers and calls per value; for a sweep over N, RankRAG's reranking time overhead (§4.3, §5.5)."""
     from rich.table import Table
 
@@ -385,7 +387,7 @@ def _llm_meter(llms: list[Any]) -> tuple[int, int]:
     return sum(llm.inflight for llm in llms), sum(llm.tokens_done for llm in llms)
 
 
-def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int):
+def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int) -> Table:
     """The run's LLM cost per stage: calls, tokens and the seconds the calls took on the server side
     (summed over calls, so calls in flight together count each; more than the stage's wall time)."""
     from rich.table import Table
@@ -403,7 +405,7 @@ def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int):
     return table
 
 
-def model_cost_table(metrics: dict[str, Any]):
+def model_cost_table(metrics: dict[str, Any]) -> Table:
     """The run's LLM cost per model and per agent role (GAR-meets-RAG App. B, Table A1): calls and
     tokens, and USD with ``--prices``."""
     from rich.table import Table
@@ -449,7 +451,7 @@ def run_label(spec: Any) -> str:
     return label(spec)
 
 
-def metrics_table(metrics: dict[str, Any]):
+def metrics_table(metrics: dict[str, Any]) -> Table:
     """Answer metrics in the title; answer Recall@k (and nDCG@10, MRR@10 with qrels) per list."""
     from rich.table import Table
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import (
@@ -148,7 +148,7 @@ def sft(
     bar = _bar()
     task = bar.add_task("training", total=None)
 
-    def on_step(step: int, total: int, logs: dict) -> None:
+    def on_step(step: int, total: int, logs: dict[str, Any]) -> None:
         loss = f" loss {logs['loss']:.4f}" if "loss" in logs else ""
         bar.update(task, completed=step, total=total, description=f"training{loss}")
 

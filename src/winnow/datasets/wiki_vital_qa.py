@@ -185,9 +185,10 @@ def build_wiki_vital_qa(out: str | Path, *, seed: int = 0, dev_fraction: float =
 def is_earlier_build(folder: Path) -> bool:
     """An earlier build of this benchmark, which ``--overwrite`` may replace."""
     try:
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("name") == NAME
+        name = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("name")
     except (OSError, ValueError, AttributeError):
         return False
+    return bool(name == NAME)
 
 
 def _file_record(path: Path) -> dict[str, Any]:

@@ -41,7 +41,8 @@ def sign_test_p(wins: int, losses: int) -> float:
     if n == 0:
         return 1.0
     tail = sum(comb(n, i) for i in range(min(wins, losses) + 1))
-    return min(1.0, 2 * tail / 2**n)
+    outcomes: int = 2**n  # typeshed types int ** int as Any (a negative power is a float)
+    return min(1.0, 2 * tail / outcomes)
 
 
 def bootstrap_interval(differences: Sequence[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float]:

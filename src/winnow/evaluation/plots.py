@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from ..atomic import staged_file
@@ -23,10 +25,11 @@ COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 BASELINE = "#7f7f7f"
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
     matplotlib = import_extra("matplotlib", "eval", "the report's plots (winnow report)")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # matplotlib is not analysed (pyproject's mypy overrides), so an import statement would give Any.
+    plt = importlib.import_module("matplotlib.pyplot")
 
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.spines.top": False,
                          "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3})

@@ -198,7 +198,8 @@ class Embedder:
         # with the same clamps (1e-9 tokens, 1e-12 norm) so a degenerate input cannot divide by zero.
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        vectors: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return vectors
 
 
 def load_embedder(*, batch_size: int = BATCH_SIZE, threads: int | None = None) -> Embedder:

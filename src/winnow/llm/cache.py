@@ -111,7 +111,8 @@ class CallCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+            count: int = self._db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+            return count
 
     def close(self) -> None:
         with self._lock:

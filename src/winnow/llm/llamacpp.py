@@ -146,7 +146,8 @@ class LlamaCppBackend:
     @property
     def http_address(self) -> str:
         """The OpenAI-compatible HTTP endpoint llama.cpp serves for this model (loopback)."""
-        return self._server.listening_address
+        address: str = self._server.listening_address
+        return address
 
     def _call(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         with self._lock:

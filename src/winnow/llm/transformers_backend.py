@@ -85,7 +85,8 @@ class TransformersBackend:
         return list(self._tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self._tokenizer.decode(list(ids))
+        text: str = self._tokenizer.decode(list(ids))
+        return text
 
     def prompt_length(self, messages: Prompt) -> int:
         return len(self.token_ids(messages))

@@ -6,13 +6,14 @@ from typing import Any, Mapping
 
 from ..errors import WinnowError
 from ..llm.client import LLM
+from ..settings import SettingsLayer
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings, check_roles, role_name
 from .mainrag import MainRAG
 from .profiles import PROFILES, Profile, profile_named, profile_settings
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
-from .resolution import ResolvedSettings, SettingsLayer, resolve_settings
+from .resolution import ResolvedSettings, resolve_settings
 from .rrr import RRR
 from .vanilla import VanillaRAG
 

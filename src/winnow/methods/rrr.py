@@ -43,7 +43,7 @@ loop and waits for the rest at the final ordering.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from ..details import PoolDetails
 from ..llm.client import LLM
@@ -112,7 +112,7 @@ class _Loop:
     found: dict[str, Candidate] = field(default_factory=dict)
     found_in_round: dict[str, int] = field(default_factory=dict)
     grades: dict[str, RelevanceGrade] = field(default_factory=dict)
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
     first_retrieval: CandidateList | None = None
     first_grades: dict[str, RelevanceGrade] = field(default_factory=dict)
 

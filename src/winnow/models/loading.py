@@ -79,14 +79,15 @@ def _read_record(folder: Path) -> dict[str, Any] | None:
     if not record.is_file():
         return None
     try:
-        return json.loads(record.read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ModelError(f"{record} is not valid JSON: {exc}", "the training output is damaged; train again") from exc
+    return data
 
 
 def _adapter_base(folder: Path) -> str:
     config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    base = config.get("base_model_name_or_path")
+    base: str | None = config.get("base_model_name_or_path")
     if not base:
         raise ModelError(f"{folder}/adapter_config.json names no base model", "set base_model_name_or_path")
     return base

@@ -177,7 +177,7 @@ def _resolve_hub(hub_id: str, progress: bool) -> ResolvedModel:
     failed = "offline? use a registry name (`winnow models`) or a local .gguf path instead"
     if importlib.util.find_spec("huggingface_hub") is not None:
         import huggingface_hub
-        from huggingface_hub.utils import HfHubHTTPError
+        from huggingface_hub.errors import HfHubHTTPError
 
         # huggingface_hub retries an unreachable hub for about 23 s (five backoffs, a warning each)
         # before it gives up or falls back to its cache; one quick request tells offline at once,

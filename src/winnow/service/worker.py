@@ -33,7 +33,7 @@ class QueueFull(Exception):
 class Job:
     run: Callable[[Job], Any]
     listener: Listener | None = None
-    future: Future = field(default_factory=Future)
+    future: Future[Any] = field(default_factory=Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
     submitted: float = field(default_factory=time.perf_counter)

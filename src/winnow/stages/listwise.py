@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 from ..details import ListwiseDetails
 from ..llm.client import LLM
+from ..llm.messages import Messages
 from ..prompts import ListwisePromptTemplate, listwise_prompt
-from ..records import StageTrace
+from ..records import Passage, StageTrace
 from ..settings import SettingError
 from .contract import ListStage, QuestionState, recording
 from .fitting import fit_prompt
@@ -166,7 +167,10 @@ class ListwiseReranker(ListStage):
         for k in asked:
             state, _, order, (start, end) = work[k]
             budget = ranking_token_budget(end - start)
-            render = lambda ps, q=state.query.text: self.template.messages(q, ps, max_words=self.max_words)  # noqa: E731
+
+            def render(ps: Sequence[Passage], q: str = state.query.text) -> Messages:
+                return self.template.messages(q, ps, max_words=self.max_words)
+
             window = fit_prompt(self.llm, render, [state.ranked.candidates[i].passage for i in order[start:end]],
                                 output_tokens=budget, fitted=work[k][1].details.fitted)
             prompts.append(render(window))

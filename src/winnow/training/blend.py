@@ -45,6 +45,8 @@ CONTAMINATED = "question of an evaluation set"
 NO_CHUNK_LABELLED = "no chunk above 0.5 or below 0.1 4-gram recall"
 
 Advance = Callable[[str, int, int | None], None]  # (what, done, total) progress reports
+Mined = tuple[list[RetrievedList], int, Counter[str]]  # the lists, the questions read, why the others were skipped
+MinedCache = dict[tuple[str, str, int, int | None], Mined]  # keyed by (questions, index, depth, limit)
 
 
 @dataclass
@@ -54,8 +56,8 @@ class ComponentPool:
     spec: ComponentSpec
     examples: list[ex.ChatExample]
     records: int
-    skipped: Counter = field(default_factory=Counter)
-    contaminated: Counter = field(default_factory=Counter)  # evaluation set -> matching examples
+    skipped: Counter[str] = field(default_factory=Counter)
+    contaminated: Counter[str] = field(default_factory=Counter)  # evaluation set -> matching examples
 
 
 @dataclass
@@ -76,7 +78,7 @@ def build_blend(config_path: str | Path, out: str | Path, *, overwrite: bool = F
     eval_names = config.eval_sets if config.eval_sets is not None else default_eval_sets()
     eval_questions = load_eval_questions(eval_names, base=config.path.parent,
                                          loaded=lambda name: _report(progress, f"read evaluation set {name}", 1, None))
-    mined_cache: dict[tuple, tuple[list[RetrievedList], int, Counter]] = {}
+    mined_cache: MinedCache = {}
     pools = [_pool(spec, config.seed, eval_questions, mined_cache, progress) for spec in config.components]
     empty = [pool for pool in pools if not pool.examples]
     if empty:
@@ -112,7 +114,7 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 # --- pools --------------------------------------------------------------------------------------
 
-def _pool(spec: ComponentSpec, seed: int, eval_questions: EvalQuestions, mined_cache: dict,
+def _pool(spec: ComponentSpec, seed: int, eval_questions: EvalQuestions, mined_cache: MinedCache,
           progress: Advance | None) -> ComponentPool:
     rng = random.Random(f"{seed}:{spec.name}")  # str seeds are hashed deterministically (sha512)
     if spec.mined:
@@ -133,7 +135,7 @@ def _pool(spec: ComponentSpec, seed: int, eval_questions: EvalQuestions, mined_c
     return pool
 
 
-def _mined(spec: ComponentSpec, cache: dict, progress: Advance | None) -> tuple[list[RetrievedList], int, Counter]:
+def _mined(spec: ComponentSpec, cache: MinedCache, progress: Advance | None) -> Mined:
     """Lists mined once per (questions, index, depth, limit), shared by the components that use them."""
     from ..index import BM25Index
 
@@ -152,11 +154,12 @@ def _mined(spec: ComponentSpec, cache: dict, progress: Advance | None) -> tuple[
 
         mined = mine_lists(questions, index, depth=spec.depth, source=qa, advance=advance)
         cache[key] = (mined.lists, mined.questions, Counter(mined.skipped))
-    lists, questions, skipped = cache[key]
-    return lists, questions, Counter(skipped)
+    lists, read, skipped = cache[key]
+    return lists, read, Counter(skipped)
 
 
-def render(spec: ComponentSpec, records: Sequence[Any], rng: random.Random, skipped: Counter) -> list[ex.ChatExample]:
+def render(spec: ComponentSpec, records: Sequence[Any], rng: random.Random,
+           skipped: Counter[str]) -> list[ex.ChatExample]:
     """The unified-format examples of ``records`` for a component of ``spec.kind``."""
     name, kind = spec.name, spec.kind
     out: list[ex.ChatExample] = []
@@ -270,7 +273,7 @@ def mix(config: BlendConfig, pools: Sequence[ComponentPool]) -> tuple[list[dict[
 
 
 def _contamination_stats(eval_questions: EvalQuestions, pools: Sequence[ComponentPool]) -> dict[str, Any]:
-    by_set: Counter = Counter()
+    by_set: Counter[str] = Counter()
     for pool in pools:
         by_set.update(pool.contaminated)
     return {"method": "exact match of SQuAD-normalised questions (RankRAG §4.1: no overlap with evaluation data)",

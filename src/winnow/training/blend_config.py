@@ -128,7 +128,8 @@ def _optional_integer(table: dict[str, Any], key: str, path: Path, *, minimum: i
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(path, f"{where}{key} must be an integer >= {minimum}, got {value!r}", field=key)
-    return value
+    number: int = value
+    return number
 
 
 def _integer(table: dict[str, Any], key: str, path: Path, *, default: int, minimum: int, where: str = "") -> int:

@@ -15,12 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..answers import AnswerMatcher, compile_answer_regex, has_answer
 from ..datasets import QAItem, load_dataset, read_qa_jsonl
 from ..errors import WinnowError
 from ..records import Passage
 from .sources import RetrievedList, Where
+
+if TYPE_CHECKING:
+    from ..index.bm25 import BM25Index
 
 NO_ANSWER_PASSAGE = "no passage holding an answer in the BM25 top {depth}"
 
@@ -61,7 +65,7 @@ def answer_in(text: str, answers: Sequence[str], *, regex: bool = False) -> str:
     return next((answer for answer in answers if has_answer(text, answer)), answers[0])
 
 
-def mine_lists(questions: Sequence[QAItem], index, *, depth: int, source: str,
+def mine_lists(questions: Sequence[QAItem], index: BM25Index, *, depth: int, source: str,
                advance: Callable[[int], None] | None = None, batch: int = 256) -> MinedLists:
     """One :class:`RetrievedList` per question whose BM25 top ``depth`` holds an answer."""
     mined = MinedLists([], len(questions))

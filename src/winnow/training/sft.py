@@ -147,8 +147,8 @@ def describe_run(settings: SFTSettings, applied: AppliedPreset | None, processes
 class TokenisedBlend:
     input_ids: list[list[int]]
     completion_mask: list[list[int]]
-    components: Counter = field(default_factory=Counter)
-    skipped: Counter = field(default_factory=Counter)
+    components: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
     prompt_mismatch: int = 0  # examples whose prompt tokens were not a prefix of prompt + completion
 
     @property
@@ -359,7 +359,7 @@ def _finished_run(out: Path, settings: SFTSettings) -> SFTReport | None:
 
 def _arguments(settings: SFTSettings, out: Path) -> Any:
     import torch
-    from trl import SFTConfig
+    from trl.trainer.sft_config import SFTConfig  # the package's lazy __init__ exports it untyped
 
     # TRL asks for bf16 by default; CPUs train in float32, GPUs in bf16 where they support it.
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -394,7 +394,7 @@ def _arguments(settings: SFTSettings, out: Path) -> Any:
 def _trainer(settings: SFTSettings, args: Any, model: Any, tokenizer: Any, blend: TokenisedBlend, out: Path,
              on_step: StepHook | None) -> Any:
     from datasets import Dataset
-    from trl import SFTTrainer
+    from trl.trainer.sft_trainer import SFTTrainer  # the package's lazy __init__ exports it untyped
 
     peft_config = None
     if settings.lora:
@@ -415,14 +415,16 @@ def _trainer(settings: SFTSettings, args: Any, model: Any, tokenizer: Any, blend
 def _curve_callback(out: Path, on_step: StepHook | None) -> Any:
     from transformers import TrainerCallback
 
-    class CurveCallback(TrainerCallback):
+    # transformers is not analysed (pyproject's mypy overrides), so its base class is Any.
+    class CurveCallback(TrainerCallback):  # type: ignore[misc]
         """Times every logged step (cumulated across resumes) and rewrites the curve files."""
 
         def __init__(self) -> None:
             self.started = time.perf_counter()
             self.offset: float | None = None
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+                   **kwargs: Any) -> None:
             if self.offset is None:  # a resumed run continues the clock of the run it resumes
                 earlier = [e["seconds"] for e in state.log_history[:-1] if "seconds" in e]
                 self.offset = earlier[-1] if earlier else 0.0
