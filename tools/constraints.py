@@ -33,8 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOL_EXTRAS = ("test",)
 #: The project's own "everything" extra: a self-reference, not packages.
 SELF_EXTRAS = ("all",)
-#: Floors that test-oldest does not install, with the version it installs instead, and why.
-OLDEST_OVERRIDES = {"torch": ("2.13.0", "the CPU build on this machine's disk; other releases are a CUDA download")}
+#: Floors that test-oldest does not install, with the version it installs instead, and why: torch's
+#: other releases are not on this disk, and the others are floors that another extra's floor raises
+#: when every extra is installed together (each is still the floor for its own extra alone).
+OLDEST_OVERRIDES = {
+    "torch": ("2.13.0", "the CPU build on this machine's disk; other releases are a CUDA download"),
+    "tokenizers": ("0.22", "transformers 4.56 (the train extra's floor) needs tokenizers>=0.22"),
+    "uvicorn": ("0.31.1", "mcp 2.0 (the mcp extra's floor) needs uvicorn>=0.31.1"),
+    "httpx": ("0.25.1", "mcp 2.0's httpcore2 needs h11>=0.16, which httpx 0.25.0's httpcore 0.18 rules out"),
+}
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;]*)(;.*)?$")
 
 
@@ -94,6 +101,11 @@ def lock() -> list[str]:
     return [pinned[name] for name in sorted(pinned)]
 
 
+def release(version: str) -> tuple[int, ...]:
+    """The numeric release of a plain version ("2.2.0.3" → (2, 2, 0, 3)), enough to order floors."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
 def oldest() -> list[str]:
     """The floor of every runtime range (the test tools are left to pip: see the module's docstring)."""
     meta = project()
@@ -110,7 +122,9 @@ def oldest() -> list[str]:
         floor = re.search(r">=\s*([^,\s]+)", specifier)
         if not floor:
             sys.exit(f"error: pyproject.toml: {line!r} has no floor (name>=X); every range needs one")
-        floors[name] = OLDEST_OVERRIDES.get(name, (floor.group(1),))[0]
+        # A package in several extras: the highest of its floors is the one all of them admit.
+        version = OLDEST_OVERRIDES.get(name, (floor.group(1),))[0]
+        floors[name] = max(version, floors.get(name, version), key=release)
     return [f"{name}=={version}" for name, version in sorted(floors.items())]
 
 
@@ -119,7 +133,7 @@ HEADERS = {
              "# pyproject.toml declares the ranges Winnow works with; this file picks one tested point in them.",
              "# Regenerate after an upgrade in .venv: .venv/bin/python tools/constraints.py lock > constraints.txt"],
     "oldest": ["# The floors of pyproject.toml's ranges, for `make test-oldest` (tools/constraints.py oldest).",
-               *(f"# {name} stays at {version}: {why}." for name, (version, why) in OLDEST_OVERRIDES.items())],
+               *(f"# {name}=={version}, not its floor: {why}." for name, (version, why) in OLDEST_OVERRIDES.items())],
 }
 
 
