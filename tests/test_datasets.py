@@ -211,7 +211,7 @@ def test_missing_pyserini_and_ir_datasets_say_how_to_install(tmp_path):
     lines = result.stdout.splitlines()
     assert len(lines) == 2, result.stderr
     assert "pip install --no-deps pyserini==0.21.0" in lines[0]
-    assert "needs the 'data' extra: pip install 'winnow[data]'" in lines[1] and "ir_datasets is not installed" in lines[1]
+    assert "needs the 'data' extra: pip install 'winnow-rag[data]'" in lines[1] and "ir_datasets is not installed" in lines[1]
 
 
 # --- BEIR folders and ir_datasets -----------------------------------------------------------------

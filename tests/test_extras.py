@@ -184,5 +184,5 @@ def test_a_missing_extra_is_one_line_naming_it(core_python, built, command):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert f"needs the '{extra}' extra: pip install 'winnow[{extra}]'" in lines[0]
+    assert f"needs the '{extra}' extra: pip install 'winnow-rag[{extra}]'" in lines[0]
     assert "not installed" in lines[0]

@@ -196,6 +196,7 @@ def test_a_question_answering_prompt_refuses_a_history_rather_than_dropping_it()
         prompt("rankrag.rag").messages("when was it written", passages(1), DIALOGUE)
 
 
+@pytest.mark.llm
 def test_the_variants_are_open_to_rankrag_and_vanilla_only(index, llm):
     for method in ("rankrag", "vanilla"):
         build_method(method, index=index, llm=llm, framing="plain", task="fever")
@@ -206,6 +207,7 @@ def test_the_variants_are_open_to_rankrag_and_vanilla_only(index, llm):
         build_method("rankrag", index=index, llm=llm, task="chitchat")
 
 
+@pytest.mark.llm
 def test_a_history_under_the_qa_task_is_refused(index, llm):
     with pytest.raises(SettingError, match="set the task setting to 'conversational'") as refused:
         build_method("vanilla", index=index, llm=llm, k=1).ask(Query("when was it written", history=DIALOGUE))

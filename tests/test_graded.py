@@ -263,6 +263,7 @@ def test_threshold_without_grades_says_which_stage_is_missing():
 
 # --- the real model (SmolLM2-135M through llama.cpp) -------------------------------------------
 
+@pytest.mark.llm
 def test_llama_cpp_continues_a_prefilled_assistant_turn(llama_backend):
     """xllamacpp's server continues a final assistant message ("prefill assistant", on by default):
     the chat template leaves the turn open, so the next token follows "<<Score>>" directly."""
@@ -279,6 +280,7 @@ def test_llama_cpp_continues_a_prefilled_assistant_turn(llama_backend):
     assert parse_score(generation.text) in {1, 2, 3, 4, 5}
 
 
+@pytest.mark.llm
 def test_graded_reranker_with_the_real_model(llm):
     candidates = candidate_list()
     trace = Trace()
@@ -301,6 +303,7 @@ def test_graded_reranker_with_the_real_model(llm):
     assert again.stages[0].usage.cache_hits == len(candidates) and again.stages[0].usage.calls == 0
 
 
+@pytest.mark.llm
 def test_graded_reranker_generating_with_the_real_model(llm):
     trace = Trace()
     ranked = GradedRelevanceReranker(llm, prefill=False).rank(candidate_list(TEXTS[:2]), trace)

@@ -263,6 +263,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.llm
 def test_listwise_reranker_with_the_real_model(llm):
     candidates = CandidateList(Query("who wrote hamlet"), [
         Candidate(Passage(f"d{i}", t), [StageScore("bm25", 10.0 - i, i + 1)]) for i, t in enumerate(TEXTS)])
@@ -285,6 +286,7 @@ def test_listwise_reranker_with_the_real_model(llm):
         assert call.messages[-1]["content"].startswith("Rank the 4 passages above")
 
 
+@pytest.mark.llm
 @pytest.mark.parametrize("method", ["rankgpt", "rrr"])
 def test_the_listwise_prompt_is_a_setting_of_both_listwise_methods(method, llm, index):
     from winnow.methods import build_method
@@ -298,6 +300,7 @@ def test_the_listwise_prompt_is_a_setting_of_both_listwise_methods(method, llm, 
         build_method(method, index=index, llm=llm, n=4, k=2, listwise_prompt="gpt4")
 
 
+@pytest.mark.llm
 def test_rankgpt_with_the_released_prompt_asks_with_the_query_last(llm, index):
     from winnow.methods import build_method
 

@@ -261,7 +261,7 @@ def test_stdout_is_stderr_while_the_models_load(tmp_path):
 
 
 def test_the_mcp_extra_alone_needs_no_fastapi():
-    """`winnow[mcp]` without `winnow[serve]`: the engine and the MCP server import, the HTTP app names
+    """`winnow-rag[mcp]` without `winnow-rag[serve]`: the engine and the MCP server import, the HTTP app names
     its extra. FastAPI is hidden from the import system (a None entry in sys.modules is "not installed")."""
     code = textwrap.dedent("""
         import sys

@@ -168,6 +168,7 @@ def test_fusion_arithmetic():
     assert fuse([0.2, 0.9], [10.0, 0.0], 0.0) == pytest.approx([0.0, 1.0])
 
 
+@pytest.mark.llm
 def test_fusion_alpha_out_of_range_names_the_option(index, llm):
     with pytest.raises(WinnowError, match="setting 'fusion_alpha' must be between 0 and 1"):
         build_method("rankrag", index=index, llm=llm, fusion_alpha=1.5)

@@ -33,7 +33,7 @@ def main() -> None:
     except WinnowError as exc:
         if STATE["debug"]:
             raise
-        # escape: a message may hold brackets (pip install 'winnow[serve]') that rich would take for markup
+        # escape: a message may hold brackets (pip install 'winnow-rag[serve]') that rich would take for markup
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """The optional parts of Winnow (pip extras), and the one error a missing part raises.
 
-``pip install winnow`` is the core: BM25 indexes and search, every method and reranker against an
+``pip install winnow-rag`` is the core: BM25 indexes and search, every method and reranker against an
 OpenAI-compatible server, the command line and the Python API. Everything heavier is an extra, listed
 in ``pyproject.toml`` and here by the modules it provides. Code that needs an extra imports it
 through :func:`import_extra` (where it is used) or checks it with :func:`require` (at the command or
@@ -38,7 +38,7 @@ class MissingExtra(WinnowError):
     """A feature whose extra is not installed (or is installed but cannot be imported)."""
 
     def __init__(self, feature: str, extra: str, reason: str, alternative: str = "") -> None:
-        command = f"pip install 'winnow[{extra}]'"
+        command = f"pip install 'winnow-rag[{extra}]'"
         super().__init__(f"{feature} needs the '{extra}' extra: {command}" + (f", or {alternative}" if alternative
                                                                                else ""), reason)
         self.extra = extra
@@ -59,7 +59,7 @@ def require_one_of(extras: Sequence[str], feature: str) -> None:
     if any(all(importlib.util.find_spec(module) for module in EXTRAS[extra]) for extra in extras):
         return
     first, *others = extras
-    require(first, feature, alternative=" or ".join(f"pip install 'winnow[{extra}]'" for extra in others))
+    require(first, feature, alternative=" or ".join(f"pip install 'winnow-rag[{extra}]'" for extra in others))
 
 
 def import_extra(module: str, extra: str, feature: str, *, alternative: str = "") -> ModuleType:

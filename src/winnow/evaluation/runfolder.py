@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from ..atomic import write_json
 from ..errors import InputError, WinnowError
+from ..version import __version__
 from ..writable import cannot_write
 
 FORMAT = "winnow-eval-run"
@@ -30,11 +31,13 @@ ANSWERS = "answers.jsonl"
 ERRORS = "errors.jsonl"  # questions the backend refused, one line per attempt (retried on resume)
 METRICS = "metrics.json"
 RUNS = "runs"  # TREC run files, one per stage
-LIBRARIES = ("winnow", "xllamacpp", "bm25s", "numpy", "onnxruntime", "ir-measures", "pytrec-eval-terrier", "httpx")
+LIBRARIES = ("xllamacpp", "bm25s", "numpy", "onnxruntime", "ir-measures", "pytrec-eval-terrier", "httpx")
 
 
 def library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
+    # Winnow's own version from the code that runs (the distribution is winnow-rag; `winnow` on the
+    # package index is another project, which metadata.version("winnow") could find instead).
+    versions = {"python": platform.python_version(), "winnow": __version__}
     for name in LIBRARIES:
         try:
             versions[name] = metadata.version(name)
