@@ -518,7 +518,8 @@ def runs_section(report: Report) -> str:
     lines = []
     for run in report.runs:
         models = run.config.get("models", {})
-        sha = ", ".join(f"{m.get('model')} sha256 {str(m.get('sha256', ''))[:12]}…" for m in models.values()) or "–"
+        sha = ", ".join(f"{model.get('model')} sha256 {str(model.get('sha256', ''))[:12]}…"
+                        for model in models.values()) or "–"
         versions = run.config.get("versions", {})
         lines += [f"- `{run.path}` — {run.label}; models: {sha}; winnow {versions.get('winnow', '?')}, "
                   f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  {reproducing_command(run)}"]
