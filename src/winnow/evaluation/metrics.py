@@ -16,9 +16,11 @@ list forward, so every row averages over the same questions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from ..answers import mean
+from ..records import Usage
 from .cost import SplitCost, UsdCost, split_costs, usd_cost
 from .efficiency import reranking_overhead
 from .prices import PriceTable
@@ -38,8 +40,6 @@ from .schema import (
 )
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
-COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds", "cached_prompt_tokens",
-               "cached_completion_tokens", "cached_seconds")
 
 
 def stage_labels(records: Sequence[QuestionRecord]) -> list[str]:
@@ -78,17 +78,19 @@ def cutoffs(depth: int, ks: Sequence[int]) -> list[int]:
 
 
 def cost_summary(records: Sequence[QuestionRecord]) -> CostSummary:
-    totals = {name: sum(getattr(r.usage, name) for r in records) for name in COST_FIELDS}
+    totals = Usage()
+    for record in records:
+        totals.add(record.usage)
     count = max(len(records), 1)
     return CostSummary(
-        llm_calls=totals["calls"],
-        cache_hits=totals["cache_hits"],
-        prompt_tokens=totals["prompt_tokens"],
-        completion_tokens=totals["completion_tokens"],
-        llm_seconds=round(totals["seconds"], 3),
-        llm_calls_per_question=totals["calls"] / count,
-        prompt_tokens_per_question=totals["prompt_tokens"] / count,
-        completion_tokens_per_question=totals["completion_tokens"] / count,
+        llm_calls=totals.calls,
+        cache_hits=totals.cache_hits,
+        prompt_tokens=totals.prompt_tokens,
+        completion_tokens=totals.completion_tokens,
+        llm_seconds=round(totals.seconds, 3),
+        llm_calls_per_question=totals.calls / count,
+        prompt_tokens_per_question=totals.prompt_tokens / count,
+        completion_tokens_per_question=totals.completion_tokens / count,
         seconds_per_question=mean(r.seconds for r in records),
         method_seconds_per_question=mean(r.method_seconds for r in records),
         first_stage_seconds_per_question=mean(r.first_stage.seconds or 0.0 for r in records),
@@ -97,37 +99,37 @@ def cost_summary(records: Sequence[QuestionRecord]) -> CostSummary:
     )
 
 
-def without_cache(records: Sequence[QuestionRecord], totals: Mapping[str, float]) -> UncachedCost | None:
+def without_cache(records: Sequence[QuestionRecord], totals: Usage) -> UncachedCost | None:
     """What the run's LLM calls cost had none come from the call cache: the calls it made plus the cache
     hits at the price they had when first asked. ``None`` when some record predates that count."""
     if any(r.usage.cache_hits and not r.counts_cache_cost for r in records):
         return None
     count = max(len(records), 1)
     return UncachedCost(
-        llm_calls_per_question=(totals["calls"] + totals["cache_hits"]) / count,
-        prompt_tokens_per_question=(totals["prompt_tokens"] + totals["cached_prompt_tokens"]) / count,
-        completion_tokens_per_question=(totals["completion_tokens"] + totals["cached_completion_tokens"]) / count,
-        llm_seconds_per_question=(totals["seconds"] + totals["cached_seconds"]) / count,
+        llm_calls_per_question=(totals.calls + totals.cache_hits) / count,
+        prompt_tokens_per_question=(totals.prompt_tokens + totals.cached_prompt_tokens) / count,
+        completion_tokens_per_question=(totals.completion_tokens + totals.cached_completion_tokens) / count,
+        llm_seconds_per_question=(totals.seconds + totals.cached_seconds) / count,
     )
 
 
 def stage_costs(records: Sequence[QuestionRecord]) -> dict[str, StageCost]:
     """Per stage name (rounds summed): mean seconds, LLM calls, tokens, the seconds the calls took on
     the server side (``llm_seconds``, summed over calls in flight together) and retries per question."""
-    sums: dict[str, dict[str, float]] = {}
+    sums: dict[str, StageCost] = {}
     for record in records:
         for entry in record.stages:
-            name = entry.stage.split("#")[0]
-            stage = sums.setdefault(name, {"seconds": 0.0, "llm_calls": 0, "prompt_tokens": 0,
-                                           "completion_tokens": 0, "llm_seconds": 0.0, "retries": 0})
-            stage["seconds"] += entry.seconds
-            stage["llm_calls"] += entry.usage.calls
-            stage["prompt_tokens"] += entry.usage.prompt_tokens
-            stage["completion_tokens"] += entry.usage.completion_tokens
-            stage["llm_seconds"] += entry.usage.seconds
-            stage["retries"] += entry.usage.retries
+            stage = sums.setdefault(entry.stage.split("#")[0], StageCost(
+                seconds=0.0, llm_calls=0, prompt_tokens=0, completion_tokens=0, llm_seconds=0.0, retries=0))
+            stage.seconds += entry.seconds
+            stage.llm_calls += entry.usage.calls
+            stage.prompt_tokens += entry.usage.prompt_tokens
+            stage.completion_tokens += entry.usage.completion_tokens
+            stage.llm_seconds += entry.usage.seconds
+            stage.retries += entry.usage.retries
     count = max(len(records), 1)
-    return {name: StageCost(**{key: value / count for key, value in stage.items()}) for name, stage in sums.items()}
+    return {name: StageCost(**{f.name: getattr(stage, f.name) / count for f in fields(stage)})
+            for name, stage in sums.items()}
 
 
 def cost_split_metrics(records: Sequence[QuestionRecord], prices: PriceTable | None = None
