@@ -7,7 +7,7 @@ from typing import Any
 
 from winnow.evaluation.schema import Metrics, QuestionRecord, RunInfo
 
-STAGE = {"kind": "x", "ids": [], "answer_ranks": [], "passthrough": False}
+STAGE = {"kind": "x", "ids": [], "answer_ranks": [], "passthrough": False, "seconds": 0.0, "usage": {}}
 LINE = {"question": "q?", "golden_answers": ["a"], "answer": "a", "scores": {"em": 0.0, "f1": 0.0, "accuracy": 0.0},
         "first_stage": {"retriever": "bm25", "ids": [], "answer_ranks": []}, "stages": [],
         "final": {"ids": [], "answer_ranks": []}, "usage": {}, "method_seconds": 0.0, "seconds": 0.0}

@@ -413,6 +413,8 @@ class Report:
     prices: PriceTable | None = None
     empty: list[str] = field(default_factory=list)  # folders with no answered question yet
     images: list[tuple[str, Path]] = field(default_factory=list)  # (caption, PNG) of the plots drawn
+    bases: list[Baseline] = field(init=False)  # the first-stage rows, one per question set
+    by_run: dict[Path, Baseline] = field(init=False)
 
     def __post_init__(self) -> None:
         self.bases, self.by_run = baselines(self.runs)

@@ -140,13 +140,13 @@ class StageEntry(JsonRecord):
     scores: list[float] | None = field(default=None, metadata=OMIT)
     details: dict[str, Scalar] | None = field(default=None, metadata=OMIT)
     judge_scores: dict[str, float] | None = field(default=None, metadata=OMIT)
-    seconds: float = 0.0
-    usage: Usage = field(default_factory=Usage)
+    seconds: float
+    usage: Usage
     usage_keys: tuple[str, ...] = field(default=USAGE_KEYS, metadata=KEYS)
 
     def detail(self, name: str) -> Scalar | None:
+        """The scalar detail ``name`` (``tau``, ``kept``, …), None when the stage recorded none."""
         return (self.details or {}).get(name)
-
 
 
 @dataclass(kw_only=True)
