@@ -36,6 +36,7 @@ from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
 from winnow.index import build_bm25_index
 from winnow.models import resolve_model
+from run_records import line, metrics as run_metrics, run_info
 
 # --- answer metrics --------------------------------------------------------------------------------
 
@@ -174,8 +175,8 @@ def test_seeded_choice_is_fixed_and_a_larger_limit_extends_it():
 def test_run_folder_cuts_a_torn_last_line_and_refuses_a_damaged_middle_one(tmp_path):
     folder = RunFolder(tmp_path / "run")
     folder.open({"a": 1}, {})
-    folder.append({"id": "q1", "answer": "x"})
-    folder.append({"id": "q2", "answer": "y"})
+    folder.append(line(id="q1", answer="x"))
+    folder.append(line(id="q2", answer="y"))
     folder.close()
     whole = folder.answers_path.read_bytes()
     with folder.answers_path.open("ab") as stream:
@@ -183,7 +184,8 @@ def test_run_folder_cuts_a_torn_last_line_and_refuses_a_damaged_middle_one(tmp_p
     again = RunFolder(tmp_path / "run")
     assert list(again.read_answers()) == ["q1", "q2"] and again.torn_line_dropped
     assert again.answers_path.read_bytes() == whole
-    again.answers_path.write_bytes(b'{"id": "q1"}\n{"id": \n{"id": "q2"}\n')
+    first, second = whole.splitlines()
+    again.answers_path.write_bytes(first + b'\n{"id": \n' + second + b"\n")
     with pytest.raises(InputError, match="line 2"):
         again.read_answers()
 
@@ -237,13 +239,14 @@ def test_cost_without_the_cache_adds_the_hits_at_their_first_price():
                  "cached_seconds": cached_seconds}
         return {**record(qid, [("retrieve", [1])], first=[1], final=[1]), "usage": usage}
 
-    records = [answered("q1", 1, 10, 100, 900, 2.0, 18.0), answered("q2", 0, 11, 0, 1100, 0.0, 20.0)]
-    cost = compute_metrics(records, selected=2, run={}, depth=20)["cost"]
-    assert (cost["llm_calls"], cost["cache_hits"], cost["prompt_tokens"]) == (1, 21, 100)
-    assert cost["without_cache"] == {"llm_calls_per_question": 11.0, "prompt_tokens_per_question": 1050.0,
-                                     "completion_tokens_per_question": 11.0, "llm_seconds_per_question": 20.0}
-    table = uncached_cost_table([LoadedRun(Path("r"), {}, {"run": {"label": "cached run"}, "cost": cost}, records),
-                                 LoadedRun(Path("s"), {}, {"run": {"label": "fresh"}, "cost": {"cache_hits": 0}}, [])])
+    records = [line(**answered("q1", 1, 10, 100, 900, 2.0, 18.0)), line(**answered("q2", 0, 11, 0, 1100, 0.0, 20.0))]
+    cost = compute_metrics(records, selected=2, run=run_info(), depth=20).cost
+    assert (cost.llm_calls, cost.cache_hits, cost.prompt_tokens) == (1, 21, 100)
+    assert cost.without_cache is not None and cost.without_cache.to_json() == {
+        "llm_calls_per_question": 11.0, "prompt_tokens_per_question": 1050.0,
+        "completion_tokens_per_question": 11.0, "llm_seconds_per_question": 20.0}
+    table = uncached_cost_table([LoadedRun(Path("r"), {}, run_metrics(cost.to_json(), label="cached run"), records),
+                                 LoadedRun(Path("s"), {}, run_metrics(label="fresh"), [])])
     assert table.splitlines()[2:] == ["| cached run | 21 | 11.0 | 1,050 | 11 | 20.00 |"]
 
 
@@ -270,10 +273,9 @@ def test_paired_difference_counts_ties_and_brackets_the_mean():
 
 def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
     def run(name, method, accuracies, ids=("a", "b", "c", "d")):
-        records = [{"id": qid, "scores": {"accuracy": acc, "em": acc * (qid != "a"), "f1": acc / 2}}
+        records = [line(id=qid, scores={"accuracy": acc, "em": acc * (qid != "a"), "f1": acc / 2})
                    for qid, acc in zip(ids, accuracies)]
-        metrics = {"run": {"method": method, "label": name}}
-        return LoadedRun(tmp_path / name, {}, metrics, records)
+        return LoadedRun(tmp_path / name, {}, run_metrics(method=method, label=name), records)
 
     vanilla = run("plain", "vanilla", [0, 1, 0, 0])
     better = run("ranked", "rankrag", [1, 1, 1, 0])
@@ -290,8 +292,8 @@ def test_report_pairs_each_run_with_vanilla_on_the_same_questions(tmp_path):
 
 def test_report_pairs_a_shorter_run_with_a_longer_vanilla_run_on_the_shared_questions(tmp_path):
     def run(name, method, accuracies, ids):
-        records = [{"id": qid, "scores": {"accuracy": acc, "em": acc, "f1": acc}} for qid, acc in zip(ids, accuracies)]
-        return LoadedRun(tmp_path / name, {}, {"run": {"method": method, "label": name}}, records)
+        records = [line(id=qid, scores={"accuracy": acc, "em": acc, "f1": acc}) for qid, acc in zip(ids, accuracies)]
+        return LoadedRun(tmp_path / name, {}, run_metrics(method=method, label=name), records)
 
     long_vanilla = run("plain", "vanilla", [0, 1, 0, 0, 1, 1], ids="abcdef")
     short = run("agents", "mainrag", [1, 1, 0], ids="cba")  # the seeded sample's first three, another order
@@ -308,15 +310,15 @@ def test_report_names_reranking_stages_that_changed_nothing(tmp_path):
     from winnow.evaluation.report import unchanged_stages
 
     def question(qid, listwise_passthrough):
-        return {"id": qid, "stages": [{"stage": "retrieve", "kind": "bm25", "passthrough": False},
-                                      {"stage": "listwise", "kind": "listwise", "passthrough": listwise_passthrough},
-                                      {"stage": "generate", "kind": "reader", "passthrough": True}]}
+        return line(id=qid, stages=[{"stage": "retrieve", "kind": "bm25", "passthrough": False},
+                                    {"stage": "listwise", "kind": "listwise", "passthrough": listwise_passthrough},
+                                    {"stage": "generate", "kind": "reader", "passthrough": True}])
 
-    idle = LoadedRun(tmp_path, {}, {"run": {"label": "rankgpt m"}}, [question("a", True), question("b", True),
-                                                                       question("c", False)])
+    idle = LoadedRun(tmp_path, {}, run_metrics(label="rankgpt m"), [question("a", True), question("b", True),
+                                                                      question("c", False)])
     assert unchanged_stages(idle) == ["rankgpt m: listwise for 2 of 3 questions"]
-    busy = LoadedRun(tmp_path, {}, {"run": {"label": "rankgpt m"}}, [question("a", False), question("b", True),
-                                                                       question("c", False)])
+    busy = LoadedRun(tmp_path, {}, run_metrics(label="rankgpt m"), [question("a", False), question("b", True),
+                                                                      question("c", False)])
     assert unchanged_stages(busy) == []  # the reader never reorders and is not a reranking stage
 
 
@@ -325,14 +327,14 @@ def test_report_gives_the_command_of_the_session_that_last_extended_the_run(tmp_
 
     first, later = ["winnow", "eval", "--limit", "10"], ["winnow", "eval", "--limit", "20"]
     extended = {"command": first, "sessions": [{"limit": 10, "command": first}, {"limit": 20, "command": later}]}
-    assert reproducing_command(LoadedRun(tmp_path, extended, {}, [])) == "`winnow eval --limit 20`"
+    assert reproducing_command(LoadedRun(tmp_path, extended, run_metrics(), [])) == "`winnow eval --limit 20`"
     # Sessions written before they kept their command: the first command, and the limit reached.
     older = {"command": first, "sessions": [{"limit": 10}, {"limit": 20}]}
-    assert reproducing_command(LoadedRun(tmp_path, older, {}, [])) == (
+    assert reproducing_command(LoadedRun(tmp_path, older, run_metrics(), [])) == (
         "`winnow eval --limit 10` (its first session; a later one raised it to `--limit 20`)")
     single = {"command": first, "sessions": [{"limit": 10}]}
-    assert reproducing_command(LoadedRun(tmp_path, single, {}, [])) == "`winnow eval --limit 10`"
-    assert reproducing_command(LoadedRun(tmp_path, {}, {}, [])) == "`(not recorded)`"
+    assert reproducing_command(LoadedRun(tmp_path, single, run_metrics(), [])) == "`winnow eval --limit 10`"
+    assert reproducing_command(LoadedRun(tmp_path, {}, run_metrics(), [])) == "`(not recorded)`"
 
 
 def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
@@ -343,21 +345,22 @@ def test_metric_rows_skip_passthrough_stages_and_carry_skipped_ones_forward():
         # q2: the reranker did not run; its list after "rerank" is the retrieved one (answer at 3).
         record("q2", [("retrieve", [3]), ("predict", [3], True)], first=[3], final=[], seconds=4.0, calls=2),
     ]
+    records = [line(**r) for r in records]
     assert stage_labels(records) == ["retrieve", "rerank"]
-    metrics = compute_metrics(records, selected=3, run={}, depth=20)
-    assert metrics["rows"] == ["first_stage", "retrieve", "rerank", "final"]
-    assert metrics["answer_recall"]["first_stage"] == {"R@1": 0.0, "R@5": 0.5, "R@10": 1.0, "R@20": 1.0}
-    assert metrics["answer_recall"]["rerank"] == {"R@1": 0.5, "R@5": 1.0, "R@10": 1.0, "R@20": 1.0}
-    assert metrics["answer_recall"]["final"]["R@5"] == 0.5
-    assert metrics["questions"] == {"selected": 3, "answered": 2, "remaining": 1, "regex_answers": 0}
-    assert metrics["answer"]["accuracy"] == 0.5
-    cost = metrics["cost"]
-    assert (cost["llm_calls"], cost["cache_hits"], cost["prompt_tokens"]) == (6, 2, 60)
-    assert cost["llm_calls_per_question"] == 3 and cost["seconds_per_question"] == 3.0
-    assert cost["without_cache"] is None  # their cache hits predate the count of what they first cost
+    metrics = compute_metrics(records, selected=3, run=run_info(), depth=20)
+    assert metrics.rows == ["first_stage", "retrieve", "rerank", "final"]
+    assert metrics.answer_recall["first_stage"] == {"R@1": 0.0, "R@5": 0.5, "R@10": 1.0, "R@20": 1.0}
+    assert metrics.answer_recall["rerank"] == {"R@1": 0.5, "R@5": 1.0, "R@10": 1.0, "R@20": 1.0}
+    assert metrics.answer_recall["final"]["R@5"] == 0.5
+    assert metrics.questions.to_json() == {"selected": 3, "answered": 2, "remaining": 1, "regex_answers": 0}
+    assert metrics.answer.accuracy == 0.5
+    cost = metrics.cost
+    assert (cost.llm_calls, cost.cache_hits, cost.prompt_tokens) == (6, 2, 60)
+    assert cost.llm_calls_per_question == 3 and cost.seconds_per_question == 3.0
+    assert cost.without_cache is None  # their cache hits predate the count of what they first cost
     # Rounds are summed into their stage: q1's two retrieves cost 1.0 s, q2's one 0.5 s.
-    assert metrics["stage_cost"]["retrieve"]["seconds"] == pytest.approx(0.75)
-    assert metrics["question_ids"] == ["q1", "q2"]
+    assert metrics.stage_cost["retrieve"].seconds == pytest.approx(0.75)
+    assert metrics.question_ids == ["q1", "q2"]
 
 
 # --- real runs through the command line (SmolLM2-135M, a tiny BM25 index) -------------------------
@@ -664,7 +667,7 @@ def test_runs_of_one_setting_in_folders_of_one_name_are_told_apart_by_path(tmp_p
     from winnow.evaluation.report import distinguish_labels
 
     def run(path, label):
-        return LoadedRun(path, {}, {"run": {"label": label}}, [])
+        return LoadedRun(path, {}, run_metrics(label=label), [])
 
     same_name = [run(tmp_path / "a" / "run", "vanilla m k=5"), run(tmp_path / "b" / "run", "vanilla m k=5")]
     other = run(tmp_path / "c" / "run", "rankrag m N=20 k=5")

@@ -13,6 +13,7 @@ import pytest
 
 from test_evaluation import bench, read_lines, winnow  # noqa: F401  (bench is a fixture)
 from winnow.errors import WinnowError
+from run_records import line
 from winnow.evaluation.efficiency import question_times, reranking_overhead
 from winnow.evaluation.report import load_run, overhead_table
 from winnow.evaluation.sweep import parse_sweep, sweep_specs
@@ -33,12 +34,12 @@ def stage(record, name):
 # --- the reranking overhead (RankRAG §4.3) on hand-made records ----------------------------------------
 
 def record(retrieve_s, rerank_paid, rerank_cached, generate_s):
-    return {"stages": [
+    return line(id="q", stages=[
         {"stage": "retrieve", "kind": "bm25", "seconds": retrieve_s, "usage": {}},
         {"stage": "rerank", "kind": "pointwise-true", "seconds": 9.9,
          "usage": {"seconds": rerank_paid, "cached_seconds": rerank_cached}},
         {"stage": "generate", "kind": "reader", "seconds": 9.9, "usage": {"seconds": generate_s, "cached_seconds": 0.0}},
-    ]}
+    ])
 
 
 def test_overhead_is_reranking_over_retrieval_plus_generation_with_cache_hits_at_their_first_seconds():
@@ -46,8 +47,9 @@ def test_overhead_is_reranking_over_retrieval_plus_generation_with_cache_hits_at
     records = [record(0.5, 3.0, 1.0, 1.5), record(0.5, 0.0, 2.0, 1.5)]
     assert question_times(records[0]) == (0.5, 4.0, 1.5)
     eff = reranking_overhead(records)
-    assert (eff["retrieval_seconds"], eff["reranking_seconds"], eff["generation_seconds"]) == (0.5, 3.0, 1.5)
-    assert eff["overhead_ratio"] == pytest.approx(6.0 / 4.0)  # Σ N·t2 / Σ (t1 + t3)
+    assert eff is not None
+    assert (eff.retrieval_seconds, eff.reranking_seconds, eff.generation_seconds) == (0.5, 3.0, 1.5)
+    assert eff.overhead_ratio == pytest.approx(6.0 / 4.0)  # Σ N·t2 / Σ (t1 + t3)
     assert reranking_overhead([]) is None
 
 

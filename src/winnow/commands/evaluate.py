@@ -35,6 +35,9 @@ from .common import (
     with_run_options,
 )
 
+if TYPE_CHECKING:
+    from ..evaluation.schema import QuestionRecord
+
 
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
@@ -55,7 +58,7 @@ class RunProgress:
 
     REFRESH_SECONDS = 0.25
 
-    def __init__(self, stages: StageProgress, method: str, total: int, answered: list[dict[str, Any]],
+    def __init__(self, stages: StageProgress, method: str, total: int, answered: list[QuestionRecord],
                  meter: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
         self.stages, self.method, self.total, self.meter = stages, method, total, meter
         self.tokens_at_start = meter()[1]
@@ -64,7 +67,7 @@ class RunProgress:
         stages.on_call = self.refresh
         # Running sums, so a question costs O(1) here however long the run.
         self.done = len(answered)
-        self.correct = sum(r["scores"]["accuracy"] for r in answered)
+        self.correct = sum(r.scores.accuracy for r in answered)
         self.session_started = time.perf_counter()
         self.session_done = 0
         self.last_line = 0.0
@@ -87,12 +90,11 @@ class RunProgress:
             self.last_refresh = now
             self.stages.bar.update(self.task, description=self._text())
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def __call__(self, record: QuestionRecord) -> None:
         self.session_done += 1
         self.done += 1
-        self.correct += record["scores"]["accuracy"]
-        usage = record.get("usage") or {}
-        self.question_tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+        self.correct += record.scores.accuracy
+        self.question_tokens += record.usage.prompt_tokens + record.usage.completion_tokens
         text = self._text()
         self.stages.bar.update(self.task, completed=self.done, description=text)
         if not err.is_terminal:

@@ -6,18 +6,21 @@ dollars (Table A1). Each ``answers.jsonl`` line keeps its question's cost split 
 under ``usage_split`` (:class:`UsageShare`); ``metrics.json`` sums those into ``cost_by_model`` and
 ``cost_by_role`` (:class:`SplitCost`) and, given ``--prices``, ``cost_usd`` (:class:`UsdCost`).
 
-These records are the schema of those keys: ``tests/test_cost.py`` fails when a key that
-``winnow eval`` or ``winnow report`` reads is not a field here.
+These records are the schema of those keys (:mod:`.schema` reads them in the run's files):
+``tests/test_cost.py`` fails when a key that ``winnow eval`` or ``winnow report`` reads is not a field here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import Trace, Usage
 from .prices import PriceTable
+
+if TYPE_CHECKING:  # .schema reads these records, so it is imported only for the annotations
+    from .schema import QuestionRecord
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,9 @@ class UsageShare:
         return cls(str(data["model"]), str(data["role"]), Usage(**{k: v for k, v in data.items() if k in counters}))
 
 
-def usage_split(trace: Trace) -> list[dict[str, Any]]:
-    """A question's ``usage_split``: its trace's cost by (model, role), as dicts."""
-    return [UsageShare(model, role, usage).to_dict() for (model, role), usage in trace.usage_split().items()]
+def usage_split(trace: Trace) -> list[UsageShare]:
+    """A question's ``usage_split``: its trace's cost by (model, role)."""
+    return [UsageShare(model, role, usage) for (model, role), usage in trace.usage_split().items()]
 
 
 @dataclass
@@ -111,14 +114,13 @@ class UsdCost:
         return asdict(self)
 
 
-def shares_of(records: Sequence[Mapping[str, Any]]) -> list[UsageShare] | None:
+def shares_of(records: Sequence[QuestionRecord]) -> list[UsageShare] | None:
     """Every (model, role) share of the records, or None when some record predates ``usage_split``."""
-    if any("usage_split" not in record for record in records):
-        return None
-    return [UsageShare.from_dict(share) for record in records for share in record["usage_split"]]
+    splits = [record.usage_split for record in records]
+    return None if any(split is None for split in splits) else [share for split in splits for share in split or ()]
 
 
-def split_costs(records: Sequence[Mapping[str, Any]], prices: PriceTable | None = None
+def split_costs(records: Sequence[QuestionRecord], prices: PriceTable | None = None
                 ) -> tuple[dict[str, SplitCost], dict[str, SplitCost]] | None:
     """The run's cost by model and by role (None for records made before the split was recorded)."""
     shares = shares_of(records)

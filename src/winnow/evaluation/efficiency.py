@@ -23,35 +23,36 @@ alone. The ratio is of the means over the questions: Σ N·t2 / Σ (t1 + t3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ..details import ReaderDetails, RetrievalDetails
+from .schema import Efficiency, QuestionRecord, StageEntry
 
 RETRIEVAL_KINDS = RetrievalDetails.kinds
 GENERATION_KINDS = ReaderDetails.kinds
+DEFINITION = ("N·t2 / (t1 + t3) (RankRAG §4.3): t1 retrieval wall seconds, N·t2 and t3 the model seconds of the calls "
+              "before generation and of generation, cache hits at their first measured seconds")
 
 
-def model_seconds(entry: Mapping[str, Any]) -> float:
+def model_seconds(entry: StageEntry) -> float:
     """A stage's LLM call seconds, cache hits at the seconds they took when first made."""
-    usage = entry.get("usage") or {}
-    return float(usage.get("seconds", 0.0)) + float(usage.get("cached_seconds", 0.0))
+    return float(entry.usage.seconds) + float(entry.usage.cached_seconds)
 
 
-def question_times(record: Mapping[str, Any]) -> tuple[float, float, float]:
+def question_times(record: QuestionRecord) -> tuple[float, float, float]:
     """(t1, N·t2, t3) of one question: retrieval wall seconds, reranking and generation model seconds."""
     retrieval = reranking = generation = 0.0
-    for entry in record["stages"]:
-        if entry.get("kind") in RETRIEVAL_KINDS:
-            retrieval += float(entry.get("seconds", 0.0))
-        elif entry.get("kind") in GENERATION_KINDS:
+    for entry in record.stages:
+        if entry.kind in RETRIEVAL_KINDS:
+            retrieval += float(entry.seconds)
+        elif entry.kind in GENERATION_KINDS:
             generation += model_seconds(entry)
         else:
             reranking += model_seconds(entry)
     return retrieval, reranking, generation
 
 
-def reranking_overhead(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def reranking_overhead(records: Sequence[QuestionRecord]) -> Efficiency | None:
     """Mean t1, N·t2 and t3 per question and the overhead ratio N·t2 / (t1 + t3); None without
     records or when retrieval and generation took no measurable time."""
     if not records:
@@ -60,11 +61,10 @@ def reranking_overhead(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
     retrieval, reranking, generation = (sum(column) for column in zip(*times, strict=True))
     count = len(records)
     base = retrieval + generation
-    return {
-        "retrieval_seconds": round(retrieval / count, 6),
-        "reranking_seconds": round(reranking / count, 6),
-        "generation_seconds": round(generation / count, 6),
-        "overhead_ratio": round(reranking / base, 6) if base > 0 else None,
-        "definition": "N·t2 / (t1 + t3) (RankRAG §4.3): t1 retrieval wall seconds, N·t2 and t3 the model seconds "
-                      "of the calls before generation and of generation, cache hits at their first measured seconds",
-    }
+    return Efficiency(
+        retrieval_seconds=round(retrieval / count, 6),
+        reranking_seconds=round(reranking / count, 6),
+        generation_seconds=round(generation / count, 6),
+        overhead_ratio=round(reranking / base, 6) if base > 0 else None,
+        definition=DEFINITION,
+    )

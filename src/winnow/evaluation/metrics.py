@@ -16,47 +16,59 @@ list forward, so every row averages over the same questions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from ..answers import mean
-from .cost import split_costs, usd_cost
+from ..records import Usage
+from .cost import SplitCost, UsdCost, split_costs, usd_cost
 from .efficiency import reranking_overhead
 from .prices import PriceTable
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
+from .schema import (
+    CostSummary,
+    Metrics,
+    QrelsMetrics,
+    QuestionCounts,
+    QuestionRecord,
+    Ranked,
+    RankedList,
+    RunInfo,
+    Scores,
+    StageCost,
+    UncachedCost,
+)
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
-COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds", "cached_prompt_tokens",
-               "cached_completion_tokens", "cached_seconds")
 
 
-def stage_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def stage_labels(records: Sequence[QuestionRecord]) -> list[str]:
     """The method's list-producing stages, in the order they ran (see the module notes)."""
     order: list[str] = []
     passthrough: dict[str, bool] = {}
     for record in records:
-        for entry in record["stages"]:
-            label = entry["stage"]
+        for entry in record.stages:
+            label = entry.stage
             if "#" in label:
                 continue
             if label not in passthrough:
                 order.append(label)
                 passthrough[label] = True
-            passthrough[label] = passthrough[label] and bool(entry.get("passthrough"))
+            passthrough[label] = passthrough[label] and entry.passthrough
     return [label for label in order if not passthrough[label]]
 
 
-def lists_by_row(records: Sequence[Mapping[str, Any]], labels: Sequence[str]
-                 ) -> dict[str, list[Mapping[str, Any]]]:
-    """Row name → one ``{"ids", "answer_ranks"}`` per record, stages carried forward when skipped."""
-    rows: dict[str, list[Mapping[str, Any]]] = {"first_stage": [r["first_stage"] for r in records]}
+def lists_by_row(records: Sequence[QuestionRecord], labels: Sequence[str]) -> dict[str, list[Ranked]]:
+    """Row name → one ranked list per record, stages carried forward when skipped."""
+    rows: dict[str, list[Ranked]] = {"first_stage": [r.first_stage for r in records]}
     rows.update({label: [] for label in labels})
     for record in records:
-        own = {entry["stage"]: entry for entry in record["stages"]}
-        previous: Mapping[str, Any] = {"ids": [], "answer_ranks": []}
+        own = {entry.stage: entry for entry in record.stages}
+        previous: Ranked = RankedList(ids=[], answer_ranks=[])
         for label in labels:
             previous = own.get(label, previous)
             rows[label].append(previous)
-    rows["final"] = [r["final"] for r in records]
+    rows["final"] = [r.final for r in records]
     return rows
 
 
@@ -65,106 +77,104 @@ def cutoffs(depth: int, ks: Sequence[int]) -> list[int]:
     return chosen or [max(depth, 1)]
 
 
-def cost_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    totals = {name: sum(r["usage"].get(name, 0) for r in records) for name in COST_FIELDS}
+def cost_summary(records: Sequence[QuestionRecord]) -> CostSummary:
+    totals = Usage()
+    for record in records:
+        totals.add(record.usage)
     count = max(len(records), 1)
-    return {
-        "llm_calls": totals["calls"],
-        "cache_hits": totals["cache_hits"],
-        "prompt_tokens": totals["prompt_tokens"],
-        "completion_tokens": totals["completion_tokens"],
-        "llm_seconds": round(totals["seconds"], 3),
-        "llm_calls_per_question": totals["calls"] / count,
-        "prompt_tokens_per_question": totals["prompt_tokens"] / count,
-        "completion_tokens_per_question": totals["completion_tokens"] / count,
-        "seconds_per_question": mean(r["seconds"] for r in records),
-        "method_seconds_per_question": mean(r["method_seconds"] for r in records),
-        "first_stage_seconds_per_question": mean(r["first_stage"].get("seconds", 0.0) for r in records),
-        "total_seconds": round(sum(r["seconds"] for r in records), 3),
-        "without_cache": without_cache(records, totals),
-    }
+    return CostSummary(
+        llm_calls=totals.calls,
+        cache_hits=totals.cache_hits,
+        prompt_tokens=totals.prompt_tokens,
+        completion_tokens=totals.completion_tokens,
+        llm_seconds=round(totals.seconds, 3),
+        llm_calls_per_question=totals.calls / count,
+        prompt_tokens_per_question=totals.prompt_tokens / count,
+        completion_tokens_per_question=totals.completion_tokens / count,
+        seconds_per_question=mean(r.seconds for r in records),
+        method_seconds_per_question=mean(r.method_seconds for r in records),
+        first_stage_seconds_per_question=mean(r.first_stage.seconds or 0.0 for r in records),
+        total_seconds=round(sum(r.seconds for r in records), 3),
+        without_cache=without_cache(records, totals),
+    )
 
 
-def without_cache(records: Sequence[Mapping[str, Any]], totals: Mapping[str, float]) -> dict[str, Any] | None:
+def without_cache(records: Sequence[QuestionRecord], totals: Usage) -> UncachedCost | None:
     """What the run's LLM calls cost had none come from the call cache: the calls it made plus the cache
     hits at the price they had when first asked. ``None`` when some record predates that count."""
-    if any(r["usage"].get("cache_hits") and "cached_prompt_tokens" not in r["usage"] for r in records):
+    if any(r.usage.cache_hits and not r.counts_cache_cost for r in records):
         return None
     count = max(len(records), 1)
-    return {
-        "llm_calls_per_question": (totals["calls"] + totals["cache_hits"]) / count,
-        "prompt_tokens_per_question": (totals["prompt_tokens"] + totals["cached_prompt_tokens"]) / count,
-        "completion_tokens_per_question": (totals["completion_tokens"] + totals["cached_completion_tokens"]) / count,
-        "llm_seconds_per_question": (totals["seconds"] + totals["cached_seconds"]) / count,
-    }
+    return UncachedCost(
+        llm_calls_per_question=(totals.calls + totals.cache_hits) / count,
+        prompt_tokens_per_question=(totals.prompt_tokens + totals.cached_prompt_tokens) / count,
+        completion_tokens_per_question=(totals.completion_tokens + totals.cached_completion_tokens) / count,
+        llm_seconds_per_question=(totals.seconds + totals.cached_seconds) / count,
+    )
 
 
-def stage_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def stage_costs(records: Sequence[QuestionRecord]) -> dict[str, StageCost]:
     """Per stage name (rounds summed): mean seconds, LLM calls, tokens, the seconds the calls took on
     the server side (``llm_seconds``, summed over calls in flight together) and retries per question."""
-    sums: dict[str, dict[str, float]] = {}
+    sums: dict[str, StageCost] = {}
     for record in records:
-        for entry in record["stages"]:
-            name = entry["stage"].split("#")[0]
-            stage = sums.setdefault(name, {"seconds": 0.0, "llm_calls": 0, "prompt_tokens": 0,
-                                           "completion_tokens": 0, "llm_seconds": 0.0, "retries": 0})
-            stage["seconds"] += entry.get("seconds", 0.0)
-            stage["llm_calls"] += entry["usage"].get("calls", 0)
-            stage["prompt_tokens"] += entry["usage"].get("prompt_tokens", 0)
-            stage["completion_tokens"] += entry["usage"].get("completion_tokens", 0)
-            stage["llm_seconds"] += entry["usage"].get("seconds", 0.0)
-            stage["retries"] += entry["usage"].get("retries", 0)
+        for entry in record.stages:
+            stage = sums.setdefault(entry.stage.split("#")[0], StageCost(
+                seconds=0.0, llm_calls=0, prompt_tokens=0, completion_tokens=0, llm_seconds=0.0, retries=0))
+            stage.seconds += entry.seconds
+            stage.llm_calls += entry.usage.calls
+            stage.prompt_tokens += entry.usage.prompt_tokens
+            stage.completion_tokens += entry.usage.completion_tokens
+            stage.llm_seconds += entry.usage.seconds
+            stage.retries += entry.usage.retries
     count = max(len(records), 1)
-    return {name: {key: value / count for key, value in stage.items()} for name, stage in sums.items()}
+    return {name: StageCost(**{f.name: getattr(stage, f.name) / count for f in fields(stage)})
+            for name, stage in sums.items()}
 
 
-def cost_split_metrics(records: Sequence[Mapping[str, Any]], prices: PriceTable | None = None) -> dict[str, Any]:
+def cost_split_metrics(records: Sequence[QuestionRecord], prices: PriceTable | None = None
+                       ) -> tuple[dict[str, SplitCost] | None, dict[str, SplitCost] | None, UsdCost | None]:
     """``cost_by_model``, ``cost_by_role`` (None for records older than the split) and, with a price
     table, ``cost_usd``: see :mod:`.cost`."""
     split = split_costs(records, prices)
     if split is None:
-        return {"cost_by_model": None, "cost_by_role": None, "cost_usd": None}
+        return None, None, None
     by_model, by_role = split
-    return {"cost_by_model": {model: cost.to_dict() for model, cost in by_model.items()},
-            "cost_by_role": {role: cost.to_dict() for role, cost in by_role.items()},
-            "cost_usd": usd_cost(by_model, prices, len(records)).to_dict() if prices else None}
+    return by_model, by_role, usd_cost(by_model, prices, len(records)) if prices else None
 
 
-def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run: Mapping[str, Any], depth: int,
+def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: RunInfo, depth: int,
                     qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
-                    capped: bool = False, prices: PriceTable | None = None) -> dict[str, Any]:
+                    capped: bool = False, prices: PriceTable | None = None) -> Metrics:
     """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
     ``depth`` is the first-stage depth D, the deepest cutoff worth reporting; ``prices`` (``--prices``)
-    adds the cost in USD."""
+    adds the cost in USD; ``qrels_info`` the qrels file's ``file``, ``sha256`` and ``index_coverage``."""
     labels = stage_labels(records)
     rows = lists_by_row(records, labels)
     answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
-    metrics: dict[str, Any] = {
-        "run": dict(run),
-        "questions": {"selected": selected, "answered": len(records), "remaining": selected - len(records),
-                      "regex_answers": sum(1 for r in records if r.get("regex"))},
-        "answer": {name: mean(r["scores"][name] for r in records) for name in ("em", "f1", "accuracy")},
-        "rows": ["first_stage", *labels, "final"],
-        "answer_recall": {row: answer_recall([entry["answer_ranks"] for entry in lists], answer_ks)
-                          for row, lists in rows.items()},
-        "list_length": {row: mean(len(entry["ids"]) for entry in lists) for row, lists in rows.items()},
-        "first_stage_depth": depth,
-        "cost": cost_summary(records),
-        "stage_cost": stage_costs(records),
-        **cost_split_metrics(records, prices),
-        "efficiency": reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
-        "qrels": None,
-        "question_ids": [r["id"] for r in records],  # last: long, and what reports read the records by
-    }
+    by_model, by_role, usd = cost_split_metrics(records, prices)
+    judged = None
     if qrels is not None:
         qrels_ks = cutoffs(depth, QRELS_RECALL_KS)
-        ids = [r["id"] for r in records]
-        metrics["qrels"] = {
-            **dict(qrels_info or {}),
-            "capped": capped,
-            "rows": {row: qrels_metrics(qrels, {qid: entry["ids"] for qid, entry in zip(ids, lists, strict=True)},
-                                        recall_ks=qrels_ks, capped=capped)
-                     for row, lists in rows.items()},
-        }
-    metrics["question_ids"] = metrics.pop("question_ids")  # keep the long list at the end of the file
-    return metrics
+        ids = [r.id for r in records]
+        judged = QrelsMetrics(**dict(qrels_info or {}), capped=capped, rows={
+            row: qrels_metrics(qrels, {qid: entry.ids for qid, entry in zip(ids, lists, strict=True)},
+                               recall_ks=qrels_ks, capped=capped)
+            for row, lists in rows.items()})
+    return Metrics(
+        run=run,
+        questions=QuestionCounts(selected=selected, answered=len(records), remaining=selected - len(records),
+                                 regex_answers=sum(1 for r in records if r.regex)),
+        answer=Scores(**{name: mean(r.scores.of(name) for r in records) for name in Scores.NAMES}),
+        rows=["first_stage", *labels, "final"],
+        answer_recall={row: answer_recall([entry.answer_ranks for entry in lists], answer_ks)
+                       for row, lists in rows.items()},
+        list_length={row: mean(len(entry.ids) for entry in lists) for row, lists in rows.items()},
+        first_stage_depth=depth,
+        cost=cost_summary(records),
+        stage_cost=stage_costs(records),
+        cost_by_model=by_model, cost_by_role=by_role, cost_usd=usd,
+        efficiency=reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
+        qrels=judged,
+        question_ids=[r.id for r in records],
+    )

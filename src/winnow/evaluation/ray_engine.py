@@ -27,6 +27,7 @@ from ..errors import WinnowError
 from ..extras import import_extra
 from ..version import __version__
 from .runner import EvalRun, answer_batch, model_identities
+from .schema import QuestionRecord
 
 FEATURE = "winnow eval --engine ray"
 # One batch running and one waiting per worker: the worker starts the next the moment it finishes,
@@ -53,7 +54,7 @@ class QuestionWorker:
         found = {"version": __version__, "host": socket.gethostname(), "error": self.error}
         return found if self.error else {**found, "models": model_identities(self.pipeline)}
 
-    def answer(self, batch: Sequence[Any]) -> list[dict[str, Any] | tuple[str, str]]:
+    def answer(self, batch: Sequence[Any]) -> list[QuestionRecord | tuple[str, str]]:
         return list(answer_batch(self.pipeline, self.spec, batch))
 
     def stale_cache_entries(self) -> int:
@@ -150,7 +151,7 @@ class RayEngine:
         self.hosts = [found["host"] for found in described]
 
     def ask_all(self, pending: Sequence[Any], *, batch_size: int,
-                on_answer: Callable[[dict[str, Any]], None] | None = None,
+                on_answer: Callable[[QuestionRecord], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None) -> None:
         """Ask every pending question on the workers; append each record as its batch returns."""
         if batch_size < 1:
@@ -172,7 +173,7 @@ class RayEngine:
             [ready], _ = ray.wait(list(in_flight), num_returns=1)
             actor, batch = in_flight.pop(ready)
             try:
-                outcomes: list[dict[str, Any] | tuple[str, str]] = ray.get(ready)  # QuestionWorker.answer's
+                outcomes: list[QuestionRecord | tuple[str, str]] = ray.get(ready)  # QuestionWorker.answer's
             except ray.exceptions.RayActorError as exc:
                 # A worker that died (its node lost, out of memory) fails only its batches: they are
                 # recorded in errors.jsonl and asked again on resume; the other workers go on.
@@ -188,7 +189,7 @@ class RayEngine:
             except ray.exceptions.RayError as exc:  # what would have stopped the single-process engine too
                 raise WinnowError(f"a Ray worker failed: {worker_error(exc)}") from exc
             for outcome in outcomes:
-                if isinstance(outcome, dict):
+                if isinstance(outcome, QuestionRecord):
                     self.run.keep(outcome, on_answer)
                 else:
                     self.run.failed(*outcome, on_failure)

@@ -18,9 +18,10 @@ from typing import Any
 
 from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
 from ..details import JudgeDetails
-from ..records import Answer, CandidateList, StageTrace
-from .cost import usage_split
+from ..records import Answer, CandidateList, StageTrace, Usage
+from .cost import UsageShare, usage_split
 from .retrieval import answer_ranks
+from .schema import FirstStage, QuestionRecord, RankedList, Scalar, Scores, StageEntry
 
 # Stage details small enough to keep in every line (MAIN-RAG's bar τ and the judge's mean and std,
 # filters' kept counts and fallbacks); lists and per-passage maps stay in the full trace.
@@ -43,33 +44,36 @@ class _PassageMatcher:
         return answer_ranks(ids, holds)
 
 
-def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> dict[str, Any]:
+def rounded(usage: Usage) -> Usage:
+    """``usage`` as its line holds it (seconds to the millisecond), so a record kept in memory and
+    the same record read back from answers.jsonl give the same metrics."""
+    return Usage(**usage.to_dict())
+
+
+def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> StageEntry:
     texts = {c["id"]: c.get("text", "") for c in [*stage.input, *stage.output]}
     output_ids = [c["id"] for c in stage.output]
     # A reranker that keeps only the top k records its whole order (see stages.pointwise).
     ids = list(getattr(stage.details, "ranked_ids", None) or output_ids)
-    entry: dict[str, Any] = {"stage": label, "kind": stage.kind, "ids": ids,
-                             "answer_ranks": matcher.ranks(ids, texts),
-                             "passthrough": bool(stage.input) and ids == [c["id"] for c in stage.input]}
-    if output_ids == ids:
-        entry["scores"] = [round(float(c.get("score", 0.0)), 6) for c in stage.output]
     # Empty strings and zero counts say nothing; leaving them out keeps lines as they were before
     # the details were typed (every record now has every field of its kind).
-    details = {key: value for key, value in stage.details.to_dict().items()
-               if isinstance(value, SCALAR_DETAILS) and value != "" and value is not False
-               and not (type(value) is int and value == 0 and key != "kept")
-               and not (isinstance(value, str) and len(value) > 300)}
-    if details:
-        entry["details"] = details
-    if isinstance(stage.details, JudgeDetails):
+    details: dict[str, Scalar] = {
+        key: value for key, value in stage.details.to_dict().items()
+        if isinstance(value, SCALAR_DETAILS) and value != "" and value is not False
+        and not (type(value) is int and value == 0 and key != "kept")
+        and not (isinstance(value, str) and len(value) > 300)}
+    return StageEntry(
+        stage=label, kind=stage.kind, ids=ids, answer_ranks=matcher.ranks(ids, texts),
+        passthrough=bool(stage.input) and ids == [c["id"] for c in stage.input],
+        scores=[round(float(c.get("score", 0.0)), 6) for c in stage.output] if output_ids == ids else None,
+        details=details or None,
         # MAIN-RAG's judge scores in retrieval order, for the score-distribution plot.
-        entry["judge_scores"] = {pid: round(float(s), 6) for pid, s in stage.details.scores.items()}
-    entry["seconds"] = round(stage.seconds, 4)
-    entry["usage"] = stage.usage.to_dict()
-    return entry
+        judge_scores=({pid: round(float(s), 6) for pid, s in stage.details.scores.items()}
+                      if isinstance(stage.details, JudgeDetails) else None),
+        seconds=round(stage.seconds, 4), usage=rounded(stage.usage))
 
 
-def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[dict[str, Any]]:
+def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[StageEntry]:
     seen: Counter[str] = Counter()
     entries = []
     for stage in answer.trace.stages:
@@ -82,7 +86,7 @@ def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[dict[str, An
 
 
 def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, retriever: str,
-                    seconds: float, first_stage_seconds: float = 0.0) -> dict[str, Any]:
+                    seconds: float, first_stage_seconds: float = 0.0) -> QuestionRecord:
     """The ``answers.jsonl`` line for ``item`` (a :class:`~winnow.datasets.QAItem`).
 
     ``first_stage`` is the retriever's own top-D list for the question (the baseline row);
@@ -96,23 +100,17 @@ def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, re
     first_ids = [c.passage.id for c in first_stage]
     final_texts = {c.passage.id: c.passage.text for c in answer.passages}
     final_ids = [c.passage.id for c in answer.passages]
-    return {
-        "id": item.id,
-        "question": item.question,
-        **({"history": [turn.to_dict() for turn in item.history]} if item.history else {}),
-        "golden_answers": golds,
-        **({"regex": True} if regex else {}),
-        "answer": answer.text,
-        "scores": {"em": exact_match(answer.text, golds, regex=regex),
-                   "f1": round(token_f1(answer.text, golds, regex=regex), 6),
-                   "accuracy": accuracy(answer.text, golds, regex=regex)},
-        "first_stage": {"retriever": retriever, "ids": first_ids,
-                        "answer_ranks": matcher.ranks(first_ids, first_texts),
-                        "seconds": round(first_stage_seconds, 4)},
-        "stages": stage_entries(answer, matcher),
-        "final": {"ids": final_ids, "answer_ranks": matcher.ranks(final_ids, final_texts)},
-        "usage": answer.usage.to_dict(),
-        "usage_split": usage_split(answer.trace),  # by (model, role): evaluation/cost.py
-        "method_seconds": round(answer.trace.seconds, 4),
-        "seconds": round(seconds, 4),
-    }
+    return QuestionRecord(
+        id=item.id, question=item.question, history=tuple(item.history or ()), golden_answers=golds, regex=regex,
+        answer=answer.text,
+        scores=Scores(em=exact_match(answer.text, golds, regex=regex),
+                      f1=round(token_f1(answer.text, golds, regex=regex), 6),
+                      accuracy=accuracy(answer.text, golds, regex=regex)),
+        first_stage=FirstStage(retriever=retriever, ids=first_ids, answer_ranks=matcher.ranks(first_ids, first_texts),
+                               seconds=round(first_stage_seconds, 4)),
+        stages=stage_entries(answer, matcher),
+        final=RankedList(ids=final_ids, answer_ranks=matcher.ranks(final_ids, final_texts)),
+        usage=rounded(answer.usage),
+        # The cost by (model, role): evaluation/cost.py.
+        usage_split=[UsageShare(s.model, s.role, rounded(s.usage)) for s in usage_split(answer.trace)],
+        method_seconds=round(answer.trace.seconds, 4), seconds=round(seconds, 4))

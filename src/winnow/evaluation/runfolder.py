@@ -23,6 +23,7 @@ from ..atomic import write_json
 from ..errors import InputError, WinnowError
 from ..version import __version__
 from ..writable import cannot_write
+from .schema import Metrics, QuestionRecord
 
 FORMAT = "winnow-eval-run"
 FORMAT_VERSION = 1
@@ -129,10 +130,11 @@ class RunFolder:
 
     # --- answers -----------------------------------------------------------------------------------
 
-    def read_answers(self) -> dict[str, dict[str, Any]]:
+    def read_answers(self) -> dict[str, QuestionRecord]:
         """Finished questions by id, in file order. A torn last line (no newline: the question in
-        flight when the run was killed) is cut off the file; any other bad line is an error."""
-        records: dict[str, dict[str, Any]] = {}
+        flight when the run was killed) is cut off the file; any other bad line (not JSON, not a
+        record of :mod:`.schema`) is an error naming the line and the field."""
+        records: dict[str, QuestionRecord] = {}
         if not self.answers_path.is_file():
             return records
         data = self.answers_path.read_bytes()
@@ -152,17 +154,27 @@ class RunFolder:
                 raise InputError(self.answers_path, f"not valid JSON: {exc}", line=number,
                                  hint="every complete line is written whole; delete the damaged line to re-ask "
                                       "that question") from exc
-            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-                raise InputError(self.answers_path, "not an answer record", line=number, field="id")
+            parsed = QuestionRecord.from_json(record, path=self.answers_path, line=number)
             # A repeat can only come from a hand edit; the later line wins, one record per question.
-            records[record["id"]] = record
+            records[parsed.id] = parsed
         return records
 
-    def append(self, record: dict[str, Any]) -> None:
+    def read_metrics(self) -> Metrics | None:
+        """The run's ``metrics.json`` (None before its first finish)."""
+        if not self.metrics_path.is_file():
+            return None
+        try:
+            data = json.loads(self.metrics_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(self.metrics_path, f"not valid JSON: {exc}",
+                             hint="rerun its `winnow eval` command") from exc
+        return Metrics.from_json(data, path=self.metrics_path)
+
+    def append(self, record: QuestionRecord) -> None:
         """Append one finished question and make it durable before returning."""
         if self._stream is None:
             self._stream = self.answers_path.open("ab")
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         self._stream.write(line)
         self._stream.flush()
         os.fsync(self._stream.fileno())

@@ -30,6 +30,7 @@ from .metrics import compute_metrics
 from .qrels_coverage import unknown_documents
 from .record import question_record
 from .runfolder import RunFolder, library_versions, now
+from .schema import Metrics, QuestionRecord, RunInfo
 
 if TYPE_CHECKING:
     from ..datasets.qa import QAItem
@@ -119,7 +120,8 @@ class EvalRun:
         self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
         self.items: list[QAItem] = []
         self.selected: list[QAItem] = []
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, QuestionRecord] = {}
+        self.metrics: Metrics | None = None  # set by finish()
         self.config: dict[str, Any] = {}
         self.new_answers = 0
         self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
@@ -181,7 +183,7 @@ class EvalRun:
     # --- asking ------------------------------------------------------------------------------------
 
     def ask_all(self, pipeline: Pipeline, pending: Sequence[QAItem],
-                on_answer: Callable[[dict[str, Any]], None] | None = None,
+                on_answer: Callable[[QuestionRecord], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1) -> None:
         """Ask the pending questions ``batch_size`` at a time, each stage over the whole batch (its
         LLM calls sent together), and append each question's record the moment its batch is done.
@@ -194,19 +196,19 @@ class EvalRun:
         self._in_a_row = 0
         for start in range(0, len(pending), batch_size):
             for outcome in answer_batch(pipeline, self.spec, pending[start:start + batch_size]):
-                if isinstance(outcome, dict):
+                if isinstance(outcome, QuestionRecord):
                     self.keep(outcome, on_answer)
                 else:
                     self.failed(*outcome, on_failure)
 
-    def keep(self, record: dict[str, Any], on_answer: Callable[[dict[str, Any]], None] | None = None) -> bool:
+    def keep(self, record: QuestionRecord, on_answer: Callable[[QuestionRecord], None] | None = None) -> bool:
         """Append one finished question to the run folder; False (and nothing written) for a
         question the folder already holds, so no question is ever recorded twice."""
-        if record["id"] in self.records:
+        if record.id in self.records:
             return False
         self._in_a_row = 0
         self.folder.append(record)
-        self.records[record["id"]] = record
+        self.records[record.id] = record
         self.new_answers += 1
         if on_answer:
             on_answer(record)
@@ -227,12 +229,13 @@ class EvalRun:
 
     # --- scoring -----------------------------------------------------------------------------------
 
-    def answered(self) -> list[dict[str, Any]]:
+    def answered(self) -> list[QuestionRecord]:
         """Records of the chosen questions, in the order they were chosen."""
         return [self.records[item.id] for item in self.selected if item.id in self.records]
 
     def finish(self) -> dict[str, Any]:
-        """Write ``metrics.json`` and the TREC run files from every finished chosen question."""
+        """Write ``metrics.json`` and the TREC run files from every finished chosen question; return
+        the JSON written (the typed metrics are kept as :attr:`metrics`)."""
         from ..datasets.trec import read_qrels
 
         records = self.answered()
@@ -241,20 +244,22 @@ class EvalRun:
             qrels = read_qrels(self.qrels)
             qrels_info = {"file": str(Path(self.qrels).resolve()), "sha256": file_sha256(Path(self.qrels)),
                           "index_coverage": unknown_documents(qrels, indexed_ids(self.index_dir),
-                                                              [r["id"] for r in records])}
+                                                              [r.id for r in records])}
         spec = self.spec
-        run = {"method": spec.method, "model": spec.model, "backend": spec.backend, "retriever": spec.retriever,
-               "settings": resolved_settings(spec), "queries": str(Path(self.queries).resolve()),
-               "seed": self.seed, "limit": self.limit, "label": run_label(spec), "deviations": run_deviations(spec)}
+        run = RunInfo(method=spec.method, model=spec.model, backend=spec.backend, retriever=spec.retriever,
+                      settings=resolved_settings(spec), queries=str(Path(self.queries).resolve()), seed=self.seed,
+                      limit=self.limit, label=run_label(spec), deviations=run_deviations(spec))
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices)
-        metrics["questions"]["failed_this_session"] = len(self.failures)
-        metrics = {"written": now(), **metrics}
+        metrics.questions.failed_this_session = len(self.failures)
+        metrics.written = now()
+        self.metrics = metrics
         self.folder.close()
-        write_json(self.folder.metrics_path, metrics)
-        self.run_files_error = write_run_files(self.folder.runs_path, records, metrics["rows"], spec.method)
+        written = metrics.to_json()
+        write_json(self.folder.metrics_path, written)
+        self.run_files_error = write_run_files(self.folder.runs_path, records, metrics.rows, spec.method)
         self.release()
-        return metrics
+        return written
 
     def release(self) -> None:
         """Let other writers at the run folder (also done by the operating system when the process ends)."""
@@ -276,7 +281,7 @@ def model_identities(pipeline: Pipeline) -> dict[str, Any]:
 
 
 def answer_batch(pipeline: Pipeline, spec: RunSpec,
-                 batch: Sequence[QAItem]) -> Iterator[dict[str, Any] | tuple[str, str]]:
+                 batch: Sequence[QAItem]) -> Iterator[QuestionRecord | tuple[str, str]]:
     """Ask ``batch`` (QA items) together, each stage over the whole batch (its LLM calls sent at
     once); yield per question its finished record, or ``(id, error)`` when the backend refused it.
 
@@ -297,7 +302,7 @@ def answer_batch(pipeline: Pipeline, spec: RunSpec,
             yield item.id, str(exc)
 
 
-def _records(pipeline: Pipeline, spec: RunSpec, batch: list[QAItem]) -> list[dict[str, Any]]:
+def _records(pipeline: Pipeline, spec: RunSpec, batch: list[QAItem]) -> list[QuestionRecord]:
     depth = first_stage_depth(spec)
     retriever = pipeline.retriever_name
     started = time.perf_counter()
@@ -356,7 +361,7 @@ def run_label(spec: RunSpec) -> str:
     return " ".join(parts)
 
 
-def write_run_files(folder: Path, records: Sequence[dict[str, Any]], rows: Sequence[str], method: str) -> str:
+def write_run_files(folder: Path, records: Sequence[QuestionRecord], rows: Sequence[str], method: str) -> str:
     """``folder/<row>.trec`` for every row; returns "" or why they could not be written (an id with
     white space cannot go in a TREC file), so a finished run is never lost over its run files."""
     from ..datasets.trec import write_run
@@ -366,15 +371,15 @@ def write_run_files(folder: Path, records: Sequence[dict[str, Any]], rows: Seque
             run = {}
             for record in records:
                 if row == "first_stage":
-                    ids = record["first_stage"]["ids"]
+                    ids = record.first_stage.ids
                 elif row == "final":
-                    ids = record["final"]["ids"]
+                    ids = record.final.ids
                 else:
-                    own = {entry["stage"]: entry for entry in record["stages"]}
-                    if row not in own:
+                    entry = record.stage(row)
+                    if entry is None:
                         continue  # the stage did not run for this question: no line rather than a guess
-                    ids = own[row]["ids"]
-                run[record["id"]] = [(doc, 0.0) for doc in dict.fromkeys(ids)]
+                    ids = entry.ids
+                run[record.id] = [(doc, 0.0) for doc in dict.fromkeys(ids)]
             write_run(run, folder / f"{row}.trec", tag=f"winnow.{method}.{row}", scores_from_rank=True)
     except WinnowError as exc:
         return str(exc)

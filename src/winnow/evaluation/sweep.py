@@ -30,6 +30,7 @@ from ..errors import WinnowError
 from ..settings import SettingError
 from .runfolder import CONFIG, now
 from .runner import EvalRun
+from .schema import Metrics
 
 if TYPE_CHECKING:
     from ..datasets.qa import QAItem
@@ -134,7 +135,11 @@ class EvalSweep:
 
     def finish(self) -> dict[str, Any]:
         """Every run's metrics, and ``OUT/sweep.json``: the summary per value (returned)."""
-        rows = [summary_row(point, point.run.finish()) for point in self.points]
+        rows = []
+        for point in self.points:
+            point.run.finish()
+            assert point.run.metrics is not None  # finish() sets them
+            rows.append(summary_row(point, point.run.metrics))
         summary = {"written": now(), "setting": self.setting, "method": self.spec.method, "model": self.spec.model,
                    "values": [point.value for point in self.points], "rows": rows,
                    "calls": {"made": sum(row["llm_calls"] for row in rows),
@@ -147,11 +152,10 @@ class EvalSweep:
             point.run.release()
 
 
-def summary_row(point: SweepPoint, metrics: dict[str, Any]) -> dict[str, Any]:
+def summary_row(point: SweepPoint, metrics: Metrics) -> dict[str, Any]:
     """One value's line of ``sweep.json``: answers, calls made and served from the cache, efficiency."""
-    cost = metrics["cost"]
-    return {"value": point.value, "folder": point.label, "label": metrics["run"]["label"],
-            "questions": metrics["questions"]["answered"], **metrics["answer"],
-            "llm_calls": cost["llm_calls"], "cache_hits": cost["cache_hits"],
-            "failed_this_session": metrics["questions"]["failed_this_session"],
-            "efficiency": metrics.get("efficiency")}
+    return {"value": point.value, "folder": point.label, "label": metrics.run.label,
+            "questions": metrics.questions.answered, **metrics.answer.to_json(),
+            "llm_calls": metrics.cost.llm_calls, "cache_hits": metrics.cost.cache_hits,
+            "failed_this_session": metrics.questions.failed_this_session,
+            "efficiency": metrics.efficiency.to_json() if metrics.efficiency else None}
