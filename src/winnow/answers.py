@@ -28,7 +28,7 @@ import string
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from .errors import WinnowError
@@ -122,7 +122,7 @@ def accuracy(prediction: str, answers: Sequence[str] | str, *, regex: bool = Fal
 
 # --- DPR's SimpleTokenizer, built from the Unicode tables of this Python ---------------------------
 
-def _ranges(predicate) -> str:
+def _ranges(predicate: Callable[[str], bool]) -> str:
     """A regex character-class body covering every code point whose category passes ``predicate``."""
     parts: list[str] = []
     start = None

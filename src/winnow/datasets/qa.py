@@ -13,7 +13,7 @@ and field, since scoring against a silently altered question set gives numbers n
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +126,7 @@ def write_qa_jsonl(items: Iterable[QAItem], path: str | Path) -> int:
     """
     seen: set[str] = set()
 
-    def lines():
+    def lines() -> Iterator[str]:
         for item in items:
             if item.id in seen:
                 raise InputError(path, f"duplicate id {item.id!r} among the questions to write", field="id",

@@ -43,13 +43,15 @@ def _token_ids(value: Any) -> list[int]:
 
 def read_token_ids(response: Any, source: str, sent: Any = None) -> list[int]:
     """``tokens`` of a /tokenize answer (llama.cpp and vLLM alike): a list of token ids."""
-    return _read(_token_ids, response, source, sent)
+    ids: list[int] = _read(_token_ids, response, source, sent)
+    return ids
 
 
 def read_text_field(response: Any, field: str, source: str, sent: Any = None) -> str:
     """A string field of an answer: /detokenize's ``content`` or ``prompt``, /apply-template's ``prompt``."""
-    return _read(lambda value: checks.text(checks.obj(value, "the response").get(field), field), response,
-                 source, sent)
+    text: str = _read(lambda value: checks.text(checks.obj(value, "the response").get(field), field), response,
+                      source, sent)
+    return text
 
 
 class _ServerRoutes:

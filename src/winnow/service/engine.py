@@ -19,7 +19,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..llm.client import LLM
 from ..pipeline import Pipeline
@@ -40,6 +40,10 @@ from .limits import (
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
+
+if TYPE_CHECKING:
+    from ..index.embedder import Embedder
+    from ..methods import Method
 
 
 @dataclass
@@ -98,7 +102,7 @@ class Service:
         self.worker = LLMWorker(pipeline.llms, max_pending=self.limits.max_pending)
         self.traces: LRU[str, dict[str, Any]] = LRU(trace_capacity)
         self.answers: LRU[str, dict[str, Any]] = LRU(answer_capacity if cache else 0)
-        self._embedder: Any = None
+        self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.started = time.time()
         self._identity = {"models": [llm.identity for llm in pipeline.llms], **pipeline.describe()}
@@ -142,7 +146,7 @@ class Service:
             payload["profile"] = request.profile or spec.profile or None
             payload["model"] = models.llm.identity
             payload["trace"]["documents"] = documents_seen(answer.trace)
-            return payload
+            return dict(payload)
 
         def shape(payload: dict[str, Any]) -> dict[str, Any]:
             body = {k: v for k, v in payload.items() if k != "trace"}
@@ -155,7 +159,7 @@ class Service:
         return Plan("ask", key, compute, True, described,
                     self._timeout(request.timeout), shape)
 
-    def _build(self, method: str, settings: dict[str, Any], models: Models):
+    def _build(self, method: str, settings: dict[str, Any], models: Models) -> Method:
         return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
@@ -240,7 +244,7 @@ class Service:
             raise invalid(exc.field, str(exc)) from exc
         return settings.window, settings.step
 
-    def embedder(self):
+    def embedder(self) -> Embedder:
         """The MiniLM embedder for `embedding` reranking, loaded on first use."""
         with self._embedder_lock:
             if self._embedder is None:
