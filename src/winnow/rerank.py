@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 from .errors import WinnowError
 from .records import Candidate, CandidateList, Passage, Query, StageScore, Trace
 from .settings import Settings, at_least, check_sliding_window
 
 if TYPE_CHECKING:
+    from .index.embedder import Embedder
+    from .llm.client import LLM
     from .stages.contract import ListStage
 
 RERANK_METHODS = {
@@ -55,14 +57,18 @@ def check_rerank_method(method: str) -> str:
     return method
 
 
-def reranker(settings: RerankSettings, *, llm: Any = None, embedder: Any = None) -> ListStage:
+def reranker(settings: RerankSettings, *, llm: LLM | None = None, embedder: Embedder | None = None) -> ListStage:
     """The stage that reranks by ``settings.method``: an LLM for the three LLM methods, an embedder for
     ``embedding``."""
     from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
 
     keep = settings.keep
     if settings.method == "embedding":
+        if embedder is None:
+            raise WinnowError("the embedding reranker needs an embedder", "winnow.index.load_embedder()")
         return EmbeddingReranker(embedder, keep=keep)
+    if llm is None:
+        raise WinnowError(f"the {settings.method} reranker needs an LLM", "winnow.load_llm(model, backend=...)")
     if settings.method == "pointwise":
         return PointwiseTrueReranker(llm, keep=keep)
     if settings.method == "graded":
@@ -85,8 +91,9 @@ class Reranked:
     trace: Trace
 
 
-def rerank(query: str, passages: Sequence[Passage], method: str | RerankSettings = "pointwise", *, llm: Any = None,
-           embedder: Any = None, keep: int | None = None, window: int = 10, step: int = 5) -> Reranked:
+def rerank(query: str, passages: Sequence[Passage], method: str | RerankSettings = "pointwise", *,
+           llm: LLM | None = None, embedder: Embedder | None = None, keep: int | None = None, window: int = 10,
+           step: int = 5) -> Reranked:
     """Rerank ``passages`` for ``query`` with ``method`` (see :data:`RERANK_METHODS`): a method's name
     with ``keep``/``window``/``step``, or checked :class:`RerankSettings`."""
     if isinstance(method, str):

@@ -447,7 +447,7 @@ def _without_cache(cost: dict[str, Any]) -> str:
             f"{full['llm_seconds_per_question']:.1f} s of model time per question)")
 
 
-def run_label(spec: Any) -> str:
+def run_label(spec: RunSpec) -> str:
     from ..evaluation.runner import run_label as label
 
     return label(spec)

@@ -21,6 +21,7 @@ import logging
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import WinnowError
@@ -74,7 +75,7 @@ def check_reachable(address: str) -> None:
                           "start one with `ray start --head --port PORT` and give HOST:PORT") from exc
 
 
-def connect(address: str | None) -> Any:
+def connect(address: str | None) -> ModuleType:
     """Join the Ray cluster at ``address`` (``None``: ``RAY_ADDRESS``, or a new one-machine cluster)."""
     ray = import_extra("ray", "ray", FEATURE)
     if address:
@@ -87,7 +88,7 @@ def connect(address: str | None) -> Any:
     return ray
 
 
-def default_workers(ray: Any) -> int:
+def default_workers(ray: ModuleType) -> int:
     """One worker per live node: a worker is a client of the inference endpoints, not a model server."""
     return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
 

@@ -51,7 +51,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def identity_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+def identity_differences(old: object, new: object, prefix: str = "") -> list[str]:
     """Dotted paths where two identities differ, with both values, e.g. ``spec.settings.n: 20 → 10``."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []

@@ -55,7 +55,7 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
         raise SettingError(setting, f"--sweep {setting}: a value is not readable ({exc})") from exc
 
 
-def value_label(value: Any) -> str:
+def value_label(value: object) -> str:
     """A value as folder names show it: 0.5, -0.5, 0 (a float that is whole), 20, random."""
     if isinstance(value, float):
         return f"{value:g}"
