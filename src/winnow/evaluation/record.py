@@ -14,7 +14,7 @@ unchanged (MAIN-RAG's per-document predictor, the reader) is marked ``passthroug
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
 from ..details import JudgeDetails
@@ -22,6 +22,9 @@ from ..records import Answer, CandidateList, StageTrace, Usage
 from .cost import UsageShare, usage_split
 from .retrieval import answer_ranks
 from .schema import FirstStage, QuestionRecord, RankedList, Scalar, Scores, StageEntry
+
+if TYPE_CHECKING:
+    from ..datasets.qa import QAItem
 
 # Stage details small enough to keep in every line (MAIN-RAG's bar τ and the judge's mean and std,
 # filters' kept counts and fallbacks); lists and per-passage maps stay in the full trace.
@@ -85,7 +88,7 @@ def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[StageEntry]:
     return entries
 
 
-def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, retriever: str,
+def question_record(item: QAItem, answer: Answer, first_stage: CandidateList, *, retriever: str,
                     seconds: float, first_stage_seconds: float = 0.0) -> QuestionRecord:
     """The ``answers.jsonl`` line for ``item`` (a :class:`~winnow.datasets.QAItem`).
 

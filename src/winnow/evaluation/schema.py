@@ -75,7 +75,7 @@ class JsonRecord:
         return data
 
     @classmethod
-    def from_data(cls: type[R], data: Any, where: str = "") -> R:
+    def from_data(cls: type[R], data: object, where: str = "") -> R:
         """The record from parsed JSON; a :class:`SchemaError` names the field (``where`` prefixes it)."""
         return _build(cls, data, where)
 
@@ -183,7 +183,7 @@ class QuestionRecord(JsonRecord):
         return next((entry for entry in self.stages if entry.stage == label), None)
 
     @classmethod
-    def from_json(cls, data: Any, *, path: str | Path = "answers.jsonl", line: int | None = None) -> QuestionRecord:
+    def from_json(cls, data: object, *, path: str | Path = "answers.jsonl", line: int | None = None) -> QuestionRecord:
         """The record of one parsed line; an error names ``path``, ``line`` and the field at fault."""
         try:
             _check_version(data, ANSWERS_SCHEMA)
@@ -311,7 +311,7 @@ class Metrics(JsonRecord):
     question_ids: list[str] = field(default_factory=list)  # last: long, and what reports read the records by
 
     @classmethod
-    def from_json(cls, data: Any, *, path: str | Path = "metrics.json") -> Metrics:
+    def from_json(cls, data: object, *, path: str | Path = "metrics.json") -> Metrics:
         """The metrics of a parsed ``metrics.json``; an error names ``path`` and the field at fault."""
         try:
             _check_version(data, METRICS_SCHEMA)
