@@ -14,7 +14,7 @@ unchanged (MAIN-RAG's per-document predictor, the reader) is marked ``passthroug
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
 from ..details import JudgeDetails
