@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from types import SimpleNamespace
 
 import pytest
 
@@ -306,6 +305,7 @@ def write_queries(path, *records):
 @pytest.mark.llm
 def test_an_eval_query_file_carries_the_history_to_the_prompt(index, llm, tmp_path):
     from winnow.evaluation.runner import _records
+    from winnow.pipeline import Pipeline, RunSpec
 
     queries = write_queries(tmp_path / "qa.jsonl", {
         "id": "t1", "question": "when was it painted", "golden_answers": ["1503"],
@@ -313,10 +313,12 @@ def test_an_eval_query_file_carries_the_history_to_the_prompt(index, llm, tmp_pa
                     {"role": "assistant", "text": "Leonardo da Vinci"}]})
     [item] = read_qa_jsonl(queries)
     assert item.query.history == (Turn("user", "who painted the mona lisa"), Turn("assistant", "Leonardo da Vinci"))
-    method = build_method("vanilla", index=index, llm=llm, k=1, max_answer_tokens=2, task="conversational")
-    spec = SimpleNamespace(method="vanilla", retriever="bm25", settings={"k": 1})
-    [record] = _records(SimpleNamespace(index=index, method=method), spec, [item])
-    assert record["history"] == [turn.to_dict() for turn in item.history] and record["usage"]["calls"] == 1
+    spec = RunSpec(method="vanilla", settings={"k": 1, "max_answer_tokens": 2, "task": "conversational"})
+    pipeline = Pipeline.from_parts(spec, index, llm)
+    [record] = _records(pipeline, spec, [item])
+    assert [turn.to_dict() for turn in record.history] == [turn.to_dict() for turn in item.history]
+    assert record.usage.calls == 1
+    method = pipeline.method
     [answer] = method.ask_batch([item.query])  # the same call again, from the cache: its trace shows the prompt
     [call] = answer.trace.stages[-1].llm_calls
     system, first, *rest = call.messages

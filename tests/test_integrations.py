@@ -250,7 +250,7 @@ def test_haystack_bad_arguments_raise_value_errors(shared_llm):
         WinnowRanker(stage="rerank", llm=shared_llm)
     with pytest.raises(ValueError, match="base_url: the openai backend needs"):
         WinnowRanker(stage="pointwise", model="smollm2", backend="openai")
-    with pytest.raises(ValueError, match="window: must be at least 2"):
+    with pytest.raises(ValueError, match="window: setting 'window' must be at least 2"):
         WinnowRanker(stage="listwise", llm=shared_llm, window=1)
     ranker = WinnowRanker(stage="pointwise", llm=shared_llm)
     with pytest.raises(ValueError, match="top_k: must be at least 1"):

@@ -80,6 +80,17 @@ class Pipeline:
             self.close()
             raise
 
+    @classmethod
+    def from_parts(cls, spec: RunSpec, index: SearchIndex, llm: LLM, *, agents: dict[str, LLM] | None = None,
+                   index_dir: str | Path = "") -> Pipeline:
+        """A pipeline over an index and models opened elsewhere (the Python API's, a parent
+        pipeline's): ``spec``'s method built over them. The caller keeps closing the models."""
+        pipeline = cls.__new__(cls)
+        pipeline.spec, pipeline.index_dir, pipeline.index = spec, Path(index_dir), index
+        pipeline.llm, pipeline.agents, pipeline.llms = llm, dict(agents or {}), []
+        pipeline.method = pipeline.method_with(spec.method, spec.settings)
+        return pipeline
+
     def with_settings(self, method: str | None = None, settings: dict[str, Any] | None = None) -> Pipeline:
         """This pipeline's index and models under another method or other settings (the spec's
         settings replaced by ``settings``, resolved and checked): a sweep's values, one per pipeline,
@@ -91,13 +102,9 @@ class Pipeline:
 
         chosen = method or self.spec.method
         resolved = resolve_settings(chosen, [SettingsLayer("with_settings", settings or {})])
-        derived = Pipeline.__new__(Pipeline)
-        derived.spec = dataclasses.replace(self.spec, method=chosen, settings=resolved.overrides(),
-                                           provenance=resolved.provenance)
-        derived.index_dir, derived.index = self.index_dir, self.index
-        derived.llm, derived.agents, derived.llms = self.llm, self.agents, []
-        derived.method = derived.method_with(chosen, derived.spec.settings)
-        return derived
+        spec = dataclasses.replace(self.spec, method=chosen, settings=resolved.overrides(),
+                                   provenance=resolved.provenance)
+        return Pipeline.from_parts(spec, self.index, self.llm, agents=self.agents, index_dir=self.index_dir)
 
     def ask(self, question: str | Query) -> Answer:
         """Answer one question (a :class:`~winnow.records.Query` to give it a dialogue history)."""
