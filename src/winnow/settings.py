@@ -143,17 +143,20 @@ class Settings:
     @classmethod
     def maxima(cls) -> dict[str, float]:
         """Every setting's upper bound, the class's own over its bases'."""
-        merged: dict[str, float] = {}
-        for klass in reversed(cls.__mro__):
-            merged.update(vars(klass).get("upper_bounds", {}))
-        return merged
+        return cls._merged_table("upper_bounds")
 
     @classmethod
     def default_server_caps(cls) -> dict[str, int]:
         """The costly settings' ceilings on a server, the class's own over its bases'."""
-        merged: dict[str, int] = {}
+        return {name: int(cap) for name, cap in cls._merged_table("server_caps").items()}
+
+    @classmethod
+    def _merged_table(cls, name: str) -> dict[str, float]:
+        """A class-level table (``upper_bounds``, ``server_caps``) merged down the class hierarchy:
+        each class declares only its own settings' entries."""
+        merged: dict[str, float] = {}
         for klass in reversed(cls.__mro__):
-            merged.update(vars(klass).get("server_caps", {}))
+            merged.update(vars(klass).get(name, {}))
         return merged
 
     @classmethod

@@ -79,11 +79,7 @@ class RunFolder:
     def read_config(self) -> dict[str, Any] | None:
         if not self.config_path.is_file():
             return None
-        try:
-            config = json.loads(self.config_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise InputError(self.config_path, f"not valid JSON: {exc}",
-                             hint="restore it, or start the run in a new --out folder") from exc
+        config = _read_json(self.config_path, "restore it, or start the run in a new --out folder")
         if not isinstance(config, dict) or config.get("format") != FORMAT or "identity" not in config:
             raise InputError(self.config_path, f"not a Winnow evaluation run config (format {FORMAT!r})",
                              hint="give a new --out folder")
@@ -163,12 +159,8 @@ class RunFolder:
         """The run's ``metrics.json`` (None before its first finish)."""
         if not self.metrics_path.is_file():
             return None
-        try:
-            data = json.loads(self.metrics_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise InputError(self.metrics_path, f"not valid JSON: {exc}",
-                             hint="rerun its `winnow eval` command") from exc
-        return Metrics.from_json(data, path=self.metrics_path)
+        return Metrics.from_json(_read_json(self.metrics_path, "rerun its `winnow eval` command"),
+                                 path=self.metrics_path)
 
     def append(self, record: QuestionRecord) -> None:
         """Append one finished question and make it durable before returning."""
@@ -193,3 +185,11 @@ class RunFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _read_json(path: Path, hint: str) -> Any:
+    """A run file's parsed JSON, or an error naming the file and what to do (``hint``)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(path, f"not valid JSON: {exc}", hint=hint) from exc
