@@ -155,7 +155,8 @@ def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(
         time.sleep(0.02)
     os.kill(worker_pids()[0], signal.SIGKILL)  # as a node lost or the OOM killer would
     _, stderr = driver.communicate(timeout=300)
-    assert driver.returncode == 0, stderr  # the other worker finished the run
+    # The other worker finished the run; the lost questions make it incomplete, which the exit says.
+    assert driver.returncode == 3 and "remain unanswered" in stderr, stderr
     errors = read_lines(out / "errors.jsonl")
     lost = {e["id"] for e in errors}
     assert 1 <= len(lost) <= 2 and all("its Ray worker died" in e["error"] for e in errors)  # its queued batches

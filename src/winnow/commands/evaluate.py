@@ -49,6 +49,9 @@ from .common import (
     spinner_while_loading,
 )
 
+#: The exit status of a run that finished with chosen questions unanswered (2 is an error, 130 Ctrl-C).
+INCOMPLETE_EXIT_CODE = 3
+
 
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
@@ -237,6 +240,10 @@ def evaluate(
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
+    if note := run.unanswered_note():
+        # A score over fewer questions than chosen is not the run's score: a script must notice.
+        err.print(f"[bold red]incomplete:[/] {escape(note)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *, index_dir: Path,
@@ -257,7 +264,23 @@ def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[
                 run.ask_all(pipeline, pending, **asking)
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                _print_endpoint_health(pipeline.llms)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
+
+
+def _print_endpoint_health(llms: list[Any]) -> None:
+    """One line per model whose server calls were retried: how many, how many went to another
+    endpoint (failed over), and which endpoints' breakers opened (:mod:`winnow.llm.dispatch`)."""
+    for llm in llms:
+        stats = getattr(llm.backend, "dispatch_stats", None)
+        if stats is None or not (found := stats())["retries"]:
+            continue
+        opened = [f"{url} ({e['failures']} failures, breaker opened {e['breaker_opened']}×)"
+                  for url, e in found["endpoints"].items() if e["breaker_opened"]]
+        err.print(f"[yellow]endpoints:[/] {found['calls']} calls, {found['retries']} retried, "
+                  f"{found['failovers']} failed over to another endpoint"
+                  + (f"; taken out of the pool: {', '.join(opened)}" if opened else ""), highlight=False)
 
 
 def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds: float,

@@ -120,6 +120,7 @@ class EvalRun:
         self.new_answers = 0
         self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
         self._in_a_row = 0  # questions failed since the last answered one
+        self.token_counting: dict[str, str] = {}  # model role -> "exact: …" or "estimated …: why"
         self.started = time.perf_counter()
 
     # --- preparing --------------------------------------------------------------------------------
@@ -154,8 +155,11 @@ class EvalRun:
         return [item for item in self.selected if item.id not in self.records]
 
     def check_models(self, pipeline: Any) -> None:
-        """Record the loaded models' identities (with checksums), or refuse ones that changed."""
+        """Record the loaded models' identities (with checksums), or refuse ones that changed, and
+        how each counts tokens (written with the session: an estimate cuts passages shorter)."""
         self.check_model_identities(model_identities(pipeline))
+        self.token_counting = {name: llm.token_counting for name, llm in zip(model_identities(pipeline),
+                                                                             pipeline.llms, strict=True)}
 
     def check_model_identities(self, models: dict[str, Any]) -> None:
         """:meth:`check_models` for models loaded elsewhere (the workers of ``--engine ray``)."""
@@ -171,7 +175,8 @@ class EvalRun:
     def start_session(self, pending: int) -> None:
         self.config.setdefault("sessions", []).append(
             {"started": now(), "limit": self.limit, "pending": pending, "command": self.command,
-             "versions": library_versions()})
+             "versions": library_versions(),
+             **({"token_counting": self.token_counting} if self.token_counting else {})})
         self.folder.write_config(self.config)
 
     # --- asking ------------------------------------------------------------------------------------
@@ -226,6 +231,25 @@ class EvalRun:
     def answered(self) -> list[dict[str, Any]]:
         """Records of the chosen questions, in the order they were chosen."""
         return [self.records[item.id] for item in self.selected if item.id in self.records]
+
+    def unanswered(self) -> list[str]:
+        """Ids of the chosen questions the folder holds no answer for, in the order they were chosen."""
+        return [item.id for item in self.selected if item.id not in self.records]
+
+    def unanswered_note(self, shown: int = 5) -> str:
+        """"" when every chosen question is answered; else how many remain, the first few ids and why
+        (each distinct error of this session with its count, and those never asked)."""
+        missing = self.unanswered()
+        if not missing:
+            return ""
+        ids = ", ".join(missing[:shown]) + (f", … ({len(missing) - shown} more)" if len(missing) > shown else "")
+        reasons: dict[str, int] = {}
+        for qid in missing:
+            why = self.failures.get(qid, "not asked in this session (the run stopped before them)")
+            reasons[why] = reasons.get(why, 0) + 1
+        why = "; ".join(f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])[:3])
+        return (f"{len(missing)} of {len(self.selected)} question(s) remain unanswered ({ids}): {why}. "
+                f"Errors are in {self.folder.errors_path}; run the same command again to retry them")
 
     def finish(self) -> dict[str, Any]:
         """Write ``metrics.json`` and the TREC run files from every finished chosen question."""

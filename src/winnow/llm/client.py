@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -51,6 +52,7 @@ class LLM:
         self._estimate = EstimatedTokens(
             f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
+        self._estimate_announced = False
 
     def _send(self, stage: str, items: list[Prompt], run: Callable[..., list[T]]) -> list[T]:
         """Send ``items`` to the backend, reporting progress as calls finish.
@@ -105,8 +107,15 @@ class LLM:
 
     @property
     def token_counter(self) -> TokenCounter:
-        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none."""
-        return self.backend.tokens if self._counts_tokens else self._estimate
+        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none.
+        Falling back to the estimate is said once on stderr: passages are then cut by a rule of thumb
+        (shorter than the model needs), which a user should know before reading the results."""
+        counter = self.backend.tokens if self._counts_tokens else self._estimate
+        if not counter.exact and not self._estimate_announced:
+            self._estimate_announced = True
+            print(f"winnow: tokens for {self.model_name or 'the model'} are {counter.description}; passages "
+                  "fitted to the context are cut by this estimate", file=sys.stderr)
+        return counter
 
     @property
     def token_counting(self) -> str:

@@ -33,15 +33,3 @@ def checked_json(response: httpx.Response, url: str, source: str) -> tuple[Any, 
     if response.status_code >= 400:
         raise BackendError(f"{url} answered {response.status_code}: {preview(response.text, 500)}")
     return read_json(response, source), response.text
-
-
-def json_or_none(client: httpx.Client, method: str, url: str, body: Any = None) -> Any:
-    """The JSON a request answers, or None when the route is missing, refused or not JSON (used to
-    ask a server what it is; only an unreachable server is an error)."""
-    response = send(client, method, url, body)
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except (ValueError, RecursionError):
-        return None
