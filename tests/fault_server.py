@@ -102,9 +102,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "this prompt is refused"}})
         elif storming:
             self._send(429, {"error": {"message": "too many requests"}}, {"Retry-After": server.retry_after})
-        elif hang:
-            server.released.wait(30)  # until the test ends: the client's timeout must give up first
-        elif garble:
+        elif hang and not server.released.wait(30):  # until the test ends: the client's timeout gives up first
+            return
+        elif garble and not hang:
             if n % (2 * server.garble_every) == 0:
                 self._raw(200, b"<html>upstream hiccup</html>")
             else:

@@ -218,3 +218,49 @@ def test_eval_exits_non_zero_naming_the_questions_left_unanswered(servers, index
     said = " ".join(result.stderr.split())
     assert "1 of 4 question(s) remain unanswered (q3): 1 × " in said and "answered 400" in said
     assert sorted(_answers(tmp_path / "run")) == ["q1", "q2", "q4"]
+
+
+# --- winnow serve: one hung upstream call ------------------------------------------------------------
+
+def test_one_hung_upstream_call_does_not_hold_back_unrelated_requests_in_serve(servers, index):
+    """Before, `winnow serve` ran one request at a time on the model: a request whose upstream call
+    hung held the worker until its call timed out (600 s × 5 attempts), and every request behind it
+    got 504. With a model server each request runs on its own thread."""
+    import asyncio
+
+    pytest.importorskip("starlette")
+    from winnow.pipeline import Pipeline, RunSpec
+    from winnow.service import Service
+    from winnow.service.limits import ApiError
+    from winnow.service.runner import execute, open_record
+    from winnow.service.schemas import AskRequest
+
+    server = servers(hang_word="zebra")
+    pipeline = Pipeline(RunSpec(method="vanilla", model="m", backend="openai", base_url=server.url,
+                                settings={"k": 1}), index.path, cache=False)
+    service = Service(pipeline, cache=False)
+    assert service.worker.concurrency > 1
+
+    async def both() -> tuple[object, object, float]:
+        hung = service.plan_ask(AskRequest(question="Where does the zebra live?", timeout=1.5))
+        fast = service.plan_ask(AskRequest(question="What is the capital of France?", timeout=1.0))
+        first = asyncio.create_task(execute(service, hung, open_record(service, hung)))
+        while not server.hung:  # the hung call is on the wire
+            await asyncio.sleep(0.01)
+        started = time.perf_counter()
+        answer = await execute(service, fast, open_record(service, fast))
+        seconds = time.perf_counter() - started
+        try:
+            await first
+        except ApiError as timed_out:
+            return timed_out.status, answer, seconds
+        return 200, answer, seconds
+
+    try:
+        hung_status, answer, seconds = asyncio.run(both())
+    finally:
+        server.released.set()  # let the hung call end, so the worker's thread can stop
+        service.close()
+        pipeline.close()
+    assert hung_status == 504  # the hung request times out, as it should
+    assert answer["answer"].startswith("answer ") and seconds < 1.0  # the unrelated one is answered at once

@@ -59,6 +59,10 @@ class OpenAICompatibleBackend:
     where it offers one (:mod:`.server_tokens`) and fits prompts to the smallest context any endpoint
     reports."""
 
+    #: Many threads may call it at once (the dispatcher bounds the requests in flight): `winnow serve`
+    #: runs concurrent requests on it rather than one at a time.
+    concurrent_callers = True
+
     def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
                  max_inflight: int = MAX_INFLIGHT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
                  top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None, retry: RetryPolicy | None = None,
