@@ -264,3 +264,16 @@ def test_one_hung_upstream_call_does_not_hold_back_unrelated_requests_in_serve(s
         pipeline.close()
     assert hung_status == 504  # the hung request times out, as it should
     assert answer["answer"].startswith("answer ") and seconds < 1.0  # the unrelated one is answered at once
+
+
+def test_ask_timeout_reaches_the_dispatcher_and_a_hung_endpoint_costs_one_timeout(servers, index):
+    hung, healthy = servers(hang_word="capital"), servers()
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, ["ask", "What is the capital of France?", "--index", str(index.path),
+                                      "--backend", "openai", "--model", "m", "--base-url", hung.url, "--base-url",
+                                      healthy.url, "--method", "vanilla", "--k", "1", "--timeout", "0.3",
+                                      "--no-cache", "--json"])
+    seconds = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    assert hung.hung == 1 and seconds < 5  # without --timeout the call would wait 30 s for the hung server
+    assert json.loads(result.stdout)["answer"].startswith("answer ")

@@ -36,6 +36,7 @@ class RunSpec:
     context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
+    timeout: float | None = None  # seconds per LLM call attempt (--backend openai); not recorded, like max_inflight
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
     profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
@@ -91,7 +92,8 @@ class RunSpec:
         (``judge_model``, ``final_model``) so that run folders made before roles were typed resume."""
         # Options added after run folders existed are left out at their default, so those folders resume.
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
-        described = {key: value for key, value in asdict(self).items() if key not in ("agents", "max_inflight")
+        described = {key: value for key, value in asdict(self).items()
+                     if key not in ("agents", "max_inflight", "timeout")
                      and not (key in ("context_size", "profile") and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({option: self.agents.get(role) for option, role in ROLE_OPTIONS.items()})
@@ -164,7 +166,7 @@ class Pipeline:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
                            context_size=spec.context_size, max_inflight=spec.max_inflight, slots=spec.slots,
-                           progress=progress, threads=threads)
+                           timeout=spec.timeout, progress=progress, threads=threads)
             self.llms.append(llm)
             return llm
 

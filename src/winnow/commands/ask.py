@@ -14,6 +14,7 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    CallTimeoutOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -55,6 +56,7 @@ def ask(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    timeout: CallTimeoutOption = None,
     slots: SlotsOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
@@ -87,7 +89,7 @@ def ask(
     dialogue = dialogue_from(turns, history)
     spec = resolve_run(config, assignments, profile=profile,
                        agents=agents, method=method, model=model, backend=backend,
-                       base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
+                       base_url=base_url, max_inflight=max_inflight, timeout=timeout, slots=slots, retriever=retriever,
                        judge_model=judge_model,
                        final_model=final_model, n=n, k=k, fusion_alpha=fusion_alpha,
                        max_answer_tokens=max_answer_tokens, context_size=context_size, framing=framing, task=task)

@@ -75,6 +75,10 @@ MaxInflightOption = Annotated[Optional[int], typer.Option("--max-inflight", min=
                                                           help="--backend openai: LLM calls in flight at once over "
                                                                "all endpoints (default 64; set it to the servers' "
                                                                "capacity of concurrent sequences).")]
+CallTimeoutOption = Annotated[Optional[float], typer.Option("--timeout", min=0.001,
+                                                           help="--backend openai: seconds one LLM call may take "
+                                                                "before it is abandoned and retried, on another "
+                                                                "endpoint when there is one (default 600).")]
 SlotsOption = Annotated[Optional[int], typer.Option("--slots", min=1,
                                                   help="--backend llama.cpp: sequences decoded together, each "
                                                        "with --context-size tokens (default 1). Scores then "

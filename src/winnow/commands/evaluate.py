@@ -20,6 +20,7 @@ from .common import (
     ApiKeyOption,
     BackendOption,
     BaseUrlOption,
+    CallTimeoutOption,
     ConfigOption,
     ContextSizeOption,
     FinalModelOption,
@@ -133,6 +134,7 @@ def evaluate(
     backend: BackendOption = None,
     base_url: BaseUrlOption = None,
     max_inflight: MaxInflightOption = None,
+    timeout: CallTimeoutOption = None,
     slots: SlotsOption = None,
     api_key: ApiKeyOption = "",
     retriever: RetrieverOption = None,
@@ -197,7 +199,8 @@ def evaluate(
                                  framing=framing, task=task)
     spec = resolve_run(config, assignments, profile=profile,
                        agents=agents, context_size=context_size, method=method, model=model,
-                       backend=backend, base_url=base_url, max_inflight=max_inflight, slots=slots, retriever=retriever,
+                       backend=backend, base_url=base_url, max_inflight=max_inflight, timeout=timeout, slots=slots,
+                       retriever=retriever,
                        judge_model=judge_model, final_model=final_model, **flags)
     if batch_size is None:
         batch_size = default_batch_size(spec.backend, spec.slots)
