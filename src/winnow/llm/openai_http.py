@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -107,12 +106,10 @@ class OpenAICompatibleBackend:
         with self._lock:
             self.tokens_done += tokens
 
-    def _post(self, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Any, float, str]:
-        """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
+    def _request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(route, body) of one call: the model named, continuation fields added (see there)."""
         body = {"model": self._model, **body, **continuation_fields(body.get("messages", []))}
-        started = time.perf_counter()
-        response, sent = endpoint.post(route(body), body)
-        return response, time.perf_counter() - started, sent
+        return route(body), body
 
     def _facts(self) -> ServerFacts:
         """What the servers say about themselves, asked once, when first needed (so that loading
@@ -154,24 +151,24 @@ class OpenAICompatibleBackend:
 
     def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
-        def one(endpoint: Endpoint, prompt: Prompt) -> Generation:
-            response, seconds, sent = self._post(endpoint, generation_request(
-                prompt, max_tokens=max_tokens, temperature=temperature, stop=stop))
+        def read(endpoint: Endpoint, response: Any, seconds: float, sent: str) -> Generation:
             generation = read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
             self._answered(generation.prompt_tokens + generation.completion_tokens)
             return generation
 
-        return [replace(g, retries=r) for g, r in self.dispatcher.map(prompts, one, on_done)]
+        requests = [self._request(generation_request(prompt, max_tokens=max_tokens, temperature=temperature,
+                                                     stop=stop)) for prompt in prompts]
+        return [replace(g, retries=r) for g, r in self.dispatcher.map(requests, read, on_done)]
 
     def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str],
                         on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
-        def one(endpoint: Endpoint, prompt: Prompt) -> ChoiceScores:
-            response, seconds, sent = self._post(endpoint, choice_request(prompt, top_logprobs=self._top_logprobs))
+        def read(endpoint: Endpoint, response: Any, seconds: float, sent: str) -> ChoiceScores:
             scores = read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
             self._answered(scores.prompt_tokens + 1)  # one output token is generated
             return scores
 
-        return [replace(s, retries=r) for s, r in self.dispatcher.map(prompts, one, on_done)]
+        requests = [self._request(choice_request(prompt, top_logprobs=self._top_logprobs)) for prompt in prompts]
+        return [replace(s, retries=r) for s, r in self.dispatcher.map(requests, read, on_done)]
 
     def close(self) -> None:
         self.dispatcher.close()
