@@ -424,7 +424,9 @@ def test_the_default_batch_is_the_backends_parallelism():
     from winnow.evaluation.runner import default_batch_size
 
     assert default_batch_size("llama.cpp", None) == 1 and default_batch_size("llama.cpp", 4) == 4
-    assert default_batch_size("openai", None) == default_batch_size("transformers", None) == 8
+    assert default_batch_size("transformers", None) == 8
+    # A server: as many questions as calls in flight, so every stage can fill it; one flag sets both.
+    assert default_batch_size("openai", None) == 64 and default_batch_size("openai", None, 256) == 256
 
 
 @pytest.mark.llm

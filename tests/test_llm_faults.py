@@ -277,3 +277,19 @@ def test_ask_timeout_reaches_the_dispatcher_and_a_hung_endpoint_costs_one_timeou
     assert result.exit_code == 0, result.output
     assert hung.hung == 1 and seconds < 5  # without --timeout the call would wait 30 s for the hung server
     assert json.loads(result.stdout)["answer"].startswith("answer ")
+
+
+def test_eval_with_two_batches_in_flight_answers_as_one_at_a_time(servers, index, qa_file, tmp_path):
+    """A server gets two batches at once (one's stage tails overlap the other's calls); each question's
+    record is the one a run of single-question batches gives, and every question is written once."""
+    server = servers()
+    overlapped = _eval(index, qa_file, tmp_path / "two", server.url, extra=("--batch-size", "1"))
+    assert overlapped.exit_code == 0, overlapped.output
+    single = CliRunner().invoke(app, ["eval", "--index", str(index.path), "--queries", str(qa_file), "--out",
+                                      str(tmp_path / "one"), "--backend", "openai", "--model", "m", "--method",
+                                      "rankrag", "--n", "4", "--k", "2", "--max-inflight", "1", "--no-cache",
+                                      "--base-url", server.url])
+    assert single.exit_code == 0, single.output
+    assert _answers(tmp_path / "two") == _answers(tmp_path / "one")
+    ids = [json.loads(line)["id"] for line in (tmp_path / "two" / "answers.jsonl").read_text().splitlines()]
+    assert sorted(ids) == ["q1", "q2", "q3", "q4"]

@@ -162,9 +162,10 @@ def evaluate(
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1,
                                                       help="Questions run together: each stage sends the LLM calls "
                                                            "of the whole batch at once (answers are the same as one "
-                                                           "at a time). Default: 8, or --slots (1) for llama.cpp in "
-                                                           "process, which gains nothing from more and loses a "
-                                                           "batch's work when stopped.")] = None,
+                                                           "at a time). Default: --max-inflight (64) for a server, "
+                                                           "--slots (1) for llama.cpp in process, which gains "
+                                                           "nothing from more and loses a batch's work when "
+                                                           "stopped, 8 for transformers.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
                                                          "over the workers of a Ray cluster; needs the \\[ray] "
                                                          "extra).")] = "local",
@@ -203,7 +204,7 @@ def evaluate(
                        retriever=retriever,
                        judge_model=judge_model, final_model=final_model, **flags)
     if batch_size is None:
-        batch_size = default_batch_size(spec.backend, spec.slots)
+        batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
