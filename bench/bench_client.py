@@ -28,9 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cluster import ROOT, LoadServer  # noqa: E402
