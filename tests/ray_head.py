@@ -38,11 +38,14 @@ def session_members(session: int) -> list[int]:
 
 
 @contextmanager
-def ray_head(cpus: int = 2, startup_seconds: float = 120) -> Iterator[str]:
-    """A Ray head node with ``cpus`` CPUs whose workers import this tree's Winnow; yields 127.0.0.1:PORT."""
+def ray_head(cpus: int = 2, startup_seconds: float = 120, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A Ray head node with ``cpus`` CPUs whose workers import this tree's Winnow; yields 127.0.0.1:PORT.
+    ``env`` adds to (or, with a value of None, removes from) the environment the head and its workers get."""
     port = free_port()
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    env = {**os.environ, "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0"}
+    merged: dict[str, str | None] = {**os.environ, "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0",
+                                     **(env or {})}
+    env = {key: value for key, value in merged.items() if value is not None}
     log_path = temp / "head.log"
     with log_path.open("w") as log:
         head = subprocess.Popen([str(RAY), "start", "--head", "--block", "--port", str(port), "--num-cpus", str(cpus),

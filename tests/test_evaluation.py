@@ -427,7 +427,9 @@ def test_the_default_batch_is_the_backends_parallelism():
     from winnow.evaluation.runner import default_batch_size
 
     assert default_batch_size("llama.cpp", None) == 1 and default_batch_size("llama.cpp", 4) == 4
-    assert default_batch_size("openai", None) == default_batch_size("transformers", None) == 8
+    assert default_batch_size("transformers", None) == 8
+    # A server: as many questions as calls in flight, so every stage can fill it; one flag sets both.
+    assert default_batch_size("openai", None) == 64 and default_batch_size("openai", None, 256) == 256
 
 
 @pytest.mark.llm
@@ -563,13 +565,16 @@ def test_a_question_the_backend_refuses_is_recorded_skipped_and_retried(tmp_path
                        + "\n")
     args = ("eval", "--index", tmp_path / "idx", "--queries", queries, "--model", "smollm2-135m", "--method", "vanilla",
             "--k", "1", "--out", tmp_path / "run")
-    result = winnow(*args)
+    result = winnow(*args, check=False)
+    assert result.returncode == 3, result.stderr  # finished, but a chosen question is unanswered: not a success
     assert "skipped a1" in result.stderr and "leaves no room for passage text" in result.stderr
+    assert "1 of 2 question(s) remain unanswered (a1): 1 × " in " ".join(result.stderr.split())
     assert [r["id"] for r in read_lines(tmp_path / "run" / "answers.jsonl")] == ["a2"]
     assert [e["id"] for e in read_lines(tmp_path / "run" / "errors.jsonl")] == ["a1"]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["questions"]["remaining"] == 1 and metrics["questions"]["failed_this_session"] == 1
-    again = winnow(*args)  # resuming retries it (and it fails again, recorded again)
+    again = winnow(*args, check=False)  # resuming retries it (and it fails again, recorded again)
+    assert again.returncode == 3
     assert "1 already answered, 1 to ask" in again.stderr
     assert len(read_lines(tmp_path / "run" / "errors.jsonl")) == 2
 

@@ -260,8 +260,13 @@ def test_bad_bodies_from_a_real_server_are_one_line_errors(bad_server, kind, bod
     from winnow.llm.openai_http import OpenAICompatibleBackend
 
     base_url = f"http://127.0.0.1:{bad_server.server_address[1]}/v1"
-    bad_server.bodies.append(body)
-    backend = OpenAICompatibleBackend("m", base_url=base_url, max_inflight=1, timeout=30)
+    from winnow.llm.dispatch import RetryPolicy
+
+    # An unreadable 200 is retried like a 5xx (a proxy may garble one answer in many): one that comes
+    # back unreadable on every attempt is the error, as it reads.
+    bad_server.bodies.extend([body, body])
+    backend = OpenAICompatibleBackend("m", base_url=base_url, max_inflight=1, timeout=30,
+                                      retry=RetryPolicy(attempts=2, base_seconds=0.001, cap_seconds=0.001))
     try:
         with pytest.raises(BackendError) as caught:
             if kind == "generate":
@@ -271,6 +276,7 @@ def test_bad_bodies_from_a_real_server_are_one_line_errors(bad_server, kind, bod
     finally:
         backend.close()
     message = str(caught.value)
+    assert bad_server.bodies == []  # both attempts made
     assert "\n" not in message
     assert message.startswith(f"{base_url} sent a response Winnow cannot read: ")
     assert problem in message

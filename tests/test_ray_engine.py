@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ray_head import SRC, free_port, ray_head
-from test_evaluation import CORPUS as EVAL_CORPUS, QUESTIONS as EVAL_QUESTIONS
+from test_evaluation import CORPUS as EVAL_CORPUS
+from test_evaluation import QUESTIONS as EVAL_QUESTIONS
 from test_evaluation import cached_choice_keys, make_bench, poison_cached_judgements, read_lines, winnow
 
 ray = pytest.importorskip("ray")
@@ -28,13 +28,30 @@ QUESTIONS = [*EVAL_QUESTIONS, {"id": "q5", "question": "What is the highest moun
              {"id": "q6", "question": "What is the capital of Japan?", "golden_answers": ["Tokyo"]}]
 
 
+RAY_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A Ray head node on 127.0.0.1 with 2 CPUs; its workers import this tree's Winnow and share the
-    tests' call cache (the head hands its environment to them). Yields HOST:PORT."""
+    """A Ray head node on 127.0.0.1 with 2 CPUs and Ray's token authentication on; its workers import
+    this tree's Winnow and share the tests' call cache (the head hands its environment to them).
+    Yields HOST:PORT.
+
+    Nothing comes from the user's home: HOME is a temporary folder, and it holds a stale
+    ``~/.ray/auth_token`` (what an earlier local ``ray.init()`` leaves), so the tests show that the
+    driver sends the cluster's token, given as Ray documents it (``RAY_AUTH_TOKEN``), with
+    ``RAY_AUTH_MODE`` left unset on the driver's side as a user would."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text("stale-token-of-another-cluster")
+    token = "winnow-test-" + os.urandom(8).hex()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WINNOW_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "winnow-cache"))
-        with ray_head(cpus=2) as address:
+        patch.setenv("HOME", str(home))
+        for name in RAY_AUTH:
+            patch.delenv(name, raising=False)
+        patch.setenv("RAY_AUTH_TOKEN", token)  # the drivers' (winnow eval's) token
+        with ray_head(cpus=2, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}) as address:
             yield address
 
 
@@ -155,7 +172,8 @@ def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(
         time.sleep(0.02)
     os.kill(worker_pids()[0], signal.SIGKILL)  # as a node lost or the OOM killer would
     _, stderr = driver.communicate(timeout=300)
-    assert driver.returncode == 0, stderr  # the other worker finished the run
+    # The other worker finished the run; the lost questions make it incomplete, which the exit says.
+    assert driver.returncode == 3 and "remain unanswered" in stderr, stderr
     errors = read_lines(out / "errors.jsonl")
     lost = {e["id"] for e in errors}
     assert 1 <= len(lost) <= 2 and all("its Ray worker died" in e["error"] for e in errors)  # its queued batches
@@ -192,3 +210,36 @@ def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):
     nobody = winnow(*base, "--engine", "ray", "--ray-address", f"127.0.0.1:{free_port()}", check=False)
     assert nobody.returncode == 2 and "no Ray cluster answers there" in nobody.stderr
     assert not (tmp_path / "run").exists()  # refused before the run folder was made
+
+
+def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluster, bench, tmp_path):
+    """The cluster has token authentication on and HOME holds a stale token: the driver, given the
+    cluster's token as RAY_AUTH_TOKEN, joins it, and its workers (clients of a model server here, so
+    no model loads) give the answers of the single-process engine."""
+    from fault_server import FaultServer
+
+    server = FaultServer()
+    try:
+        args = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--backend", "openai", "--model",
+                "m", "--base-url", server.url, "--method", "vanilla", "--k", "1", "--no-cache", "--limit", "3"]
+        winnow(*args, "--out", tmp_path / "local")
+        result = winnow(*args, "--out", tmp_path / "ray", "--engine", "ray", "--ray-address", cluster,
+                        "--ray-workers", "1")
+    finally:
+        server.stop()
+    assert "3 questions answered" in result.stderr
+    assert answers_of(tmp_path / "ray") == answers_of(tmp_path / "local")
+    # (A driver sending the stale token instead is refused in one line naming RAY_AUTH_TOKEN, but Ray
+    # retries for 20 s before it gives up: checked by hand, not here.)
+
+
+def test_the_driver_turns_token_mode_on_when_a_token_is_at_hand(tmp_path):
+    from winnow.evaluation.ray_engine import token_auth_mode
+
+    assert token_auth_mode({}, tmp_path) is None  # no token anywhere: Ray's own default
+    assert token_auth_mode({"RAY_AUTH_TOKEN": "t"}, tmp_path) == "token"
+    assert token_auth_mode({"RAY_AUTH_TOKEN_PATH": "/x"}, tmp_path) == "token"
+    assert token_auth_mode({"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "t"}, tmp_path) is None  # the user's word
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("t")  # what any local ray.init() leaves, and ray start reads
+    assert token_auth_mode({}, tmp_path) == "token"

@@ -60,6 +60,9 @@ class RunOptions:
     max_inflight: int | None = option("--max-inflight", minimum=1,
                                       help="--backend openai: LLM calls in flight at once over all endpoints "
                                            "(default 64; set it to the servers' capacity of concurrent sequences).")
+    timeout: float | None = option("--timeout", "--llm-timeout", minimum=0.001,
+                                   help="--backend openai: seconds one LLM call may take before it is abandoned and "
+                                        "retried, on another endpoint when there is one (default 600).")
     slots: int | None = option("--slots", minimum=1,
                                help="--backend llama.cpp: sequences decoded together, each with --context-size "
                                     "tokens (default 1). Scores then differ slightly from one slot's and from run "
@@ -136,6 +139,7 @@ class RunSpec:
     context_size: int | None = None  # tokens of prompt + answer; None: the backend's (llama.cpp: 4,096)
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
+    timeout: float | None = None  # seconds per LLM call attempt (--backend openai); not recorded, like max_inflight
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
     profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
@@ -175,6 +179,10 @@ class RunSpec:
                                                    f"(got {spec.context_size})")
         if spec.slots is not None:
             spec.slots = checked_run_slots(spec.slots, spec.backend)
+        if spec.timeout is not None:
+            spec.timeout = coerce_value("timeout", float, spec.timeout)
+            if spec.timeout <= 0:
+                raise SettingError("timeout", f"setting 'timeout' must be more than 0 seconds (got {spec.timeout})")
         if not isinstance(spec.profile, str):
             raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
         layers = config_layers(file_settings, spec.method, config) if config else []
@@ -198,7 +206,7 @@ class RunSpec:
         # Options added after run folders existed are left out at their default, so those folders resume.
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
-                     if key not in ("agents", "max_inflight", "provenance")
+                     if key not in ("agents", "max_inflight", "timeout", "provenance")
                      and not (key in ("context_size", "profile") and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({name: self.agents.get(role) for name, role in ROLE_OPTIONS.items()})

@@ -58,8 +58,8 @@ def ask(
 
 
 #: The run options a reranker without an index or method takes: which model, where, how.
-RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "slots", "threads", "context_size",
-                      "no_cache")
+RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads",
+                      "context_size", "no_cache")
 
 
 @app.command()
@@ -101,7 +101,8 @@ def rerank(
             llm = load_llm(model, backend=options.backend or DEFAULT_BACKEND,
                            base_url=",".join(options.base_url or ()), api_key=options.api_key or "",
                            cache=options.cache, progress=progress, max_inflight=options.max_inflight,
-                           slots=options.slots, threads=options.threads, context_size=options.context_size)
+                           slots=options.slots, threads=options.threads, context_size=options.context_size,
+                           timeout=options.timeout)
         try:
             with progress.bar:
                 done = rerank_passages(query, corpus.passages, settings, llm=llm)

@@ -35,6 +35,9 @@ from .common import (
     with_run_options,
 )
 
+#: The exit status of a run that finished with chosen questions unanswered (2 is an error, 130 Ctrl-C).
+INCOMPLETE_EXIT_CODE = 3
+
 if TYPE_CHECKING:
     from ..evaluation.schema import QuestionRecord
 
@@ -126,9 +129,10 @@ def evaluate(
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1,
                                                       help="Questions run together: each stage sends the LLM calls "
                                                            "of the whole batch at once (answers are the same as one "
-                                                           "at a time). Default: 8, or --slots (1) for llama.cpp in "
-                                                           "process, which gains nothing from more and loses a "
-                                                           "batch's work when stopped.")] = None,
+                                                           "at a time). Default: --max-inflight (64) for a server, "
+                                                           "--slots (1) for llama.cpp in process, which gains "
+                                                           "nothing from more and loses a batch's work when "
+                                                           "stopped, 8 for transformers.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
                                                          "over the workers of a Ray cluster; needs the \\[ray] "
                                                          "extra).")] = "local",
@@ -160,7 +164,7 @@ def evaluate(
     price_table = read_prices(prices) if prices else None  # checked before any model loads
     spec = resolve_run(options)
     if batch_size is None:
-        batch_size = default_batch_size(spec.backend, spec.slots)
+        batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
@@ -199,6 +203,10 @@ def evaluate(
     if interrupted:
         err.print("interrupted: run the same command again to continue")
         raise KeyboardInterrupt
+    if note := run.unanswered_note():
+        # A score over fewer questions than chosen is not the run's score: a script must notice.
+        err.print(f"[bold red]incomplete:[/] {escape(note)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
@@ -216,7 +224,23 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
                 run.ask_all(pipeline, pending, **asking)
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                _print_endpoint_health(pipeline.llms)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
+
+
+def _print_endpoint_health(llms: list[Any]) -> None:
+    """One line per model whose server calls were retried: how many, how many went to another
+    endpoint (failed over), and which endpoints' breakers opened (:mod:`winnow.llm.dispatch`)."""
+    for llm in llms:
+        stats = getattr(llm.backend, "dispatch_stats", None)
+        if stats is None or not (found := stats())["retries"]:
+            continue
+        opened = [f"{url} ({e['failures']} failures, breaker opened {e['breaker_opened']}×)"
+                  for url, e in found["endpoints"].items() if e["breaker_opened"]]
+        err.print(f"[yellow]endpoints:[/] {found['calls']} calls, {found['retries']} retried, "
+                  f"{found['failovers']} failed over to another endpoint"
+                  + (f"; taken out of the pool: {', '.join(opened)}" if opened else ""), highlight=False)
 
 
 def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds: float,

@@ -23,7 +23,7 @@ from .common import (
 
 
 @app.command()
-@with_run_options()
+@with_run_options(taken={"--timeout"})  # --timeout is a tool call's deadline; an LLM call's is --llm-timeout
 def mcp(
     index_dir: IndexOption,
     options: RunOptions,

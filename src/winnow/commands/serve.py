@@ -60,7 +60,9 @@ def _log_config() -> dict[str, Any]:
 
 
 @app.command()
-@with_run_options(taken={"--api-key"})  # --api-key is the key this server asks of its clients
+# --api-key is the key this server asks of its clients, --timeout a request's deadline: the run options
+# keep their other names here (--backend-api-key, --llm-timeout).
+@with_run_options(taken={"--api-key", "--timeout"})
 def serve(
     index_dir: IndexOption,
     options: RunOptions,

@@ -75,23 +75,37 @@ def index_identity(index_dir: Path, retriever: str) -> dict[str, Any]:
     return identity
 
 
-SERVER_BATCH_SIZE = 8
+#: Questions a batch for a server when --max-inflight is not given either (the dispatcher's default bound).
+SERVER_BATCH_SIZE = 64
+#: Batches a server is asked at once (see :meth:`EvalRun.ask_all`).
+SERVER_BATCHES_IN_FLIGHT = 2
 
 
-def default_batch_size(backend: str, slots: int | None) -> int:
+def default_batch_size(backend: str, slots: int | None, max_inflight: int | None = None) -> int:
     """Questions per batch when ``--batch-size`` is not given.
 
     llama.cpp in process decodes at most ``slots`` sequences at once (1 by default), so a larger
     batch asks no faster there (docs/benchmarks.md, "Parallel slots on the CPU": 0.99-1.01x) but
     finishes all its questions together at its end, and a run stopped mid-batch loses the whole
     batch's work (16 minutes for 8 MAIN-RAG questions with the 1.5B model on 2 cores). A server
-    (``openai``) gains from many calls at once: 8 questions. So does ``transformers`` on a GPU, which
-    pads 8 prompts into one forward pass; on a CPU it runs one prompt at a time and gets 8 too,
-    since the device is known only once the model loads.
+    (``openai``) is kept full by a batch of as many questions as it holds calls (``--max-inflight``,
+    64 by default): every stage then has at least that many calls, so one flag sets both
+    (docs/benchmarks.md, "Keeping a fast server full"). ``transformers`` gets 8: on a GPU it pads 8
+    prompts into one forward pass; on a CPU it runs one prompt at a time.
     """
     if backend == "llama.cpp":
         return slots or 1
-    return SERVER_BATCH_SIZE
+    if backend == "openai":
+        return max_inflight or SERVER_BATCH_SIZE
+    return 8
+
+
+def batches_in_flight(pipeline: Any) -> int:
+    """How many batches to ask at once: two when every model is a server that takes concurrent callers
+    (so one batch's stage tails, its retrieval and its writing overlap the other's calls), else one."""
+    llms = getattr(pipeline, "llms", [])
+    concurrent = bool(llms) and all(getattr(llm.backend, "concurrent_callers", False) for llm in llms)
+    return SERVER_BATCHES_IN_FLIGHT if concurrent else 1
 
 
 @dataclass
@@ -126,6 +140,7 @@ class EvalRun:
         self.new_answers = 0
         self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
         self._in_a_row = 0  # questions failed since the last answered one
+        self.token_counting: dict[str, str] = {}  # model role -> "exact: …" or "estimated …: why"
         self.started = time.perf_counter()
 
     # --- preparing --------------------------------------------------------------------------------
@@ -160,8 +175,11 @@ class EvalRun:
         return [item for item in self.selected if item.id not in self.records]
 
     def check_models(self, pipeline: Pipeline) -> None:
-        """Record the loaded models' identities (with checksums), or refuse ones that changed."""
+        """Record the loaded models' identities (with checksums), or refuse ones that changed, and
+        how each counts tokens (written with the session: an estimate cuts passages shorter)."""
         self.check_model_identities(model_identities(pipeline))
+        self.token_counting = {name: llm.token_counting for name, llm in zip(model_identities(pipeline),
+                                                                             pipeline.llms, strict=True)}
 
     def check_model_identities(self, models: dict[str, Any]) -> None:
         """:meth:`check_models` for models loaded elsewhere (the workers of ``--engine ray``)."""
@@ -177,16 +195,24 @@ class EvalRun:
     def start_session(self, pending: int) -> None:
         self.config.setdefault("sessions", []).append(
             {"started": now(), "limit": self.limit, "pending": pending, "command": self.command,
-             "versions": library_versions()})
+             "versions": library_versions(),
+             **({"token_counting": self.token_counting} if self.token_counting else {})})
         self.folder.write_config(self.config)
 
     # --- asking ------------------------------------------------------------------------------------
 
     def ask_all(self, pipeline: Pipeline, pending: Sequence[QAItem],
                 on_answer: Callable[[QuestionRecord], None] | None = None,
-                on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1) -> None:
+                on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1,
+                in_flight: int | None = None) -> None:
         """Ask the pending questions ``batch_size`` at a time, each stage over the whole batch (its
         LLM calls sent together), and append each question's record the moment its batch is done.
+
+        ``in_flight`` batches run at once (default :func:`batches_in_flight`: two for a model server,
+        one in process). Within a batch a stage waits for its slowest call, and retrieval and writing
+        use no LLM; a second batch fills the server's slots meanwhile, so the server stays full from
+        the first call to the last. Records are written here, on the calling thread, in the order
+        batches finish; each question's record is what one batch alone would give.
 
         A batch the backend fails is asked again one question at a time, so one bad question costs
         only itself (its calls that succeeded are in the call cache).
@@ -194,12 +220,39 @@ class EvalRun:
         if batch_size < 1:
             raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         self._in_a_row = 0
-        for start in range(0, len(pending), batch_size):
-            for outcome in answer_batch(pipeline, self.spec, pending[start:start + batch_size]):
+        batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+        workers = max(1, in_flight if in_flight is not None else batches_in_flight(pipeline))
+
+        def handle(outcomes: Sequence[QuestionRecord | tuple[str, str]]) -> None:
+            for outcome in outcomes:
                 if isinstance(outcome, QuestionRecord):
                     self.keep(outcome, on_answer)
                 else:
                     self.failed(*outcome, on_failure)
+
+        if workers == 1 or len(batches) == 1:
+            for batch in batches:
+                handle(list(answer_batch(pipeline, self.spec, batch)))
+            return
+        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="winnow-batch")
+        running: set[Future[list[QuestionRecord | tuple[str, str]]]] = set()
+        queued = iter(batches)
+        try:
+            for batch in queued:
+                running.add(pool.submit(answered_batch, pipeline, self.spec, batch))
+                if len(running) < workers:
+                    continue
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    handle(future.result())
+            while running:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    handle(future.result())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def keep(self, record: QuestionRecord, on_answer: Callable[[QuestionRecord], None] | None = None) -> bool:
         """Append one finished question to the run folder; False (and nothing written) for a
@@ -232,6 +285,25 @@ class EvalRun:
     def answered(self) -> list[QuestionRecord]:
         """Records of the chosen questions, in the order they were chosen."""
         return [self.records[item.id] for item in self.selected if item.id in self.records]
+
+    def unanswered(self) -> list[str]:
+        """Ids of the chosen questions the folder holds no answer for, in the order they were chosen."""
+        return [item.id for item in self.selected if item.id not in self.records]
+
+    def unanswered_note(self, shown: int = 5) -> str:
+        """"" when every chosen question is answered; else how many remain, the first few ids and why
+        (each distinct error of this session with its count, and those never asked)."""
+        missing = self.unanswered()
+        if not missing:
+            return ""
+        ids = ", ".join(missing[:shown]) + (f", … ({len(missing) - shown} more)" if len(missing) > shown else "")
+        reasons: dict[str, int] = {}
+        for qid in missing:
+            why = self.failures.get(qid, "not asked in this session (the run stopped before them)")
+            reasons[why] = reasons.get(why, 0) + 1
+        why = "; ".join(f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])[:3])
+        return (f"{len(missing)} of {len(self.selected)} question(s) remain unanswered ({ids}): {why}. "
+                f"Errors are in {self.folder.errors_path}; run the same command again to retry them")
 
     def finish(self) -> dict[str, Any]:
         """Write ``metrics.json`` and the TREC run files from every finished chosen question; return
@@ -278,6 +350,12 @@ def model_identities(pipeline: Pipeline) -> dict[str, Any]:
     models = {"model": pipeline.llm.identity}
     models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
     return models
+
+
+def answered_batch(pipeline: Pipeline, spec: RunSpec,
+                   batch: Sequence[QAItem]) -> list[QuestionRecord | tuple[str, str]]:
+    """:func:`answer_batch`'s outcomes as a list (run on a worker thread by :meth:`EvalRun.ask_all`)."""
+    return list(answer_batch(pipeline, spec, batch))
 
 
 def answer_batch(pipeline: Pipeline, spec: RunSpec,

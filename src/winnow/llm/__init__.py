@@ -17,7 +17,7 @@ BACKENDS = ("llama.cpp", "openai", "transformers")
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str | list[str] = "",
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None,
-             max_inflight: int | None = None, slots: int | None = None) -> LLM:
+             max_inflight: int | None = None, slots: int | None = None, timeout: float | None = None) -> LLM:
     """An :class:`LLM` ready for stages.
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
@@ -36,6 +36,10 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     ``max_inflight`` bounds the requests in flight over all of them (default 64,
     :mod:`winnow.llm.dispatch`). The in-process backends refuse it.
 
+    ``timeout`` (openai only) is the seconds one attempt of a call may take before it is abandoned
+    and retried (on another endpoint when there is one); default 600, long enough for a long answer on
+    a busy server. Lower it for a cluster whose calls take seconds, so a hung server costs little.
+
     ``slots`` (llama.cpp only, default 1) is how many sequences llama.cpp decodes together, each with
     ``context_size`` tokens of context (:mod:`winnow.llm.llamacpp`); a server's own slots are set on
     the server, so the other backends refuse it.
@@ -44,6 +48,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
         raise WinnowError(f"max_inflight applies to the openai backend, not {backend!r}",
                           "the in-process backends run their own calls; leave --max-inflight out"
                           + (" (llama.cpp runs --slots sequences at once)" if backend == "llama.cpp" else ""))
+    if timeout is not None and backend != "openai":
+        raise WinnowError(f"timeout applies to the openai backend, not {backend!r}",
+                          "the in-process backends have no requests to time out; leave --timeout out")
     if slots is not None and backend != "llama.cpp":
         raise WinnowError(f"slots applies to the in-process llama.cpp backend, not {backend!r}",
                           "a server's parallel slots are set on the server (llama-server --parallel N); "
@@ -59,10 +66,12 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
                                              model_sha256=resolved.sha256, context_size=context_size,
                                              threads=threads, slots=slots)
     elif backend == "openai":
+        from .dispatch import DEFAULT_TIMEOUT_SECONDS
         from .openai_http import MAX_INFLIGHT, OpenAICompatibleBackend
 
         engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size,
-                                         max_inflight=max_inflight or MAX_INFLIGHT)
+                                         max_inflight=max_inflight or MAX_INFLIGHT,
+                                         timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout)
     elif backend == "transformers":
         from .transformers_backend import TransformersBackend
 

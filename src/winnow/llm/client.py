@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -41,7 +45,8 @@ class LLM:
                  progress: ProgressHook | None = None) -> None:
         self.backend = backend
         self.cache = cache
-        self.progress = progress
+        self.progress = progress  # the hook of every thread that has none of its own (reporting_to)
+        self._local = threading.local()
         self.stale_cache_entries = 0  # cached answers refused and asked again (see _usable_hit)
         # A backend written elsewhere may offer only the two verbs: it gets the default context and
         # the estimate, and the trace says so. (Checked without reading the attributes: an
@@ -51,6 +56,21 @@ class LLM:
         self._estimate = EstimatedTokens(
             f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
+        self._estimate_announced = False
+
+    @contextmanager
+    def reporting_to(self, hook: ProgressHook | None) -> Iterator[None]:
+        """Calls made by this thread report to ``hook`` (instead of :attr:`progress`) until the block
+        ends: `winnow serve` runs several requests at once on one LLM, each with its own hook."""
+        previous = getattr(self._local, "hook", None)
+        self._local.hook = hook
+        try:
+            yield
+        finally:
+            self._local.hook = previous
+
+    def _progress_hook(self) -> ProgressHook | None:
+        return getattr(self._local, "hook", None) or self.progress
 
     def _send(self, stage: str, items: list[Prompt], run: Callable[..., list[T]]) -> list[T]:
         """Send ``items`` to the backend, reporting progress as calls finish.
@@ -60,16 +80,16 @@ class LLM:
         flight and reports each finished call; any other runs them in chunks of its preferred batch
         size, with progress between chunks so a long rerank shows it is moving.
         """
+        progress = self._progress_hook()
         if _offers(self.backend, "inflight"):
-            progress = self.progress
             report = (lambda done: progress(stage, done, len(items))) if progress else None
             return run(items, on_done=report)
         size = max(1, getattr(self.backend, "batch_size", len(items) or 1))
         out: list[T] = []
         for start in range(0, len(items), size):
             out.extend(run(items[start:start + size]))
-            if self.progress:
-                self.progress(stage, len(out), len(items))
+            if progress:
+                progress(stage, len(out), len(items))
         return out
 
     @property
@@ -105,8 +125,15 @@ class LLM:
 
     @property
     def token_counter(self) -> TokenCounter:
-        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none."""
-        return self.backend.tokens if self._counts_tokens else self._estimate
+        """The backend's token counter (:mod:`winnow.llm.tokens`), or the estimate if it has none.
+        Falling back to the estimate is said once on stderr: passages are then cut by a rule of thumb
+        (shorter than the model needs), which a user should know before reading the results."""
+        counter = self.backend.tokens if self._counts_tokens else self._estimate
+        if not counter.exact and not self._estimate_announced:
+            self._estimate_announced = True
+            print(f"winnow: tokens for {self.model_name or 'the model'} are {counter.description}; passages "
+                  "fitted to the context are cut by this estimate", file=sys.stderr)
+        return counter
 
     @property
     def token_counting(self) -> str:

@@ -4,18 +4,36 @@ A stage hands over all its prompts at once. At most ``max_inflight`` requests ar
 moment, and a new one starts the moment one finishes (no chunk waits for its slowest call), so a
 server that batches many sequences (vLLM, TGI, llama.cpp with slots) stays full. Each request goes
 to the endpoint with the fewest requests in flight (least-loaded dispatch). A request that meets a
-passing failure (429, a 5xx, a timeout, a dropped connection) is retried with exponential backoff
-and full jitter, a bounded number of times; the retries are counted so that usage shows them. A
-server that says when to come back (``Retry-After`` on a 429 or 503) is waited for at least that long.
+passing failure (429, a 5xx, a timeout, a dropped connection, a 200 whose body cannot be read) is
+retried with exponential backoff and full jitter, a bounded number of times; the retries are counted
+so that usage shows them. A server that says when to come back (``Retry-After`` on a 429 or 503) is
+waited for at least that long.
+
+The endpoints are a health-checked pool. A retry goes to another endpoint when there is one (a
+*failover*, counted in :meth:`Dispatcher.stats`). Each endpoint has a circuit breaker
+(:class:`BreakerPolicy`): after a few failures in a row it is taken out of the pool for a cool-down,
+then one request is let through as a probe (half-open); the probe's success puts it back, its failure
+takes it out again. So a dead endpoint beside a healthy one costs a handful of requests, not half of
+them. A 429 is back-pressure from a live server, not a failure: it is retried elsewhere but does not
+open the breaker.
+
+The requests go out from one asyncio event loop on a thread of the dispatcher's own, over one
+aiohttp session per endpoint (kept-alive connections reused call after call), not from a thread per
+request: on a 2-core machine a thread per call with httpx's sync client costs 1.2-2.4 ms of CPU a
+call, httpx's async client about 3 ms, aiohttp about 0.2 ms (bench/bench_client.py). Callers stay
+synchronous: :meth:`map` blocks its thread until its calls are done, calling ``on_done`` in that
+thread as each finishes, so several callers (the requests of `winnow serve`) share the loop and the
+bound on calls in flight.
 """
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import json
+import queue
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Sequence, TypeVar
@@ -24,9 +42,14 @@ import httpx
 
 from ..errors import BackendError
 from .http_json import UNREACHABLE_HINT, checked_json
+from .response_checks import UnreadableAnswer
 
 T = TypeVar("T")
-J = TypeVar("J")
+
+#: What a caller asks for: the route under the endpoint's base URL and the JSON body.
+Request = tuple[str, dict[str, Any]]
+#: Turns an answer into the caller's result: (endpoint, parsed JSON, seconds, raw body) -> result.
+Reader = Callable[["Endpoint", Any, float, str], T]
 
 #: Statuses a busy or restarting server answers; anything else at 400 or above is the request's fault.
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -36,13 +59,23 @@ RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_SECONDS = 120.0
 
 
+#: The per-attempt request timeout in seconds when none is given (a long generation on a busy server).
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+
 class TransientFailure(Exception):
     """A failure worth trying again: the server was busy, restarting or dropped the connection.
-    ``retry_after`` is the wait in seconds the server asked for, if it said."""
+    ``retry_after`` is the wait in seconds the server asked for, if it said; ``busy`` marks a 429
+    (a live server pushing back, which does not count against its breaker); ``unreachable`` a
+    refused connection (nothing listens there)."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, *, busy: bool = False,
+                 unreachable: bool = False, hint: str = "") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.busy = busy
+        self.unreachable = unreachable
+        self.hint = hint
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -80,123 +113,260 @@ class RetryPolicy:
         return backoff if retry_after is None else max(backoff, retry_after)
 
 
+@dataclass(frozen=True)
+class BreakerPolicy:
+    """When an endpoint leaves the pool and when it is tried again: ``failures`` in a row open its
+    breaker for ``cooldown_seconds``; then one probe request decides (half-open)."""
+
+    failures: int = 3
+    cooldown_seconds: float = 5.0
+
+
 class Endpoint:
-    """One server address, its connection pool and the requests it has in flight."""
+    """One server address, its connection pool, the requests it has in flight and its breaker."""
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float, connections: int) -> None:
         self.base_url = base_url.rstrip("/")
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        # The sync client asks the start-up questions (server_tokens); the calls go over the async one,
+        # made on the dispatcher's loop when it first sends.
         self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits)
+        self._headers = {**headers, "Content-Type": "application/json"}
+        self._timeout = timeout
+        self._connections = connections
+        self.session: Any = None  # an aiohttp.ClientSession, made on the dispatcher's loop
         self.inflight = 0
+        # The breaker (guarded by the dispatcher's lock): closed while open_until is 0.
+        self.failures_in_a_row = 0
+        self.open_until = 0.0
+        self.probing = False
+        self.requests = self.failures = self.times_opened = 0
 
-    def post(self, path: str, body: dict[str, Any]) -> tuple[Any, str]:
-        """(parsed answer, raw body); a passing failure is a :class:`TransientFailure`."""
+    def admits(self, now: float) -> bool:
+        """Whether a request may go here now: the breaker is closed, or its cool-down is over and no
+        probe is out yet (half-open)."""
+        return self.open_until == 0.0 or (now >= self.open_until and not self.probing)
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[Any, str]:
+        """(parsed answer, raw body); a passing failure is a :class:`TransientFailure`. Runs on the
+        dispatcher's loop; ``timeout`` bounds the whole attempt."""
+        import aiohttp
+
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout),
+                connector=aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections))
         url = f"{self.base_url}{path}"
         try:
-            response = self.client.post(url, json=body)
-        except httpx.ConnectError as exc:  # nothing listens there: retrying will not help
-            raise BackendError(f"cannot reach {url}: {exc}", UNREACHABLE_HINT) from exc
-        except (httpx.TimeoutException, httpx.TransportError) as exc:  # reset, dropped mid-answer, slow
+            async with self.session.post(url, data=json.dumps(body).encode()) as response:
+                answer = Received(response.status, await response.read(), response.headers.get("retry-after"))
+        except aiohttp.ClientConnectorError as exc:  # nothing listens there: worth another endpoint, not this one
+            raise TransientFailure(f"cannot reach {url}: {exc}", unreachable=True, hint=UNREACHABLE_HINT) from exc
+        except asyncio.TimeoutError as exc:
+            raise TransientFailure(f"{url}: no answer within {self._timeout:g} s (timed out)") from exc
+        except aiohttp.ClientError as exc:  # reset, dropped mid-answer
             raise TransientFailure(f"{url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code in RETRY_STATUSES:
-            raise TransientFailure(f"{url} answered {response.status_code}",
-                                   retry_after_seconds(response.headers.get("retry-after")))
-        return checked_json(response, url, self.base_url)
+        if answer.status_code in RETRY_STATUSES:
+            raise TransientFailure(f"{url} answered {answer.status_code}", retry_after_seconds(answer.retry_after),
+                                   busy=answer.status_code == 429)
+        return checked_json(answer, url, self.base_url)
+
+    async def close_session(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+
+@dataclass(frozen=True)
+class Received:
+    """An HTTP answer as :func:`~winnow.llm.http_json.checked_json` reads it (the shape of an
+    ``httpx.Response`` it uses: ``status_code``, ``text``, ``json()``)."""
+
+    status_code: int
+    body: bytes
+    retry_after: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)  # bytes: not UTF-8 is a ValueError, as httpx's is
 
 
 class Dispatcher:
-    """Runs calls over endpoints with a bound on calls in flight, least-loaded, with retries."""
+    """Runs calls over endpoints with a bound on calls in flight, least-loaded, with retries that
+    fail over to another endpoint and a circuit breaker per endpoint (see the module notes)."""
 
     def __init__(self, endpoints: Sequence[Endpoint], max_inflight: int, retry: RetryPolicy | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, breaker: BreakerPolicy | None = None) -> None:
         if not endpoints:
             raise ValueError("a Dispatcher needs at least one endpoint")
         self.endpoints = list(endpoints)
         self.max_inflight = max(1, max_inflight)
         self.retry = retry or RetryPolicy()
+        self.breaker = breaker or BreakerPolicy()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._slots: asyncio.Semaphore | None = None  # max_inflight, made on the loop
+        self.calls = self.retries = self.failovers = 0
 
     @property
     def inflight(self) -> int:
         """Requests on the wire right now, over all endpoints (for a progress bar)."""
         return sum(e.inflight for e in self.endpoints)
 
-    def _acquire(self) -> Endpoint:
+    def stats(self) -> dict[str, Any]:
+        """Calls made, attempts retried, retries sent to another endpoint than the one that failed,
+        and per endpoint its requests, failures and how often its breaker opened."""
         with self._lock:
-            endpoint = min(self.endpoints, key=lambda e: e.inflight)  # first of the least loaded
+            return {"calls": self.calls, "retries": self.retries, "failovers": self.failovers,
+                    "endpoints": {e.base_url: {"requests": e.requests, "failures": e.failures,
+                                               "breaker_opened": e.times_opened, "open": e.open_until > 0}
+                                  for e in self.endpoints}}
+
+    def _acquire(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The least-loaded endpoint the breakers admit, other than ``avoid`` when another is
+        admitted; with every breaker open, the one that reopens first (a call never waits for a pool
+        that has nobody in it: the retry's own bound ends a pool that stays dead)."""
+        with self._lock:
+            now = time.monotonic()
+            admitted = [e for e in self.endpoints if e.admits(now)]
+            choices = [e for e in admitted if e is not avoid] or admitted
+            if choices:
+                endpoint = min(choices, key=lambda e: e.inflight)  # first of the least loaded
+            else:
+                endpoint = min(self.endpoints, key=lambda e: e.open_until)
+            if endpoint.open_until:
+                endpoint.probing = True  # the half-open probe: the others wait for its outcome
             endpoint.inflight += 1
+            endpoint.requests += 1
             return endpoint
 
-    def _release(self, endpoint: Endpoint) -> None:
+    def _release(self, endpoint: Endpoint, failure: TransientFailure | UnreadableAnswer | None) -> None:
         with self._lock:
             endpoint.inflight -= 1
+            endpoint.probing = False
+            if failure is None:
+                endpoint.failures_in_a_row, endpoint.open_until = 0, 0.0
+                return
+            if isinstance(failure, TransientFailure) and failure.busy:
+                return  # a 429: the server is alive, only full
+            endpoint.failures += 1
+            endpoint.failures_in_a_row += 1
+            if endpoint.open_until or endpoint.failures_in_a_row >= self.breaker.failures:
+                endpoint.times_opened += endpoint.open_until == 0.0
+                endpoint.open_until = time.monotonic() + self.breaker.cooldown_seconds
 
-    def call(self, send: Callable[[Endpoint], T]) -> tuple[T, int]:
-        """``send``'s result on some endpoint, and how many retries it took."""
+    async def _call(self, request: Request, read: Reader[T]) -> tuple[T, int]:
+        """``read`` of the answer to ``request`` from some endpoint, and how many retries it took.
+        A call holds one of the ``max_inflight`` slots while on the wire, not while it waits to retry."""
+        assert self._slots is not None
+        path, body = request
+        with self._lock:
+            self.calls += 1
+        failed_at: Endpoint | None = None
         for attempt in range(self.retry.attempts):
-            endpoint = self._acquire()
-            retry_after = None
-            try:
-                return send(endpoint), attempt
-            except TransientFailure as exc:
-                retry_after = exc.retry_after
-                if attempt + 1 == self.retry.attempts:
-                    raise BackendError(f"{exc}, still after {self.retry.attempts} attempts",
-                                       "the server is overloaded or failing: lower --max-inflight or check "
-                                       "its log") from exc
-            finally:
-                self._release(endpoint)
+            async with self._slots:
+                endpoint = self._acquire(avoid=failed_at)
+                if failed_at is not None:
+                    with self._lock:
+                        self.retries += 1
+                        self.failovers += endpoint is not failed_at
+                failure: TransientFailure | UnreadableAnswer | None = None
+                try:
+                    started = time.perf_counter()
+                    response, raw = await endpoint.post(path, body)
+                    return read(endpoint, response, time.perf_counter() - started, raw), attempt
+                except (TransientFailure, UnreadableAnswer) as exc:
+                    failure = exc
+                    if isinstance(exc, TransientFailure) and exc.unreachable and len(self.endpoints) == 1:
+                        raise BackendError(str(exc), exc.hint) from exc  # one address, nothing there: say so now
+                    if attempt + 1 == self.retry.attempts:
+                        if isinstance(exc, UnreadableAnswer):
+                            raise
+                        raise BackendError(f"{exc}, still after {self.retry.attempts} attempts",
+                                           exc.hint or "the server is overloaded or failing: lower --max-inflight "
+                                                       "or check its log") from exc
+                finally:
+                    self._release(endpoint, failure)
+            failed_at = endpoint
+            retry_after = failure.retry_after if isinstance(failure, TransientFailure) else None
             with self._lock:
-                pause = self.retry.delay(attempt, self._rng, retry_after)
-            time.sleep(pause)
+                # Another endpoint can take the retry at once; backoff is for waiting on the same one.
+                now = time.monotonic()
+                elsewhere = any(e is not endpoint and e.admits(now) for e in self.endpoints)
+                pause = 0.0 if elsewhere else self.retry.delay(attempt, self._rng, retry_after)
+            await asyncio.sleep(pause)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def map(self, jobs: Sequence[J], send: Callable[[Endpoint, J], T],
-            on_done: Callable[[int], None] | None = None) -> list[tuple[T, int]]:
-        """``send(endpoint, job)`` for every job, in order, with at most ``max_inflight`` at once;
-        ``on_done(n)`` is called after each finished job with the number finished so far."""
-        if len(jobs) <= 1 or self.max_inflight == 1:
-            out: list[tuple[T, int]] = []
-            for job in jobs:
-                out.append(self.call(functools.partial(_send_one, send, job)))
-                if on_done:
-                    on_done(len(out))
-            return out
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._pool is None:
-                # The pool's workers are the in-flight slots: a worker that finishes takes the next job.
-                self._pool = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="winnow-llm")
-        return pooled_map(self._pool, [functools.partial(self.call, functools.partial(_send_one, send, job))
-                                       for job in jobs], on_done)
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._loop_thread = threading.Thread(target=self._loop.run_forever, name="winnow-llm-io",
+                                                     daemon=True)
+                self._loop_thread.start()
+            return self._loop
+
+    def map(self, requests: Sequence[Request], read: Reader[T],
+            on_done: Callable[[int], None] | None = None) -> list[tuple[T, int]]:
+        """``read`` of the answer to every request, in order, with at most ``max_inflight`` on the wire
+        at once (over every caller); ``on_done(n)`` is called in this thread after each finished
+        request with the number finished so far. The first failure cancels the requests still
+        running; so does an exception ``on_done`` raises (a cancelled `winnow serve` request)."""
+        if not requests:
+            return []
+        loop = self._running_loop()
+        results: list[Any] = [None] * len(requests)
+        finished: queue.SimpleQueue[int] = queue.SimpleQueue()
+        END = -1
+
+        async def one(i: int, request: Request) -> None:
+            results[i] = await self._call(request, read)
+            finished.put(i)
+
+        async def run_all() -> None:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(self.max_inflight)
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for i, request in enumerate(requests):
+                        group.create_task(one(i, request))
+            except BaseExceptionGroup as failures:
+                first = failures.exceptions[0]  # the first failure, as a caller expects it, its cause kept
+                raise first from first.__cause__
+            finally:
+                finished.put(END)
+
+        future = asyncio.run_coroutine_threadsafe(run_all(), loop)
+        done = 0
+        try:
+            while finished.get() != END:
+                done += 1
+                if on_done:
+                    on_done(done)
+        except BaseException:
+            future.cancel()
+            raise
+        future.result()
+        return results
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        loop, thread = self._loop, self._loop_thread
+        if loop is not None and thread is not None:
+            async def close_clients() -> None:
+                for endpoint in self.endpoints:
+                    await endpoint.close_session()
+
+            try:
+                asyncio.run_coroutine_threadsafe(close_clients(), loop).result(timeout=10)
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(timeout=10)
+                loop.close()
+                self._loop = self._loop_thread = None
         for endpoint in self.endpoints:
             endpoint.client.close()
-
-
-def pooled_map(pool: ThreadPoolExecutor, calls: Sequence[Callable[[], T]],
-               on_done: Callable[[int], None] | None = None) -> list[T]:
-    """Every call's result, in order, run on ``pool``'s workers: a worker that finishes takes the next
-    call at once, so no call waits for a slower one started with it. ``on_done(n)`` is told after each
-    finished call how many have finished; the first failure cancels the calls not yet started."""
-    futures = {pool.submit(call): i for i, call in enumerate(calls)}
-    results: list[Any] = [None] * len(calls)
-    try:
-        for done, future in enumerate(as_completed(futures), 1):
-            results[futures[future]] = future.result()
-            if on_done:
-                on_done(done)
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        raise
-    return results
-
-
-def _send_one(send: Callable[[Endpoint, J], T], job: J, endpoint: Endpoint) -> T:
-    """``send`` with its job bound first, called with the endpoint the dispatcher chose."""
-    return send(endpoint, job)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -25,7 +25,20 @@ def post_json(client: httpx.Client, url: str, body: Any, source: str) -> tuple[A
     return checked_json(send(client, "POST", url, body), url, source)
 
 
-def checked_json(response: httpx.Response, url: str, source: str) -> tuple[Any, str]:
+class HttpAnswer(Protocol):
+    """What :func:`checked_json` reads of an answer: an ``httpx.Response``, or the dispatcher's
+    :class:`~winnow.llm.dispatch.Received`."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+def checked_json(response: HttpAnswer, url: str, source: str) -> tuple[Any, str]:
     """(parsed answer, raw body) of a response that must be a success."""
     if response.status_code in (401, 403):
         raise BackendError(f"{source} refused the request ({response.status_code})",
@@ -33,15 +46,3 @@ def checked_json(response: httpx.Response, url: str, source: str) -> tuple[Any, 
     if response.status_code >= 400:
         raise BackendError(f"{url} answered {response.status_code}: {preview(response.text, 500)}")
     return read_json(response, source), response.text
-
-
-def json_or_none(client: httpx.Client, method: str, url: str, body: Any = None) -> Any:
-    """The JSON a request answers, or None when the route is missing, refused or not JSON (used to
-    ask a server what it is; only an unreachable server is an error)."""
-    response = send(client, method, url, body)
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except (ValueError, RecursionError):
-        return None

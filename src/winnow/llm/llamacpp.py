@@ -25,7 +25,7 @@ import functools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -33,7 +33,6 @@ from ..errors import ModelError, WinnowError
 from ..extras import import_extra
 from .base import ChoiceScores, Generation
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
-from .dispatch import pooled_map
 from .messages import Prompt
 from .openai_format import (
     CHAT_ROUTE,
@@ -202,3 +201,23 @@ class LlamaCppBackend:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._http.close()
         self._server = None
+
+
+def pooled_map(pool: ThreadPoolExecutor, calls: Sequence[Callable[[], T]],
+               on_done: Callable[[int], None] | None = None) -> list[T]:
+    """Every call's result, in order, run on ``pool``'s workers (the slots): a worker that finishes
+    takes the next call at once, so no call waits for a slower one started with it. ``on_done`` is
+    told after each finished call how many have finished; the first failure cancels the calls not
+    yet started."""
+    futures = {pool.submit(call): i for i, call in enumerate(calls)}
+    results: list[Any] = [None] * len(calls)
+    try:
+        for done, future in enumerate(as_completed(futures), 1):
+            results[futures[future]] = future.result()
+            if on_done:
+                on_done(done)
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+    return results

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError
 from .base import ChoiceScores, Generation
 from .context_size import checked_context_size, resolve_context_size
-from .dispatch import Dispatcher, Endpoint, RetryPolicy
+from .dispatch import DEFAULT_TIMEOUT_SECONDS, BreakerPolicy, Dispatcher, Endpoint, RetryPolicy
 from .messages import Prompt
 from .openai_format import (
     choice_request,
@@ -59,25 +58,31 @@ class OpenAICompatibleBackend:
     where it offers one (:mod:`.server_tokens`) and fits prompts to the smallest context any endpoint
     reports."""
 
+    #: Many threads may call it at once (the dispatcher bounds the requests in flight): `winnow serve`
+    #: runs concurrent requests on it rather than one at a time.
+    concurrent_callers = True
+
     def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
-                 max_inflight: int = MAX_INFLIGHT, timeout: float = 600.0, top_logprobs: int = TOP_LOGPROBS,
-                 context_size: int | None = None, retry: RetryPolicy | None = None) -> None:
+                 max_inflight: int = MAX_INFLIGHT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+                 top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None, retry: RetryPolicy | None = None,
+                 breaker: BreakerPolicy | None = None) -> None:
         urls = base_urls(base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
         if not urls:
             raise BackendError("no server address for the OpenAI-compatible backend",
                                "pass --base-url http://HOST:PORT/v1 or set WINNOW_OPENAI_BASE_URL")
         if max_inflight < 1:
             raise BackendError(f"--max-inflight must be at least 1 (got {max_inflight})")
+        if not timeout > 0:
+            raise BackendError(f"--timeout must be above 0 seconds (got {timeout})")
         api_key = api_key or _env("WINNOW_OPENAI_API_KEY", "OPENAI_API_KEY")
         self._model = model
         self._base_url = ",".join(urls)
         self.max_inflight = max_inflight
         self._top_logprobs = top_logprobs
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout = timeout  # seconds per attempt of one call (each retry gets as long again)
         self.dispatcher = Dispatcher([Endpoint(url, headers, timeout, max_inflight) for url in urls],
-                                     max_inflight, retry)
-        self._client = self.dispatcher.endpoints[0].client
-        self._first_url = urls[0]
+                                     max_inflight, retry, breaker=breaker)
         self._requested_context = checked_context_size(context_size)
         self._server: ServerFacts | None = None
         self._context: tuple[int, str] = (0, "")
@@ -93,16 +98,18 @@ class OpenAICompatibleBackend:
         """Requests on the wire right now."""
         return self.dispatcher.inflight
 
+    def dispatch_stats(self) -> dict[str, Any]:
+        """Calls, retries, failovers and each endpoint's health (:meth:`Dispatcher.stats`)."""
+        return self.dispatcher.stats()
+
     def _answered(self, tokens: int) -> None:
         with self._lock:
             self.tokens_done += tokens
 
-    def _post(self, endpoint: Endpoint, body: dict[str, Any]) -> tuple[Any, float, str]:
-        """The parsed answer, the seconds it took and the raw body (shown when it cannot be read)."""
+    def _request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(route, body) of one call: the model named, continuation fields added (see there)."""
         body = {"model": self._model, **body, **continuation_fields(body.get("messages", []))}
-        started = time.perf_counter()
-        response, sent = endpoint.post(route(body), body)
-        return response, time.perf_counter() - started, sent
+        return route(body), body
 
     def _facts(self) -> ServerFacts:
         """What the servers say about themselves, asked once, when first needed (so that loading
@@ -111,11 +118,12 @@ class OpenAICompatibleBackend:
         of them and a prompt fitted to a larger one would be refused by a smaller one."""
         with self._lock:
             if self._server is None:
-                self._server = discover(self._client, self._first_url, self._model)
-                facts = [(self._first_url, self._server)]
-                facts += [(endpoint.base_url, discover(endpoint.client, endpoint.base_url, self._model))
-                          for endpoint in self.dispatcher.endpoints[1:]]
-                reported, reporter = self._server.context_size, self._server.reporter
+                facts = [(endpoint.base_url, discover(endpoint.client, endpoint.base_url, self._model))
+                         for endpoint in self.dispatcher.endpoints]
+                # The first endpoint whose tokenizer answers: a dead first endpoint must not demote
+                # the whole run to the estimate while another serves the same model.
+                self._server = next((fact for _, fact in facts if fact.tokens.exact), facts[0][1])
+                reported, reporter = facts[0][1].context_size, facts[0][1].reporter
                 known = [(fact.context_size, url, fact.reporter) for url, fact in facts if fact.context_size]
                 if len(facts) > 1 and known:
                     reported, smallest_at, reporter = min(known)
@@ -143,24 +151,24 @@ class OpenAICompatibleBackend:
 
     def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,
                  stop: Sequence[str] = (), on_done: Callable[[int], None] | None = None) -> list[Generation]:
-        def one(endpoint: Endpoint, prompt: Prompt) -> Generation:
-            response, seconds, sent = self._post(endpoint, generation_request(
-                prompt, max_tokens=max_tokens, temperature=temperature, stop=stop))
+        def read(endpoint: Endpoint, response: Any, seconds: float, sent: str) -> Generation:
             generation = read_generation(response, seconds, endpoint.base_url, sent, max_tokens=max_tokens)
             self._answered(generation.prompt_tokens + generation.completion_tokens)
             return generation
 
-        return [replace(g, retries=r) for g, r in self.dispatcher.map(prompts, one, on_done)]
+        requests = [self._request(generation_request(prompt, max_tokens=max_tokens, temperature=temperature,
+                                                     stop=stop)) for prompt in prompts]
+        return [replace(g, retries=r) for g, r in self.dispatcher.map(requests, read, on_done)]
 
     def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str],
                         on_done: Callable[[int], None] | None = None) -> list[ChoiceScores]:
-        def one(endpoint: Endpoint, prompt: Prompt) -> ChoiceScores:
-            response, seconds, sent = self._post(endpoint, choice_request(prompt, top_logprobs=self._top_logprobs))
+        def read(endpoint: Endpoint, response: Any, seconds: float, sent: str) -> ChoiceScores:
             scores = read_choice_scores(response, choices, seconds, endpoint.base_url, sent)
             self._answered(scores.prompt_tokens + 1)  # one output token is generated
             return scores
 
-        return [replace(s, retries=r) for s, r in self.dispatcher.map(prompts, one, on_done)]
+        requests = [self._request(choice_request(prompt, top_logprobs=self._top_logprobs)) for prompt in prompts]
+        return [replace(s, retries=r) for s, r in self.dispatcher.map(requests, read, on_done)]
 
     def close(self) -> None:
         self.dispatcher.close()

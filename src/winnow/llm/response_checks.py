@@ -29,6 +29,12 @@ class MalformedResponse(Exception):
     """A field of a server's answer that is missing or of the wrong type; the message says which."""
 
 
+class UnreadableAnswer(BackendError):
+    """A success (200) whose body cannot be read: not JSON, or JSON without the fields an answer has.
+    A proxy hiccup or a server bug garbles one answer in many, so the dispatcher retries it like a 5xx
+    (:mod:`winnow.llm.dispatch`); only one garbled every time reaches the user."""
+
+
 def kind_of(value: Any) -> str:
     """How a JSON value reads in an error message."""
     if value is None:
@@ -67,9 +73,9 @@ class _BoundedRepr(reprlib.Repr):
         return repr(x) if abs(x) <= LARGEST_COUNT else "<a very large integer>"
 
 
-def malformed(source: str, problem: MalformedResponse | str, sent: Any) -> BackendError:
+def malformed(source: str, problem: MalformedResponse | str, sent: Any) -> UnreadableAnswer:
     """The error for a response that cannot be read: the server, what is wrong, how it began."""
-    return BackendError(f"{source} sent a response Winnow cannot read: {problem}; it began {preview(sent)}",
+    return UnreadableAnswer(f"{source} sent a response Winnow cannot read: {problem}; it began {preview(sent)}",
                         "is the address an OpenAI-compatible server (vLLM, llama.cpp server, TGI)? "
                         "a proxy or a server bug may have changed the answer")
 

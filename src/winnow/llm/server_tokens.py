@@ -11,18 +11,25 @@ Two server families tokenize over HTTP, each at the server's root (not under ``/
   model's ``max_model_len``.
 
 Any other server gets the estimate of :class:`~winnow.llm.tokens.EstimatedTokens`, and the trace
-says so. Every answer is read with :mod:`.response_checks`: a malformed one is a BackendError.
+says so, with the reason (no such route, or a route that kept failing). A server that is busy or
+restarting at start-up (a 5xx, 429 or a timeout) is asked again a few times before it is judged,
+since one 503 must not cut every passage of a run to the estimate's shorter length. Every answer is
+read with :mod:`.response_checks`: a malformed one is a BackendError.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import httpx
 
+from ..errors import BackendError
 from . import response_checks as checks
-from .http_json import json_or_none, post_json
+from .dispatch import RETRY_STATUSES, RetryPolicy
+from .http_json import post_json, send
 from .messages import Prompt
 from .openai_format import continuation_fields
 from .response_checks import MalformedResponse, malformed
@@ -110,6 +117,44 @@ class VllmTokenIds:
         return len(self._routes.ids("/tokenize", {"messages": prompt, **continuation_fields(prompt)}))
 
 
+#: How often a start-up question that meets a passing failure is asked again (about 4 s at most).
+PROBE_RETRY = RetryPolicy(attempts=4, base_seconds=0.25, cap_seconds=2.0)
+
+
+def probe_json(client: httpx.Client, method: str, url: str, body: Any = None,
+               retry: RetryPolicy | None = None) -> tuple[Any, str]:
+    """(the JSON a request answers, "") or (None, why not): the route is missing or refused ("answered
+    404"), its body is not JSON, or it kept failing ("answered 503 on 4 attempts"). A passing failure
+    (a status a busy server answers, a timeout) is asked again; only an unreachable server is an error."""
+    retry = retry or PROBE_RETRY
+    rng = random.Random(0)
+    why = ""
+    for attempt in range(retry.attempts):
+        try:
+            response = send(client, method, url, body)
+        except BackendError as exc:
+            if not isinstance(exc.__cause__, httpx.TimeoutException):
+                raise
+            why = "timed out"
+        else:
+            if response.status_code == 200:
+                try:
+                    return response.json(), ""
+                except (ValueError, RecursionError):
+                    return None, "answered 200 with a body that is not JSON"
+            why = f"answered {response.status_code}"
+            if response.status_code not in RETRY_STATUSES:
+                return None, why
+        if attempt + 1 < retry.attempts:
+            time.sleep(retry.delay(attempt, rng))
+    return None, f"{why} on {retry.attempts} attempts"
+
+
+def json_or_none(client: httpx.Client, method: str, url: str, body: Any = None) -> Any:
+    """The JSON a request answers, or None (see :func:`probe_json`)."""
+    return probe_json(client, method, url, body)[0]
+
+
 @dataclass(frozen=True)
 class ServerFacts:
     """What :func:`discover` learnt: the server family, its context size (None if it reports none)
@@ -171,11 +216,15 @@ def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
         return ServerFacts("llama.cpp", n_ctx, reporter, ModelTokens(
             LlamaServerTokenIds(client, root, base_url), f"exact: llama.cpp server's /tokenize at {root}"))
     context = read_vllm_context(json_or_none(client, "GET", f"{base_url}/models"), model)
-    answer = json_or_none(client, "POST", f"{root}/tokenize", {"model": model, "prompt": "Winnow"})
+    answer, why = probe_json(client, "POST", f"{root}/tokenize", {"model": model, "prompt": "Winnow"})
     if isinstance(answer, dict) and isinstance(answer.get("tokens"), list):
         context = context or count_at(answer, "max_model_len")
         return ServerFacts("vLLM", context, "the server's max_model_len", ModelTokens(
             VllmTokenIds(client, root, model, base_url), f"exact: the server's /tokenize at {root}"))
-    estimate = EstimatedTokens(f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): "
-                               f"{root} offers no /tokenize")
+    if answer is not None:
+        why = "answered 200 without a list of tokens"
+    gone = why.startswith("answered 4") and " on " not in why  # 404, 405: the route is not there
+    reason = (f"{root} offers no /tokenize (it {why})" if gone
+              else f"{root}/tokenize {why}, so the server's tokenizer could not be used")
+    estimate = EstimatedTokens(f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): {reason}")
     return ServerFacts("unknown", context, "the server's max_model_len", estimate)

@@ -1,10 +1,16 @@
-"""One worker thread that owns the LLM(s): requests queue for it and run one at a time.
+"""The worker threads that own the LLM(s): requests queue for them and run as the models allow.
 
-llama.cpp runs one sequence at a time in this process and an LLM client has a single progress
-hook, so two requests must never be inside the model at once. Every job that needs the model is
-queued here; its slot (``max_pending`` counts queued and running jobs) is freed when it finishes,
-fails, or is cancelled. A queued job that is cancelled leaves the queue at once; a running one
-stops at its next LLM call: the progress hook, called between calls, raises :class:`Cancelled`.
+llama.cpp runs one sequence at a time in this process, so with an in-process model two requests
+must never be inside it at once: one thread runs the jobs one at a time. A model server (the
+``openai`` backend) takes many callers at once (its dispatcher bounds the calls in flight), and there
+running one job at a time would let a single hung upstream call hold every later request in the
+queue until each timed out (504) however fast the server answered them; so each admitted job gets a
+thread of its own. Each job reports to its own progress hook (:meth:`LLM.reporting_to`, per thread).
+
+Every job that needs the model is queued here; its slot (``max_pending`` counts queued and running
+jobs) is freed when it finishes, fails, or is cancelled. A queued job that is cancelled leaves the
+queue at once; a running one stops at its next LLM call: the progress hook, called between calls,
+raises :class:`Cancelled`.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -58,18 +65,27 @@ class Job:
 
 
 class LLMWorker:
-    """Runs submitted jobs one at a time on a thread that alone calls the given LLMs."""
+    """Runs submitted jobs on threads that alone call the given LLMs: one at a time for in-process
+    models, up to ``max_pending`` at once when every model is a server that takes concurrent callers
+    (or as many as ``concurrency`` says)."""
 
-    def __init__(self, llms: Sequence[LLM], *, max_pending: int = 64, name: str = "winnow-llm") -> None:
+    def __init__(self, llms: Sequence[LLM], *, max_pending: int = 64, name: str = "winnow-llm",
+                 concurrency: int | None = None) -> None:
         self.llms = list(llms)
         self.max_pending = max_pending
+        if concurrency is None:
+            concurrency = max_pending if self.llms and all(
+                getattr(llm.backend, "concurrent_callers", False) for llm in self.llms) else 1
+        self.concurrency = max(1, min(concurrency, max_pending))
         self._queue: deque[Job] = deque()
-        self._running: Job | None = None
+        self._running: list[Job] = []
         self._cond = threading.Condition()
         self._closing = False
         self.counts = {"completed": 0, "failed": 0, "cancelled": 0, "refused": 0}
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True)
+                         for i in range(self.concurrency)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, run: Callable[[Job], Any], listener: Listener | None = None) -> Job:
         """Queue ``run(job)``; raises :class:`QueueFull` when ``max_pending`` jobs are queued or running."""
@@ -81,7 +97,7 @@ class LLMWorker:
                 self.counts["refused"] += 1
                 raise QueueFull(f"all {self.max_pending} slots are taken")
             self._queue.append(job)
-            position = len(self._queue) + (self._running is not None)
+            position = len(self._queue) + len(self._running)
             self._cond.notify()
         job.emit({"event": "queued", "position": position})
         return job
@@ -100,15 +116,15 @@ class LLMWorker:
 
     @property
     def pending(self) -> int:
-        return len(self._queue) + (self._running is not None)
+        return len(self._queue) + len(self._running)
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
-            return {"pending": self.pending, "queued": len(self._queue), "running": self._running is not None,
-                    "max_pending": self.max_pending, **self.counts}
+            return {"pending": self.pending, "queued": len(self._queue), "running": len(self._running),
+                    "concurrency": self.concurrency, "max_pending": self.max_pending, **self.counts}
 
     def _announce_positions(self) -> None:
-        for position, waiting in enumerate(self._queue, start=1 + (self._running is not None)):
+        for position, waiting in enumerate(self._queue, start=1 + len(self._running)):
             waiting.emit({"event": "queued", "position": position})
 
     def _loop(self) -> None:
@@ -122,17 +138,18 @@ class LLMWorker:
                 if not job.future.set_running_or_notify_cancel():  # cancelled by its waiter meanwhile
                     self.counts["cancelled"] += 1
                     continue
-                self._running = job
+                self._running.append(job)
                 job.started = time.perf_counter()
                 self._announce_positions()
             job.emit({"event": "started", "queue_seconds": round(job.queue_seconds, 3)})
-            for llm in self.llms:
-                llm.progress = job.progress
             outcome = "completed"
             try:
-                if job.cancelled.is_set():
-                    raise Cancelled(job.reason)
-                job.future.set_result(job.run(job))
+                with ExitStack() as hooks:
+                    for llm in self.llms:
+                        hooks.enter_context(llm.reporting_to(job.progress))
+                    if job.cancelled.is_set():
+                        raise Cancelled(job.reason)
+                    job.future.set_result(job.run(job))
             except Cancelled as exc:
                 outcome = "cancelled"
                 job.future.set_exception(exc)
@@ -140,10 +157,8 @@ class LLMWorker:
                 outcome = "failed"
                 job.future.set_exception(exc)
             finally:
-                for llm in self.llms:
-                    llm.progress = None
                 with self._cond:
-                    self._running = None
+                    self._running.remove(job)
                     self.counts[outcome] += 1
 
     def close(self, timeout: float = 5.0) -> None:
@@ -155,7 +170,9 @@ class LLMWorker:
                 if not job.future.done():
                     job.future.set_exception(Cancelled("the server is shutting down"))
             self._queue.clear()
-            if self._running is not None:
-                self._running.cancelled.set()
+            for job in self._running:
+                job.cancelled.set()
             self._cond.notify_all()
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
