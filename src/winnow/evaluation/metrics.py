@@ -25,8 +25,20 @@ from .prices import PriceTable
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
+OPTIONAL_ANSWER_SCORES = ("str_em", "rouge_l")  # ASQA's (answers.answer_scores)
 COST_FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "seconds", "cached_prompt_tokens",
                "cached_completion_tokens", "cached_seconds")
+
+
+def answer_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Mean EM, F1 and accuracy over the questions, and ASQA's ``str_em`` and ``rouge_l`` (means over
+    the questions that have them) when some have."""
+    means = {name: mean(r["scores"][name] for r in records) for name in ("em", "f1", "accuracy")}
+    for name in OPTIONAL_ANSWER_SCORES:
+        scored = [r["scores"][name] for r in records if name in r["scores"]]
+        if scored:
+            means[name] = mean(scored)
+    return means
 
 
 def stage_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -132,10 +144,12 @@ def cost_split_metrics(records: Sequence[Mapping[str, Any]], prices: PriceTable 
 
 def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run: Mapping[str, Any], depth: int,
                     qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
-                    capped: bool = False, prices: PriceTable | None = None) -> dict[str, Any]:
+                    capped: bool = False, prices: PriceTable | None = None,
+                    relevance_level: int = 1) -> dict[str, Any]:
     """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
     ``depth`` is the first-stage depth D, the deepest cutoff worth reporting; ``prices`` (``--prices``)
-    adds the cost in USD."""
+    adds the cost in USD; ``relevance_level`` is the lowest qrels grade counted relevant (trec_eval's
+    ``-l``)."""
     labels = stage_labels(records)
     rows = lists_by_row(records, labels)
     answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
@@ -143,7 +157,7 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         "run": dict(run),
         "questions": {"selected": selected, "answered": len(records), "remaining": selected - len(records),
                       "regex_answers": sum(1 for r in records if r.get("regex"))},
-        "answer": {name: mean(r["scores"][name] for r in records) for name in ("em", "f1", "accuracy")},
+        "answer": answer_means(records),
         "rows": ["first_stage", *labels, "final"],
         "answer_recall": {row: answer_recall([entry["answer_ranks"] for entry in lists], answer_ks)
                           for row, lists in rows.items()},
@@ -162,8 +176,9 @@ def compute_metrics(records: Sequence[Mapping[str, Any]], *, selected: int, run:
         metrics["qrels"] = {
             **dict(qrels_info or {}),
             "capped": capped,
+            "relevance_level": relevance_level,
             "rows": {row: qrels_metrics(qrels, {qid: entry["ids"] for qid, entry in zip(ids, lists, strict=True)},
-                                        recall_ks=qrels_ks, capped=capped)
+                                        recall_ks=qrels_ks, capped=capped, relevance_level=relevance_level)
                      for row, lists in rows.items()},
         }
     metrics["question_ids"] = metrics.pop("question_ids")  # keep the long list at the end of the file

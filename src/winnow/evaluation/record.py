@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
+from ..answers import AnswerMatcher, answer_scores
 from ..details import JudgeDetails
 from ..records import Answer, CandidateList, StageTrace
 from .cost import usage_split
@@ -103,9 +103,7 @@ def question_record(item: Any, answer: Answer, first_stage: CandidateList, *, re
         "golden_answers": golds,
         **({"regex": True} if regex else {}),
         "answer": answer.text,
-        "scores": {"em": exact_match(answer.text, golds, regex=regex),
-                   "f1": round(token_f1(answer.text, golds, regex=regex), 6),
-                   "accuracy": accuracy(answer.text, golds, regex=regex)},
+        "scores": answer_scores(answer.text, golds, regex=regex, metadata=item.metadata),
         "first_stage": {"retriever": retriever, "ids": first_ids,
                         "answer_ranks": matcher.ranks(first_ids, first_texts),
                         "seconds": round(first_stage_seconds, 4)},
