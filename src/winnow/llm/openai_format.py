@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ..errors import BackendError
 from . import response_checks as checks
 from .base import ChoiceScores, Generation
-from .choices import scores_over_choices
+from .choices import raw_choice_logprobs, scores_over_choices
 from .messages import Prompt
 from .response_checks import MalformedResponse, malformed, preview
 
@@ -166,4 +166,5 @@ def read_choice_scores(response: Any, choices: Sequence[str], seconds: float, so
     except MalformedResponse as exc:
         raise malformed(source, exc, response if sent is None else sent) from exc
     logprobs, missing = scores_over_choices(top, choices)
-    return ChoiceScores(logprobs, prompt_tokens, seconds, missing, raw_top=dict(top[:10]))
+    return ChoiceScores(logprobs, prompt_tokens, seconds, missing, raw_top=dict(top[:10]),
+                        raw_logprobs=raw_choice_logprobs(top, choices)[0])

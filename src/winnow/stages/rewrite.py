@@ -54,7 +54,7 @@ class QueryRewriter:
 
     llm: LLM
     max_tokens: int = 20  # RRR Table 4: "token limit 20"; a search query, not an essay
-    max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
+    max_words: int | None = 100  # feedback documents cut to this many words (RRR: feedback_words); None: whole
     template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
     feedback_docs: int = 3
     feedback: str = "retriever"  # how the caller chose the feedback documents, for the record
