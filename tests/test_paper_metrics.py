@@ -71,6 +71,9 @@ def test_choice_accuracy_with_the_questions_own_letters():
     # ARC-Challenge has questions labelled 1-4 and five-option ones.
     assert chosen_letter("3", ["1", "2", "3", "4"]) == "3"
     assert chosen_letter("Option E", ["A", "B", "C", "D", "E"]) == "E"
+    # MIRAGE reads A-D for every set: a "D" for PubMedQA's yes/no/maybe is read as D, and is wrong.
+    assert chosen_letter("D", ["A", "B", "C"]) == "D"
+    assert choice_accuracy("D", ["A"], ["A", "B", "C"]) == 0.0
     assert choice_accuracy("Answer: B", ["B"], ABCD) == 1.0
     assert choice_accuracy("Answer: C", ["B"], ABCD) == 0.0
     scores = answer_scores("Option B", ["B"], metadata={"choices": {"A": "x", "B": "y", "C": "z", "D": "w"}})

@@ -181,14 +181,20 @@ def chosen_letter(prediction: str, letters: Sequence[str]) -> str:
     MedRAG asks for JSON, so text after the last ``"answer_choice": "`` is read when present. Then,
     first match wins: the letter alone; the letter at the start followed by " or", " and", "/" or
     ","; "Option X" / "option X" anywhere; ": X" anywhere; the letter at the start followed by ".",
-    a double quote or ":". When nothing matches, the first letter: MIRAGE's code answers "A" then,
-    and the accuracy it reports includes those guesses.
+    a double quote or ":". Letter options are read among A-D and the question's own letters, as
+    MIRAGE reads A-D for every set (so "D" for a three-option question is read, and is wrong). When
+    nothing matches, the first letter: MIRAGE's code answers "A" then, and the accuracy it reports
+    includes those guesses.
     """
     if not letters:
         raise ValueError("a multiple-choice question needs at least one choice")
     marker = '"answer_choice": "'
     sentence = prediction.split(marker)[-1].strip()
-    group = "(" + "|".join(re.escape(letter) for letter in letters) + ")"
+    readable = list(letters)
+    if all(len(letter) == 1 and letter.isupper() for letter in letters):
+        # MIRAGE reads A-D whatever the options: a "D" chosen for a yes/no/maybe question is read, and wrong.
+        readable = list(dict.fromkeys([*letters, "A", "B", "C", "D"]))
+    group = "(" + "|".join(re.escape(letter) for letter in readable) + ")"
     # re.match anchors at the start like MIRAGE's "^\s*"; re.search for its unanchored rules.
     rules = [(re.match, rf"\s*{group}$"), (re.match, rf"\s*{group} or"), (re.match, rf"\s*{group} and"),
              (re.match, rf"\s*{group}/"), (re.match, rf"\s*{group},"), (re.search, rf"[Oo]ption {group}"),

@@ -59,9 +59,9 @@ def continuation_fields(messages: Prompt) -> dict[str, Any]:
     """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
 
     llama.cpp's server continues a final assistant message by itself; vLLM needs
-    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs that
-    reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
-    reads its score from the generated ``<<Score>>n`` text instead.
+    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs refuse
+    the field or open a new turn: RRR's stages ask first (:mod:`.continuation`) and send them no started
+    turn; ``WINNOW_OPENAI_CONTINUE=off`` says so without asking.
     """
     if (isinstance(messages, str) or not messages or messages[-1].get("role") != "assistant"
             or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off"):
