@@ -221,3 +221,19 @@ def test_the_environment_switch_turns_the_prefill_off_without_a_probe(server, mo
     assert stage.details.continuation == "WINNOW_OPENAI_CONTINUE=off" and stage.details.probe_calls == 0
     assert len(httpd.bodies) == 2 and all("Answer with the score alone" in json.dumps(b) for b in httpd.bodies)
 
+
+
+@pytest.mark.llm
+def test_a_real_llama_cpp_server_is_found_to_continue_and_grades_as_in_process(llama_backend):
+    # llama.cpp's server continues a started turn (returning the started part with it) and ignores
+    # vLLM's field: the probe says so, and σ over HTTP reads the same next-token grades as in process.
+    http = OpenAICompatibleBackend("smollm2", base_url=llama_backend.http_address + "/v1", max_inflight=1)
+    try:
+        remote = _grade(LLM(http), TEXTS[:1]).stages[0].details
+        local = _grade(LLM(llama_backend), TEXTS[:1]).stages[0].details
+    finally:
+        http.close()
+    assert remote.continuation == "continued (probe)" and remote.probe_calls == 1
+    assert local.continuation == "llama.cpp continues a started turn itself" and local.probe_calls == 0
+    for mine, theirs in zip(remote.grades, local.grades, strict=True):
+        assert mine["source"] == theirs["source"] and mine["expected"] == pytest.approx(theirs["expected"], abs=1e-2)

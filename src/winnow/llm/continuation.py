@@ -10,8 +10,9 @@ place, so the stages ask first (:func:`continuation_support`) and, where the tur
 send no prefill (:mod:`winnow.stages.graded`'s first-token prompt).
 
 The probe is one short generation: the user asks to count from 1 to 10 and the assistant's turn is
-started with "1, 2, 3, 4,". A server that continues the turn answers "5…"; one that opens a new turn
-starts again from 1 (or says "Sure"). A refused probe is asked again without the started turn: if
+started with "1, 2, 3, 4,". A server that continues the turn answers "5…" (llama.cpp's server with
+the started part before it: "1, 2, 3, 4, 5,"); one that opens a new turn starts again from 1 (or
+says "Sure") and, in four tokens, cannot get as far as "4,". A refused probe is asked again without the started turn: if
 that succeeds the field (or the started turn) was what the server refused; if it fails too, the
 server's own error is raised. The probe's calls are made through the stage's LLM, so they are in
 the stage's usage and in App. B's cost split like any other call (a refused request cost no tokens
@@ -81,7 +82,10 @@ def _detect(llm: LLM, stage: StageTrace) -> Continuation:
             raise refused from None
         reason = " ".join(str(refused).split())[:200]
         return Continuation(False, f"refused: {reason}", probe_calls=2)
-    first = _FIRST_NUMBER.search(text)
+    # llama.cpp's server returns the started part with its continuation ("1, 2, 3, 4, 5,"). A server
+    # that opened a new turn cannot echo it instead: four tokens do not reach "4," counting from 1.
+    answer = text.strip().removeprefix(str(PROBE[-1]["content"]))
+    first = _FIRST_NUMBER.search(answer)
     if first is not None and first.group() == "5":
         return Continuation(True, "continued (probe)", probe_calls=1)
     return Continuation(False, f"not continued: the probe answered {text[:40]!r}", probe_calls=1)
