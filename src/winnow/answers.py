@@ -233,7 +233,7 @@ def _sentence_lines(text: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _rouge_scorer():
+def _rouge_scorer() -> Any:  # rouge_score.rouge_scorer.RougeScorer (the package ships no types)
     rouge_scorer = import_extra("rouge_score.rouge_scorer", "eval", "ROUGE-L (ASQA long answers)")
     return rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
 
@@ -244,7 +244,7 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
         return 0.0
     scorer = _rouge_scorer()
     hypothesis = _sentence_lines(prediction)
-    return max(scorer.score(_sentence_lines(ref), hypothesis)["rougeLsum"].fmeasure for ref in references)
+    return max(float(scorer.score(_sentence_lines(ref), hypothesis)["rougeLsum"].fmeasure) for ref in references)
 
 
 # --- DPR's SimpleTokenizer, built from the Unicode tables of this Python ---------------------------
