@@ -6,6 +6,7 @@ methods also run end to end with the real SmolLM2-135M.
 """
 
 import json
+import warnings
 
 import pytest
 from hypothesis import given
@@ -17,7 +18,6 @@ from winnow.llm.base import ChoiceScores, Generation
 from winnow.methods import build_method
 from winnow.stages.fusion import fuse, min_max
 from winnow.stages.rewrite import parse_rewrite
-
 
 
 class ScriptedModel:
@@ -191,3 +191,30 @@ def test_parse_rewrite_never_crashes_and_returns_one_line(text):
     result = parse_rewrite(text)
     assert "\n" not in result and result == result.strip()
     assert "<<" not in result.lower().replace(" ", "") or "rewrite" not in result.lower()
+
+
+def test_feedback_documents_are_cut_to_feedback_words(index):
+    model, _ = run_rrr(index, {}, ["rome italy", "x"], n=8, rewrites=2, feedback_docs=1, feedback_words=3)
+    [prompt] = model.rewrite_prompts
+    first = prompt.split("TOP RESULTS:\n1. ")[1].split("\n")[0]
+    assert len(first.split()) == 3  # the paper gives no cut; Winnow's default is 100 words
+    model, _ = run_rrr(index, {}, ["rome italy", "x"], n=8, rewrites=2, feedback_docs=1, feedback_words=0)
+    assert len(model.rewrite_prompts[0].split("TOP RESULTS:\n1. ")[1].split("\n")[0].split()) > 3  # 0: whole
+
+
+def test_a_paper_second_pass_without_a_rerank2_model_is_announced(index):
+    from winnow.errors import WinnowWarning
+
+    model = ScriptedModel({}, [])
+    with pytest.warns(WinnowWarning, match="no rerank2 model was given"):
+        method = build_method("rrr", index=index, llm=LLM(model), n=3, k=2, second_pass_depth=2)
+    assert len(method.notices) == 1 and "--agent rerank2=MODEL" in method.notices[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning once the role has its model
+        other = LLM(ScriptedModel({}, []))
+        assert build_method("rrr", index=index, llm=LLM(model), n=3, k=2, second_pass_depth=2,
+                            agents={"rerank2": other}).notices == []
+        assert build_method("rankgpt", index=index, llm=LLM(model), n=3, k=2).notices == []
+    with pytest.warns(WinnowWarning):
+        assert build_method("rankgpt", index=index, llm=LLM(model), n=3, k=2, window=2, step=1,
+                            second_pass_depth=2).notices

@@ -8,6 +8,19 @@
   Mallen et al. 2023 and Asai et al. 2024): a generation is correct when it *contains* a gold
   answer. Containment is tested on SQuAD-normalised text, as FlashRAG's ``acc`` does, so "The
   Beatles." contains "beatles".
+* **FEVER's label accuracy** (RankRAG Table 2, FEVER column): when the gold answers are truth
+  labels ("True" / "False", D.2's "Answer … with True or False"; Winnow's KILT loader maps SUPPORTS
+  / REFUTES to them), a generation is correct when the label it *states* is the gold one
+  (:func:`stated_label`), not when the gold word is a substring of it: "untrue" states no label.
+* **Multiple-choice accuracy** (MAIN-RAG's ARC-Challenge; RankRAG Table 5, MIRAGE): the question's
+  ``choices`` (letter → option) are in its metadata and the gold answer is a letter; the chosen
+  letter is read from the generation by MIRAGE's released ``locate_answer`` rules
+  (:func:`chosen_letter`), the first option's letter when none matches, as that code does.
+* **str-em** (ASQA, ALCE's ``compute_str_em``): the share of the question's disambiguated
+  sub-questions one of whose short answers is a substring of the SQuAD-normalised generation.
+* **ROUGE-L** (ASQA): ``rougeLsum`` F-measure of Google's ``rouge-score`` package (the
+  implementation ALCE and ASQA use: Porter stemming, one sentence a line, lower-cased), the best
+  over the question's long answers; needs the 'eval' extra.
 * **has_answer** decides whether a *passage* holds an answer, for answer Recall@k (RankRAG Tables 6
   and 8; the DPR convention, Karpukhin et al. 2020, §5.1). Text and answer are NFD-normalised,
   split into DPR's "simple" tokens (runs of letters, digits and combining marks, or any other single
@@ -28,10 +41,12 @@ import string
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from .errors import WinnowError
+from .extras import import_extra
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -106,9 +121,12 @@ def accuracy(prediction: str, answers: Sequence[str] | str, *, regex: bool = Fal
     """1.0 when the generation contains a gold answer (PopQA/TriviaQA "Acc.", RankRAG Table 2).
 
     Gold answers that normalise to nothing (an answer of just "The") are ignored, since the empty
-    string is contained in every generation.
+    string is contained in every generation. Gold truth labels (FEVER's "True" / "False") are scored
+    by :func:`label_accuracy` instead: "untrue" does not contain the label "True".
     """
     answers = _check_answers(answers)
+    if is_label_answer(answers) and not regex:
+        return label_accuracy(prediction, answers)
     if regex:
         text = unicodedata.normalize("NFD", prediction)
         return float(any(compile_answer_regex(p).search(text) is not None for p in answers))
@@ -118,6 +136,115 @@ def accuracy(prediction: str, answers: Sequence[str] | str, *, regex: bool = Fal
         if normalised and normalised in predicted:
             return 1.0
     return 0.0
+
+
+# --- FEVER's truth labels ----------------------------------------------------------------------------
+
+#: Words that state a truth label. KILT's own label names count too, for a model that echoes them.
+_LABEL_WORDS = {"true": "true", "false": "false", "supports": "true", "supported": "true",
+                "refutes": "false", "refuted": "false"}
+_LABELS = frozenset({"true", "false"})
+
+
+def is_label_answer(answers: Sequence[str] | str) -> bool:
+    """The gold answers are FEVER truth labels: every one is "True" or "False" (any case)."""
+    answers = _check_answers(answers)
+    return bool(answers) and all(normalize_answer(a) in _LABELS for a in answers)
+
+
+def stated_label(prediction: str) -> str | None:
+    """The truth label a generation states ("true" / "false"), or ``None`` when it states none or both.
+
+    The first word decides when it is a label word ("False. The film was…"); otherwise the one kind
+    of label word that appears among the words ("The claim is true."). Words, not substrings:
+    "untrue" and "falsehood" state nothing.
+    """
+    words = normalize_answer(prediction).split()
+    if words and words[0] in _LABEL_WORDS:
+        return _LABEL_WORDS[words[0]]
+    found = {_LABEL_WORDS[word] for word in words if word in _LABEL_WORDS}
+    return found.pop() if len(found) == 1 else None
+
+
+def label_accuracy(prediction: str, answers: Sequence[str] | str) -> float:
+    """1.0 when the label the generation states is a gold label (FEVER accuracy)."""
+    label = stated_label(prediction)
+    return float(label is not None and label in {normalize_answer(a) for a in _check_answers(answers)})
+
+
+# --- multiple choice (ARC-Challenge, MIRAGE) -----------------------------------------------------------
+
+def chosen_letter(prediction: str, letters: Sequence[str]) -> str:
+    """The option letter a generation chooses, by MIRAGE's released ``locate_answer`` rules (its
+    ``src/utils.py``), with the question's own letters in place of its fixed A-D.
+
+    MedRAG asks for JSON, so text after the last ``"answer_choice": "`` is read when present. Then,
+    first match wins: the letter alone; the letter at the start followed by " or", " and", "/" or
+    ","; "Option X" / "option X" anywhere; ": X" anywhere; the letter at the start followed by ".",
+    a double quote or ":". Letter options are read among A-D and the question's own letters, as
+    MIRAGE reads A-D for every set (so "D" for a three-option question is read, and is wrong). When
+    nothing matches, the first letter: MIRAGE's code answers "A" then, and the accuracy it reports
+    includes those guesses.
+    """
+    if not letters:
+        raise ValueError("a multiple-choice question needs at least one choice")
+    marker = '"answer_choice": "'
+    sentence = prediction.split(marker)[-1].strip()
+    readable = list(letters)
+    if all(len(letter) == 1 and letter.isupper() for letter in letters):
+        # MIRAGE reads A-D whatever the options: a "D" chosen for a yes/no/maybe question is read, and wrong.
+        readable = list(dict.fromkeys([*letters, "A", "B", "C", "D"]))
+    group = "(" + "|".join(re.escape(letter) for letter in readable) + ")"
+    # re.match anchors at the start like MIRAGE's "^\s*"; re.search for its unanchored rules.
+    rules = [(re.match, rf"\s*{group}$"), (re.match, rf"\s*{group} or"), (re.match, rf"\s*{group} and"),
+             (re.match, rf"\s*{group}/"), (re.match, rf"\s*{group},"), (re.search, rf"[Oo]ption {group}"),
+             (re.search, rf":\s*{group}"), (re.match, rf"\s*{group}\."), (re.match, rf'\s*{group}"'),
+             (re.match, rf"\s*{group}:")]
+    for find, pattern in rules:
+        found = find(pattern, sentence)
+        if found is not None:
+            return found.group(1)
+    return letters[0]
+
+
+def choice_accuracy(prediction: str, answers: Sequence[str] | str, choices: Sequence[str]) -> float:
+    """1.0 when the letter the generation chooses (:func:`chosen_letter`) is the gold letter."""
+    return float(chosen_letter(prediction, list(choices)) in set(_check_answers(answers)))
+
+
+# --- ASQA ---------------------------------------------------------------------------------------------
+
+def str_em(prediction: str, answer_groups: Sequence[Sequence[str]]) -> float:
+    """ASQA's str-em (ALCE's ``compute_str_em``): the share of the sub-questions (``answer_groups``,
+    one list of short answers each) with a short answer inside the SQuAD-normalised generation."""
+    if not answer_groups:
+        return 0.0
+    predicted = normalize_answer(prediction)
+    return mean(float(any(normalize_answer(a) in predicted for a in group)) for group in answer_groups)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _sentence_lines(text: str) -> str:
+    # rougeLsum reads one sentence a line. ALCE splits with NLTK's punkt model, which would be a
+    # download; a split after ., ! or ? and white space differs only around abbreviations.
+    return "\n".join(part for part in _SENTENCE_END.split(text.lower().strip()) if part)
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer() -> Any:  # rouge_score.rouge_scorer.RougeScorer (the package ships no types)
+    rouge_scorer = import_extra("rouge_score.rouge_scorer", "eval", "ROUGE-L (ASQA long answers)")
+    return rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
+
+
+def rouge_l(prediction: str, references: Sequence[str]) -> float:
+    """ROUGE-L (``rougeLsum`` F-measure, stemmed) of the generation, the best over ``references``."""
+    if not references:
+        return 0.0
+    scorer = _rouge_scorer()
+    hypothesis = _sentence_lines(prediction)
+    return max(float(scorer.score(_sentence_lines(ref), hypothesis)["rougeLsum"].fmeasure) for ref in references)
 
 
 # --- DPR's SimpleTokenizer, built from the Unicode tables of this Python ---------------------------
@@ -196,6 +323,33 @@ class AnswerMatcher:
 def has_answer(text: str, answers: Sequence[str] | str, regex: bool = False) -> bool:
     """DPR's test of whether ``text`` (a passage) holds one of ``answers``; see the module notes."""
     return AnswerMatcher(answers, regex=regex)(text)
+
+
+#: Keys of a question's ``metadata`` the answer metrics read (the dataset loaders write them).
+CHOICES = "choices"  # {"A": "option text", ...}: a multiple-choice question; the gold answer is a letter
+QA_PAIRS = "qa_pairs"  # [["short answer", "alias"], ...]: ASQA's sub-questions, for str-em
+LONG_ANSWERS = "long_answers"  # ["long answer", ...]: ASQA's annotations, for ROUGE-L
+
+
+def answer_scores(prediction: str, answers: Sequence[str], *, regex: bool = False,
+                  metadata: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """A generation's scores against one question: ``em``, ``f1`` and ``accuracy`` always (accuracy
+    by the question's kind: chosen letter, stated label or containment), ``str_em`` and ``rouge_l``
+    for a question whose metadata has ASQA's sub-questions and long answers."""
+    metadata = metadata or {}
+    choices = metadata.get(CHOICES)
+    if choices:
+        correct = choice_accuracy(prediction, answers, list(choices))
+    else:
+        correct = accuracy(prediction, answers, regex=regex)
+    scores = {"em": exact_match(prediction, answers, regex=regex),
+              "f1": round(token_f1(prediction, answers, regex=regex), 6),
+              "accuracy": correct}
+    if metadata.get(QA_PAIRS):
+        scores["str_em"] = round(str_em(prediction, metadata[QA_PAIRS]), 6)
+    if metadata.get(LONG_ANSWERS):
+        scores["rouge_l"] = round(rouge_l(prediction, metadata[LONG_ANSWERS]), 6)
+    return scores
 
 
 def mean(values: Iterable[float]) -> float:

@@ -116,6 +116,8 @@ class GradedDetails(StageDetails):
     already_graded: int = 0
     generated_grades: int = 0
     unreadable_grades: int = 0
+    continuation: str = ""  # whether the server continued the started "<<Score>>" (llm/continuation.py)
+    probe_calls: int = 0  # the calls that asked it (once per backend)
 
 
 @dataclass(slots=True)
@@ -135,6 +137,7 @@ class RewriteDetails(StageDetails):
 
     kinds: ClassVar[tuple[str, ...]] = ("rewriter",)
     rewrites: list[dict[str, str]] = field(default_factory=list)
+    continuation: str = ""  # whether the server continued the started "<<Rewrite>>" (llm/continuation.py)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,10 @@ class WinnowError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+class WinnowWarning(UserWarning):
+    """A run that goes ahead but not as the user may think (a paper setting without the model it needs)."""
+
+
 class InputError(WinnowError):
     """Malformed input data: names the file, the line (1-based) and the field."""
 

@@ -22,7 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "llamacpp": ("xllamacpp",),
     "serve": ("fastapi", "uvicorn"),
     "mcp": ("mcp",),
-    "eval": ("ir_measures", "pytrec_eval", "matplotlib"),
+    "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
     "dense": ("onnxruntime", "tokenizers"),
     "data": ("ir_datasets",),
     "ray": ("ray",),

@@ -93,7 +93,8 @@ class RunOptions:
     agents: tuple[str, ...] | None = option("--agent", metavar="ROLE=MODEL",
                                             help="Give an agent role its own model, ROLE=MODEL (repeatable): mainrag "
                                                  "judge, final; rrr rewrite, relevance, rerank, rerank2; rankgpt "
-                                                 "rerank, rerank2 (`winnow methods` lists every role).")
+                                                 "rerank, rerank2 (rerank2: the second pass over the top "
+                                                 "second_pass_depth; `winnow methods` lists every role).")
     assignments: tuple[str, ...] | None = option("--set", metavar="KEY=VALUE",
                                                  help="Any method setting, KEY=VALUE (repeatable), e.g. --set "
                                                       "window=20.")

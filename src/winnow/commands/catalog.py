@@ -31,7 +31,9 @@ def methods() -> None:
         defaults = cls.Settings().to_dict()
         paper = method_settings(name, profile="paper").to_dict()
         roles = "\n".join(f"{role}: {what}" for role, what in cls.roles.items()) or "-"
-        marked = [f"{paper[key]}{' *' if paper[key] != value else ''}" for key, value in defaults.items()]
+        # A setting the method ignores (vanilla's n, MAIN-RAG's k) has no paper value to show.
+        marked = ["- (not used)" if key in cls.unused_settings else f"{paper[key]}{' *' if paper[key] != value else ''}"
+                  for key, value in defaults.items()]
         # Optional stages are written "[…]", which rich would take for markup and drop.
         table.add_row(name, escape("\n".join(cls.stages)), escape(cls.summary), "\n".join(defaults),
                       escape("\n".join(str(value) for value in defaults.values())), escape("\n".join(marked)),

@@ -51,7 +51,8 @@ def data_list(as_json: JsonOption = False) -> None:
                       "" if row["judged"] is None else f"{row['judged']:,}", entry, row["licence"])
     out.print(table)
     err.print("Also: a BEIR folder (its queries.jsonl and qrels/<split>.tsv) or irds:<ir_datasets id>, "
-              "e.g. irds:beir/scifact/test (needs ir_datasets and a network).")
+              "e.g. irds:beir/scifact/test (needs ir_datasets and a network); a downloaded benchmark file as "
+              "kilt:FILE, asqa:FILE[#SPLIT], arc:FILE, mirage:FILE[#SET], popqa:FILE or popqa-longtail:FILE.")
 
 
 def qrels_path_for(questions_file: Path) -> Path:
@@ -62,8 +63,10 @@ def qrels_path_for(questions_file: Path) -> Path:
 
 @data_app.command("export")
 def data_export(
-    name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, or "
-                                             "irds:<ir_datasets id>.")],
+    name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, "
+                                             "irds:<ir_datasets id>, or a downloaded benchmark file as LAYOUT:PATH "
+                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail; "
+                                             "asqa:FILE#SPLIT, mirage:FILE#SET).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="QA JSONL file to write; retrieval sets also "
                                                                "get qrels.<name>.txt beside it.")],
     split: Annotated[str, typer.Option("--split", help="For a BEIR folder: which qrels/<split>.tsv.")] = "test",

@@ -122,10 +122,15 @@ def evaluate(
                                                                  "sample with --seed; raise it later to extend "
                                                                  "the run).")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Choose and order the questions by this seed.")] = None,
-    qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@10, MRR@10 and "
-                                                                  "Recall@k per stage.")] = None,
+    qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC qrels: adds nDCG@1/5/10, MRR@10, "
+                                                                  "MAP and Recall@k per stage.")] = None,
     capped: Annotated[bool, typer.Option("--capped",
                                          help="Also capped Recall@k (divide by min(k, relevant)).")] = False,
+    relevance_level: Annotated[Optional[int], typer.Option("--relevance-level", min=1,
+                                                           help="With --qrels: the lowest grade that counts as "
+                                                                "relevant for Recall, MRR and MAP (trec_eval's "
+                                                                "-l) \\[default: 2 for TREC DL questions, else "
+                                                                "1].")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1,
                                                       help="Questions run together: each stage sends the LLM calls "
                                                            "of the whole batch at once (answers are the same as one "
@@ -171,11 +176,13 @@ def evaluate(
         given = set(options.setting_values()) | {parse_assignment(a)[0] for a in options.assignments or ()}
         _evaluate_sweep(spec, sweep, given, index_dir, queries, out_dir, batch_size=batch_size, options=options,
                         as_json=as_json, eval_options=dict(limit=limit, seed=seed, qrels=qrels, capped=capped,
-                                                    api_key=options.api_key or "", cache=options.cache,
+                                                           relevance_level=relevance_level,
+                                                           api_key=options.api_key or "", cache=options.cache,
                                                            prices=price_table))
         return
     run = EvalRun(spec, index_dir, queries, out_dir, limit=limit, seed=seed, qrels=qrels, capped=capped,
-                  api_key=options.api_key or "", cache=options.cache, prices=price_table)
+                  relevance_level=relevance_level, api_key=options.api_key or "", cache=options.cache,
+                  prices=price_table)
     started = time.perf_counter()
     pending = run.prepare()
     if run.folder.torn_line_dropped:

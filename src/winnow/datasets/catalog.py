@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import WinnowError
 from .anserini import VERSION, jar_entries, load_qa_entry, load_qrels_entry, load_topics_entry
 from .beir_folder import load_beir_folder
+from .benchmarks import is_benchmark_file, load_benchmark_file
 from .dataset import BEIR, QA, TREC_DL, Dataset
 from .irds import PREFIX as IRDS_PREFIX
 from .irds import load_ir_dataset
@@ -119,7 +120,10 @@ def find_spec(name: str) -> DatasetSpec:
 
 def load_dataset(name: str, *, split: str = "test") -> Dataset:
     """A dataset by name: a name from :func:`dataset_specs` (read from the Pyserini jar), ``irds:<id>``
-    (an ``ir_datasets`` id, downloaded), or the path of a BEIR folder (its ``split`` queries and qrels)."""
+    (an ``ir_datasets`` id, downloaded), the path of a BEIR folder (its ``split`` queries and qrels),
+    or ``LAYOUT:PATH``, a benchmark file as downloaded (KILT, ASQA, ARC, MIRAGE, PopQA: :mod:`.benchmarks`)."""
+    if is_benchmark_file(name):
+        return load_benchmark_file(name)
     if name.startswith(IRDS_PREFIX):
         return load_ir_dataset(name.removeprefix(IRDS_PREFIX))
     if name not in {spec.name for spec in dataset_specs()} and Path(name).expanduser().is_dir():

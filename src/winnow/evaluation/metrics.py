@@ -42,6 +42,17 @@ from .schema import (
 QRELS_RECALL_KS = (5, 10, 20, 50, 100)
 
 
+def answer_means(records: Sequence[QuestionRecord]) -> Scores:
+    """Mean EM, F1 and accuracy over the questions, and ASQA's ``str_em`` and ``rouge_l`` (means over
+    the questions that have them) when some have."""
+    means = {name: mean(r.scores.of(name) for r in records) for name in Scores.NAMES}
+    for name in Scores.OPTIONAL:
+        scored = [value for r in records if (value := getattr(r.scores, name)) is not None]
+        if scored:
+            means[name] = mean(scored)
+    return Scores(**means)
+
+
 def stage_labels(records: Sequence[QuestionRecord]) -> list[str]:
     """The method's list-producing stages, in the order they ran (see the module notes)."""
     order: list[str] = []
@@ -145,10 +156,11 @@ def cost_split_metrics(records: Sequence[QuestionRecord], prices: PriceTable | N
 
 def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: RunInfo, depth: int,
                     qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
-                    capped: bool = False, prices: PriceTable | None = None) -> Metrics:
+                    capped: bool = False, prices: PriceTable | None = None, relevance_level: int = 1) -> Metrics:
     """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
     ``depth`` is the first-stage depth D, the deepest cutoff worth reporting; ``prices`` (``--prices``)
-    adds the cost in USD; ``qrels_info`` the qrels file's ``file``, ``sha256`` and ``index_coverage``."""
+    adds the cost in USD; ``qrels_info`` the qrels file's ``file``, ``sha256`` and ``index_coverage``;
+    ``relevance_level`` is the lowest qrels grade counted relevant (trec_eval's ``-l``)."""
     labels = stage_labels(records)
     rows = lists_by_row(records, labels)
     answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
@@ -157,15 +169,15 @@ def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: Ru
     if qrels is not None:
         qrels_ks = cutoffs(depth, QRELS_RECALL_KS)
         ids = [r.id for r in records]
-        judged = QrelsMetrics(**dict(qrels_info or {}), capped=capped, rows={
+        judged = QrelsMetrics(**dict(qrels_info or {}), capped=capped, relevance_level=relevance_level, rows={
             row: qrels_metrics(qrels, {qid: entry.ids for qid, entry in zip(ids, lists, strict=True)},
-                               recall_ks=qrels_ks, capped=capped)
+                               recall_ks=qrels_ks, capped=capped, relevance_level=relevance_level)
             for row, lists in rows.items()})
     return Metrics(
         run=run,
         questions=QuestionCounts(selected=selected, answered=len(records), remaining=selected - len(records),
                                  regex_answers=sum(1 for r in records if r.regex)),
-        answer=Scores(**{name: mean(r.scores.of(name) for r in records) for name in Scores.NAMES}),
+        answer=answer_means(records),
         rows=["first_stage", *labels, "final"],
         answer_recall={row: answer_recall([entry.answer_ranks for entry in lists], answer_ks)
                        for row, lists in rows.items()},

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..answers import AnswerMatcher, accuracy, exact_match, token_f1
+from ..answers import AnswerMatcher, answer_scores
 from ..details import JudgeDetails
 from ..records import Answer, CandidateList, StageTrace, Usage
 from .cost import UsageShare, usage_split
@@ -106,9 +106,7 @@ def question_record(item: QAItem, answer: Answer, first_stage: CandidateList, *,
     return QuestionRecord(
         id=item.id, question=item.question, history=tuple(item.history or ()), golden_answers=golds, regex=regex,
         answer=answer.text,
-        scores=Scores(em=exact_match(answer.text, golds, regex=regex),
-                      f1=round(token_f1(answer.text, golds, regex=regex), 6),
-                      accuracy=accuracy(answer.text, golds, regex=regex)),
+        scores=Scores(**answer_scores(answer.text, golds, regex=regex, metadata=item.metadata)),
         first_stage=FirstStage(retriever=retriever, ids=first_ids, answer_ranks=matcher.ranks(first_ids, first_texts),
                                seconds=round(first_stage_seconds, 4)),
         stages=stage_entries(answer, matcher),

@@ -231,7 +231,7 @@ def qrels_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: di
     names: list[str] = []
     for run in judged:
         for values in run.metrics.qrels.rows.values() if run.metrics.qrels else ():
-            names += [n for n in values if "@" in n and n not in names]
+            names += [n for n in values if n != "judged_questions" and n not in names]  # nDCG@k, MRR@10, MAP, R@k
     header = ["run", "list", "judged questions", *names]
     rows = []
 

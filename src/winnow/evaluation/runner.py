@@ -120,6 +120,7 @@ class EvalRun:
     seed: int | None = None
     qrels: Path | None = None
     capped: bool = False
+    relevance_level: int | None = None  # trec_eval's -l; None: the dataset's (retrieval.default_relevance_level)
     api_key: str = ""
     cache: bool = True
     prices: PriceTable | None = None  # a PriceTable (``--prices``): the cost in USD in metrics.json
@@ -130,6 +131,9 @@ class EvalRun:
             raise WinnowError(f"--limit must be at least 1 (got {self.limit})")
         if self.qrels is not None:  # checked now, not after the last question has been asked
             require("eval", "qrels metrics (winnow eval --qrels)")
+        if self.relevance_level is not None and self.relevance_level < 1:
+            raise WinnowError(f"--relevance-level must be at least 1 (got {self.relevance_level})",
+                              "TREC DL counts grade 2 and up as relevant (--relevance-level 2); binary qrels use 1")
         self.folder = RunFolder(self.out)
         self._lock = ExitStack()  # the run folder's lock, from prepare() to the end of finish()
         self.items: list[QAItem] = []
@@ -305,6 +309,15 @@ class EvalRun:
         return (f"{len(missing)} of {len(self.selected)} question(s) remain unanswered ({ids}): {why}. "
                 f"Errors are in {self.folder.errors_path}; run the same command again to retry them")
 
+    def resolved_relevance_level(self) -> int:
+        """``--relevance-level``, or the default of the dataset the chosen questions come from (their
+        ``metadata["dataset"]``): 2 for TREC DL, else 1."""
+        from .retrieval import default_relevance_level
+
+        if self.relevance_level is not None:
+            return self.relevance_level
+        return default_relevance_level(str(item.metadata.get("dataset", "")) for item in self.selected)
+
     def finish(self) -> dict[str, Any]:
         """Write ``metrics.json`` and the TREC run files from every finished chosen question; return
         the JSON written (the typed metrics are kept as :attr:`metrics`)."""
@@ -322,7 +335,8 @@ class EvalRun:
                       settings=resolved_settings(spec), queries=str(Path(self.queries).resolve()), seed=self.seed,
                       limit=self.limit, label=run_label(spec), deviations=run_deviations(spec))
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
-                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices)
+                                  qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices,
+                                  relevance_level=self.resolved_relevance_level())
         metrics.questions.failed_this_session = len(self.failures)
         metrics.written = now()
         self.metrics = metrics

@@ -96,8 +96,11 @@ class Scores(JsonRecord):
     em: float
     f1: float
     accuracy: float
+    str_em: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ALCE's str-em)
+    rouge_l: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ROUGE-Lsum)
 
     NAMES: ClassVar[tuple[str, ...]] = ("em", "f1", "accuracy")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("str_em", "rouge_l")
 
     def of(self, name: str) -> float:
         """The score called ``name`` (one of :attr:`NAMES`)."""
@@ -282,6 +285,8 @@ class QrelsMetrics(JsonRecord):
     sha256: str | None = field(default=None, metadata=OMIT)
     index_coverage: dict[str, Any] | None = field(default=None, metadata=OMIT)
     capped: bool = False
+    # trec_eval's -l: the lowest grade counted relevant; files written before it was a choice used 1 and omit it
+    relevance_level: int | None = field(default=None, metadata=OMIT)
     rows: dict[str, dict[str, float]]
 
 

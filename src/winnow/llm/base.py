@@ -47,6 +47,9 @@ class ChoiceScores:
     missing: tuple[str, ...] = ()
     raw_top: dict[str, float] = field(default_factory=dict)
     retries: int = 0
+    #: Each choice's log-probability before renormalisation (RankRAG §4.3's raw P("True")); empty in
+    #: cache entries written before it was kept.
+    raw_logprobs: dict[str, float] = field(default_factory=dict)
 
     def probability(self, choice: str) -> float:
         import math

@@ -1,7 +1,7 @@
 """A persistent cache of LLM calls in SQLite, shared safely between processes.
 
 Keyed by the backend's identity (kind, model, checksum), the request kind, the exact messages and
-the decoding parameters; at temperature 0 the answer is a pure function of that key. RRR (§4D)
+the decoding parameters; at temperature 0 the answer is a pure function of that key. RRR (App. B)
 reports that such a call database cut its relevance calls per query from about 500 to about 300.
 WAL journaling lets several processes read while one writes; a busy timeout makes writers wait
 instead of failing.

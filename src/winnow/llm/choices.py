@@ -27,14 +27,10 @@ def normalise_token(token: str) -> str:
     return token.replace("▁", " ").replace("Ġ", " ").strip().casefold()
 
 
-def scores_over_choices(top: Sequence[tuple[str, float]], choices: Sequence[str]
+def raw_choice_logprobs(top: Sequence[tuple[str, float]], choices: Sequence[str]
                         ) -> tuple[dict[str, float], tuple[str, ...]]:
-    """Renormalised log-probabilities of ``choices`` from ``top`` (token, logprob) pairs.
-
-    Returns the scores and the choices that did not appear among ``top``. A missing choice is
-    given the lowest log-probability in ``top`` (its true value can only be lower), so a model
-    that never considers "False" still yields a finite, conservative P("True").
-    """
+    """Each choice's log-probability as the model gave it (its spellings' probabilities added), not
+    renormalised, and the choices missing from ``top`` (given the lowest log-probability seen)."""
     if not choices:
         raise ValueError("at least one choice is needed")
     wanted = {normalise_token(c): c for c in choices}
@@ -47,7 +43,18 @@ def scores_over_choices(top: Sequence[tuple[str, float]], choices: Sequence[str]
             found[choice].append(logprob)
     floor = min((lp for _, lp in top), default=0.0)
     missing = tuple(c for c in choices if not found[c])
-    raw = {c: (logsumexp(found[c]) if found[c] else floor) for c in choices}
+    return {c: (logsumexp(found[c]) if found[c] else floor) for c in choices}, missing
+
+
+def scores_over_choices(top: Sequence[tuple[str, float]], choices: Sequence[str]
+                        ) -> tuple[dict[str, float], tuple[str, ...]]:
+    """Renormalised log-probabilities of ``choices`` from ``top`` (token, logprob) pairs.
+
+    Returns the scores and the choices that did not appear among ``top``. A missing choice is
+    given the lowest log-probability in ``top`` (its true value can only be lower), so a model
+    that never considers "False" still yields a finite, conservative P("True").
+    """
+    raw, missing = raw_choice_logprobs(top, choices)
     total = logsumexp(raw.values())
     if total == -math.inf:  # every choice impossible: fall back to uniform rather than NaN
         uniform = -math.log(len(choices))

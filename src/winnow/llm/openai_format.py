@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ..errors import BackendError
 from . import response_checks as checks
 from .base import ChoiceScores, Generation
-from .choices import scores_over_choices
+from .choices import raw_choice_logprobs, scores_over_choices
 from .messages import Prompt
 from .response_checks import MalformedResponse, malformed, preview
 
@@ -59,9 +59,9 @@ def continuation_fields(messages: Prompt) -> dict[str, Any]:
     """Ask the server to continue a started ("prefilled") assistant turn rather than open a new one.
 
     llama.cpp's server continues a final assistant message by itself; vLLM needs
-    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs that
-    reject unknown fields can be served with ``WINNOW_OPENAI_CONTINUE=off``: the graded reranker then
-    reads its score from the generated ``<<Score>>n`` text instead.
+    ``continue_final_message`` (and no generation prompt), which llama.cpp ignores. Hosted APIs refuse
+    the field or open a new turn: RRR's stages ask first (:mod:`.continuation`) and send them no started
+    turn; ``WINNOW_OPENAI_CONTINUE=off`` says so without asking.
     """
     if (isinstance(messages, str) or not messages or messages[-1].get("role") != "assistant"
             or os.environ.get("WINNOW_OPENAI_CONTINUE") == "off"):
@@ -166,4 +166,5 @@ def read_choice_scores(response: Any, choices: Sequence[str], seconds: float, so
     except MalformedResponse as exc:
         raise malformed(source, exc, response if sent is None else sent) from exc
     logprobs, missing = scores_over_choices(top, choices)
-    return ChoiceScores(logprobs, prompt_tokens, seconds, missing, raw_top=dict(top[:10]))
+    return ChoiceScores(logprobs, prompt_tokens, seconds, missing, raw_top=dict(top[:10]),
+                        raw_logprobs=raw_choice_logprobs(top, choices)[0])

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from ..errors import BackendError
 from ..extras import require
 from .base import ChoiceScores, Generation
-from .choices import normalise_token, scores_over_choices
+from .choices import normalise_token, raw_choice_logprobs, scores_over_choices
 from .context_size import resolve_context_size
 from .messages import Prompt
 from .tokens import ModelTokens, TokenCounter
@@ -140,7 +140,8 @@ class TransformersBackend:
                 top_values, top_ids = dist.topk(RAW_TOP)
                 top = [(self._tokenizer.decode([int(i)]), float(v)) for v, i in zip(top_values, top_ids, strict=True)]
                 scores, missing = scores_over_choices(spelled or top, choices)
-                results.append(ChoiceScores(scores, len(row), seconds, missing, raw_top=dict(top)))
+                raw = raw_choice_logprobs(spelled or top, choices)[0]
+                results.append(ChoiceScores(scores, len(row), seconds, missing, raw_top=dict(top), raw_logprobs=raw))
         return results
 
     def generate(self, prompts: Sequence[Prompt], *, max_tokens: int, temperature: float = 0.0,

@@ -9,10 +9,11 @@ may run on a model of its own.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Mapping, Sequence
 
-from ..errors import WinnowError
+from ..errors import WinnowError, WinnowWarning
 from ..llm.client import LLM
 from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
@@ -127,6 +128,13 @@ class Method:
         #: Stage name -> the agent role whose model it calls (``llm_for(role)``); a stage not named
         #: calls the method's own model, role "default". Traces carry it, so cost splits by role.
         self.stage_roles: dict[str, str] = {}
+        #: What the user should know about how the method was built (a front door prints them).
+        self.notices: list[str] = []
+
+    def notice(self, text: str) -> None:
+        """Keep ``text`` in :attr:`notices` and raise it as a :class:`WinnowWarning` for Python callers."""
+        self.notices.append(text)
+        warnings.warn(text, WinnowWarning, stacklevel=3)
 
     def llm_for(self, role: str) -> LLM:
         """The model of ``role``: its own if one was given, else the method's model."""

@@ -22,7 +22,7 @@ top ``second_pass_depth`` (30 in the paper; 0, off, by default).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from ..llm.client import LLM
 from ..prompts import listwise_prompt
@@ -92,6 +92,18 @@ def final_reranker(settings: FinalRerankSettings, llm: LLM, *, name: str | None 
     return ListwiseReranker(llm, window=settings.window, step=settings.step, max_words=settings.max_passage_words,
                             keep=None, name=name or "listwise",
                             template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
+
+
+def second_pass_without_its_model(settings: FinalRerankSettings, agents: Mapping[str, LLM], llm: LLM) -> str:
+    """The notice for a second pass with no ``rerank2`` model ("" when there is one, or no second
+    pass): §4(C) re-ranks the top 30 again with GPT-4 after GPT-3.5-Turbo, while without the role the
+    second pass runs on the method's own model and only repeats a re-ranking of the same kind."""
+    if not settings.second_pass_depth or "rerank2" in agents:
+        return ""
+    return (f"second_pass_depth={settings.second_pass_depth} (set by the paper profile, or given) re-ranks the "
+            f"top {settings.second_pass_depth} again on the method's own model {llm.model_name}, as no rerank2 "
+            "model was given; the paper's second pass is a stronger model (GPT-4 after GPT-3.5-Turbo): give one "
+            "with --agent rerank2=MODEL, or set second_pass_depth=0")
 
 
 def second_pass(settings: FinalRerankSettings, llm: LLM) -> HeadReranker | None:

@@ -22,7 +22,14 @@ from ..stages import KeepTop, Reader, Retriever, ScoreFusion
 from ..stages.contract import Stage
 from ..stages.retrieve import SearchIndex
 from .base import Method, RerankingSettings
-from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rerank_deviations, second_pass
+from .final_rerank import (
+    RERANK_ROLES,
+    check_final_rerank,
+    final_reranker,
+    rerank_deviations,
+    second_pass,
+    second_pass_without_its_model,
+)
 
 
 @dataclass
@@ -71,6 +78,8 @@ class RankGPT(Method):
         assert reranker is not None  # RankGPT's rerank has no "none"
         self.reranker = reranker
         self.second_pass = second_pass(settings, self.llm_for("rerank2"))
+        if notice := second_pass_without_its_model(settings, self.agents, llm):
+            self.notice(notice)
         self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
         passes: list[Stage] = [reranker, *([self.second_pass] if self.second_pass else [])]

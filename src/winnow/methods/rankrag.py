@@ -13,7 +13,7 @@ turns); the ``task`` setting picks the variant. The ``framing`` setting sends th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Mapping
+from typing import ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import FRAMINGS, TASK_VARIANTS, task_prompt
@@ -25,10 +25,14 @@ from .base import Method, RerankingSettings
 @dataclass
 class RankRAGSettings(RerankingSettings):
     """RankRAG's prompts are Appendix D's, printed for three task types and as plain text, so every
-    framing and task variant is available (see :class:`~winnow.methods.base.MethodSettings`)."""
+    framing and task variant is available (see :class:`~winnow.methods.base.MethodSettings`).
+    ``score`` is how P("True") is read."""
 
     framings: ClassVar[tuple[str, ...]] = FRAMINGS
     tasks: ClassVar[tuple[str, ...]] = tuple(TASK_VARIANTS)
+    #: P("True") renormalised over {True, False} (the default), or ``raw``, as generated: §4.3 scores
+    #: by "the probability of generating the answer as True", and ``--profile paper`` sets ``raw``.
+    score: Literal["renormalised", "raw"] = "renormalised"
 
 
 class RankRAG(Method):
@@ -45,7 +49,7 @@ class RankRAG(Method):
         # With fusion every passage must keep its P(True) until the blend decides which k survive.
         self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k,
                                               template=task_prompt("rankrag.context_ranking", settings.task),
-                                              framing=settings.framing)
+                                              framing=settings.framing, score=settings.score)
         # The blend keeps its whole order (the trace and `winnow eval` show it); the reader takes the top k.
         self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens,

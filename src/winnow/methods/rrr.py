@@ -54,7 +54,14 @@ from ..stages.contract import QuestionState, Stage, recording
 from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
-from .final_rerank import RERANK_ROLES, check_final_rerank, final_reranker, rerank_deviations, second_pass
+from .final_rerank import (
+    RERANK_ROLES,
+    check_final_rerank,
+    final_reranker,
+    rerank_deviations,
+    second_pass,
+    second_pass_without_its_model,
+)
 from .rankgpt import check_window
 
 
@@ -66,6 +73,7 @@ class RRRSettings(MethodSettings):
                                              "window": 100, "max_passage_words": 1000}
     rewrites: int = 5  # N_rw, the most retrieval rounds (the first uses the original query)
     feedback_docs: int = 3  # N_aug, top retrieved documents shown to the rewriter per round
+    feedback_words: int = 100  # each feedback document cut to this many words (not in the paper); 0: whole
     tau: float = 1.0  # keep documents with σ > τ; τ=1 prunes those graded 1
     window: int = 10  # RankGPT window w
     step: int = 5  # RankGPT step s
@@ -81,7 +89,7 @@ class RRRSettings(MethodSettings):
     def check(self) -> None:
         super().check()
         at_least(self, 1, "rewrites", "max_rewrite_tokens")
-        at_least(self, 0, "feedback_docs")
+        at_least(self, 0, "feedback_docs", "feedback_words")
         check_window(self)
         check_final_rerank(self)
 
@@ -139,11 +147,13 @@ class RRR(Method):
                                                               against=against)
         self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
                                       feedback_docs=0 if settings.feedback == "none" else settings.feedback_docs,
-                                      feedback=settings.feedback)
+                                      feedback=settings.feedback, max_words=settings.feedback_words or None)
         # A graded h on the relevance model's own model may reuse σ(q, ·): the same question, asked again.
         same_grades = self.llm_for("rerank") is self.llm_for("relevance") and against == "query"
         self.reranker = final_reranker(settings, self.llm_for("rerank"), reuse_grades=same_grades)
         self.second_pass = second_pass(settings, self.llm_for("rerank2"))
+        if notice := second_pass_without_its_model(settings, self.agents, llm):
+            self.notice(notice)
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
         self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite"}

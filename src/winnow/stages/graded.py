@@ -8,8 +8,14 @@ The stage's score is the expected grade over the next-token probabilities of "1"
 pass per passage; the argmax digit is what a greedy model would have answered, the paper's σ.
 
 When the log-probabilities say nothing about the digits (none of "1".."5" among the top next
-tokens, e.g. a server that does not continue the prefilled turn), the model is asked to generate a
-few tokens instead and the grade is parsed from the text (:func:`parse_score`).
+tokens, or another token the most probable one), the model is asked to generate a few tokens instead
+and the grade is parsed from the text (:func:`parse_score`).
+
+A server that does not continue a started turn (a hosted API without vLLM's
+``continue_final_message``; :mod:`winnow.llm.continuation` asks once per backend) gets no prefill:
+A.2 with its answer format changed to the bare digit (``rrr.relevance_first_token``, not the
+paper's wording), the grade read from the first token's probabilities, or from the first position
+of a generated answer (:func:`parse_leading_grade`), never from a digit further on.
 
 :class:`ThresholdFilter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, §4(D):
 "τ = 1 (i.e., prune the least scoring ones)").
@@ -20,11 +26,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from ..details import FilterDetails, GradedDetails
 from ..llm.base import ChoiceScores
+from ..llm.choices import normalise_token
 from ..llm.client import LLM
+from ..llm.continuation import continuation_support
 from ..prompts import GradedPromptTemplate, graded_prompt
 from ..records import Candidate, CandidateList, Passage, StageTrace, Trace
 from .contract import ListStage, QuestionState, recording, round_settings
@@ -36,18 +44,24 @@ GRADES = ("1", "2", "3", "4", "5")
 #: relevance, so it counts as the least relevant grade and falls to τ = 1.
 UNREADABLE_GRADE = 1
 
-_NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+# A sign is part of the number: "-3" is minus three, no grade, never 3 with its minus sign dropped.
+_NUMBER = r"([-+−]?[0-9]+(?:\.[0-9]+)?)"
 _SCORE_TAG = re.compile(r"<<\s*score\s*>>\s*" + _NUMBER, re.IGNORECASE)
 # Linear on long digit runs: a number starts after a non-digit, and possessive quantifiers never give
 # digits back (a shorter run is followed by a digit, which cannot match what comes next, so this finds
 # what the backtracking form would, without its quadratic retries from every position of the run).
-_SCORE_CLOSE = re.compile(r"(?<![0-9])([0-9]++(?:\.[0-9]++)?+)\s*+<<\s*/\s*score\s*>>", re.IGNORECASE)
-_ANY_NUMBER = re.compile(_NUMBER)
+_SCORE_CLOSE = re.compile(r"(?<![0-9])([-+−]?[0-9]++(?:\.[0-9]++)?+)\s*+<<\s*/\s*score\s*>>",
+                          re.IGNORECASE)
+# A signed number only where the sign cannot be a hyphen ("1-5" is a range, "-3" a negative number).
+_ANY_NUMBER = re.compile(r"(?:(?<![0-9A-Za-z])[-−])?[0-9]+(?:\.[0-9]+)?")
+# The first-token answer (the fallback prompt without a prefill): the grade and nothing attached to it.
+_LEADING_GRADE = re.compile(r"\s*([1-5])(?![0-9/-]|[.,][0-9])")
 
 
 def _grade(number: str) -> int | None:
     # Length check first: a long digit run is no grade, and int() refuses over 4300 digits.
-    if "." in number or len(number) > 3:
+    number = number.removeprefix("+")
+    if "." in number or number[:1] in ("-", "−") or len(number) > 3:
         return None
     value = int(number)
     return value if 1 <= value <= 5 else None
@@ -59,8 +73,8 @@ def parse_score(text: str) -> int | None:
     Read in order of trust: the A.2 format ``<<Score>>n`` (closing tag optional, since a stop
     sequence or the token budget may cut it); ``n<</Score>>`` (a server that continued the
     prefilled ``<<Score>>`` without echoing it); finally a text whose only number is a grade
-    ("The score is 4."). A tagged number outside 1..5, a decimal, or several different numbers
-    give None rather than a guess.
+    ("The score is 4."). A tagged number outside 1..5, a negative number ("<<Score>>-3"), a
+    decimal, or several different numbers give None rather than a guess.
     """
     for pattern in (_SCORE_TAG, _SCORE_CLOSE):
         found = pattern.search(text)
@@ -79,11 +93,29 @@ def grade_from_dict(data: dict[str, Any]) -> RelevanceGrade:
                           tuple(data.get("missing", ())))
 
 
+def parse_leading_grade(text: str) -> int | None:
+    """The grade at the very start of an answer (the first-token prompt), or None: "4" and "4. The
+    document…" give 4; "<<Score>>4", "Score: 4", "45" or "4.5" give None, since a digit anywhere but
+    the first position is not the answer the prompt asked for."""
+    found = _LEADING_GRADE.match(text)
+    return int(found.group(1)) if found else None
+
+
 def grade_from_choices(passage_id: str, scores: ChoiceScores) -> RelevanceGrade | None:
-    """The expected and argmax grade from next-token scores; None when no grade was among the top
-    tokens, since the renormalised "distribution" is then a uniform placeholder, not the model's."""
+    """The expected and argmax grade from next-token scores; None when the next token is not a grade.
+
+    That is when no grade was among the top tokens (the renormalised "distribution" would be a
+    uniform placeholder), and when the most probable next token is something else: a server that did
+    not continue the prefilled ``<<Score>>`` answers "<<" first, and digits far down its list are
+    not the grade the model would write at that position (it comes a few tokens later). Without the
+    top tokens (an old cache entry) only the first test can be made.
+    """
     if len(scores.missing) == len(GRADES):
         return None
+    if scores.raw_top:
+        best = max(scores.raw_top, key=lambda token: scores.raw_top[token])
+        if normalise_token(best) not in GRADES:
+            return None
     distribution = {g: scores.probability(g) for g in GRADES}
     expected = sum(int(g) * p for g, p in distribution.items())
     # max() keeps the first of equal probabilities: a tie goes to the lower, more cautious grade.
@@ -91,8 +123,9 @@ def grade_from_choices(passage_id: str, scores: ChoiceScores) -> RelevanceGrade 
     return RelevanceGrade(passage_id, expected, argmax, distribution, "logprobs", missing=scores.missing)
 
 
-def grade_from_text(passage_id: str, text: str) -> RelevanceGrade:
-    grade = parse_score(text)
+def grade_from_text(passage_id: str, text: str,
+                    read: Callable[[str], int | None] = parse_score) -> RelevanceGrade:
+    grade = read(text)
     value = grade if grade is not None else UNREADABLE_GRADE
     distribution = {g: 1.0 if int(g) == value else 0.0 for g in GRADES}
     return RelevanceGrade(passage_id, float(value), value, distribution, "generated", answer=text,
@@ -127,6 +160,8 @@ class GradedRelevanceReranker(ListStage):
     reorder: bool = True
     against: Literal["query", "search_text"] = "query"
     memo: bool = True
+    first_token_template: GradedPromptTemplate = field(
+        default_factory=lambda: graded_prompt("rrr.relevance_first_token"))
 
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"scorer": "expected grade over next-token 1..5 (σ, RRR App. A.2)",
@@ -141,7 +176,17 @@ class GradedRelevanceReranker(ListStage):
                       if not (reuse and p.id in s.grades)]
             asked_about = [batch[i].query.text if self.against == "query" else batch[i].search_text
                            for i, _ in owners]
-            grades = self._grade(asked_about, [p for _, p in owners], [traces[i] for i, _ in owners])
+            continues = True
+            if self.prefill and owners:
+                # Once per backend: a server that does not continue "<<Score>>" gets the first-token prompt.
+                found = continuation_support(self.llm, traces[owners[0][0]])
+                continues = found.continues
+                first = traces[owners[0][0]].details_as(GradedDetails)
+                first.probe_calls = found.probe_calls
+                for stage in traces:
+                    stage.details_as(GradedDetails).continuation = found.how
+            grades = self._grade(asked_about, [p for _, p in owners], [traces[i] for i, _ in owners],
+                                 continues=continues)
 
             asked = [0] * len(batch)
             for (i, passage), grade in zip(owners, grades, strict=True):
@@ -161,15 +206,21 @@ class GradedRelevanceReranker(ListStage):
                 state.candidates = ranked
                 stage.output = ranked.to_dicts()
 
-    def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace]) -> list[RelevanceGrade]:
-        """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace."""
+    def _grade(self, queries: list[str], passages: list[Passage], traces: list[StageTrace], *,
+               continues: bool = True) -> list[RelevanceGrade]:
+        """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace.
+        ``continues=False`` (a server that does not continue a started turn) asks the first-token
+        prompt with no prefill and reads the grade at the first position only."""
+        first_token = self.prefill and not continues
+        template = self.first_token_template if first_token else self.template
+        prefill = self.prefill and continues
         prompts = []
         for q, p, trace in zip(queries, passages, traces, strict=True):
-            fitted = fit_one_passage(self.llm, partial(self.template.messages, q, prefill=self.prefill), p,
+            fitted = fit_one_passage(self.llm, partial(template.messages, q, prefill=prefill), p,
                                      output_tokens=self.max_tokens, fitted=trace.details.fitted)
-            prompts.append(self.template.messages(q, fitted, prefill=self.prefill))
+            prompts.append(template.messages(q, fitted, prefill=prefill))
         grades: list[RelevanceGrade | None] = [None] * len(prompts)
-        if self.prefill and prompts:
+        if (prefill or first_token) and prompts:
             for i, scores in enumerate(self.llm.choice_scores(prompts, GRADES, stage=traces)):
                 grades[i] = grade_from_choices(passages[i].id, scores)
         fallback = [i for i, g in enumerate(grades) if g is None]
@@ -178,8 +229,9 @@ class GradedRelevanceReranker(ListStage):
             # Stop at the closing tag: the grade is before it, and the rest of the answer is cost.
             generations = self.llm.generate([prompts[i] for i in fallback], stage=[traces[i] for i in fallback],
                                             max_tokens=self.max_tokens, stop=["<</Score>>"])
+            read = parse_leading_grade if first_token else parse_score
             for i, generation in zip(fallback, generations, strict=True):
-                from_text[i] = grade_from_text(passages[i].id, generation.text)
+                from_text[i] = grade_from_text(passages[i].id, generation.text, read)
         return [from_text[i] if grade is None else grade for i, grade in enumerate(grades)]
 
 

@@ -1,7 +1,10 @@
 """Pointwise LLM reranking by P("True"): RankRAG's context ranking (Yu et al., 2024, §4.3).
 
 Each (question, passage) pair is put to the model with the context-ranking prompt (Appendix D.1);
-the score is the probability of "True" as the next token, renormalised over {True, False}. The
+the score is the probability of "True" as the next token, renormalised over {True, False} by
+default; ``score="raw"`` takes it as generated, which is what §4.3 says ("the probability of
+generating the answer as True"; the two order passages alike unless the model puts much of its mass
+on other tokens). The
 prompt is the variant of the run's task (a claim for FEVER, the dialogue's earlier turns for
 conversational QA) in the run's framing (chat turns, or the appendix's plain text). Scoring
 emits a single token, which is why reranking costs far less than generating (§5.5, Fig. 5). Over a
@@ -10,17 +13,31 @@ batch, every (question, passage) pair of every question goes to the model in one
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Sequence
+from typing import Literal, Sequence
 
 from ..details import RankingDetails
+from ..llm.base import ChoiceScores
+from ..llm.choices import normalise_token
 from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import ListStage, QuestionState, recording
 from .fitting import fit_prompt
 
 CHOICES = ("True", "False")
+
+
+def true_score(scores: ChoiceScores, score: str = "renormalised") -> float:
+    """P("True") renormalised over {True, False} (Winnow's default), or as the model gave it
+    (``raw``, §4.3's "the probability of generating the answer as True"). A cache entry older than
+    the raw log-probabilities gives the raw value from its top tokens (the same sum over spellings)."""
+    if score == "renormalised":
+        return scores.probability("True")
+    if scores.raw_logprobs:
+        return math.exp(scores.raw_logprobs["True"])
+    return sum(math.exp(lp) for token, lp in scores.raw_top.items() if normalise_token(token) == "true")
 
 
 @dataclass
@@ -30,9 +47,11 @@ class PointwiseTrueReranker(ListStage):
     template: PromptTemplate = field(default_factory=lambda: prompt("rankrag.context_ranking"))
     framing: str = "chat"  # "plain": the paper's text as a raw completion (winnow.prompts.FRAMINGS)
     name: str = "rerank"
+    score: Literal["renormalised", "raw"] = "renormalised"
 
     def run(self, batch: Sequence[QuestionState]) -> None:
-        settings = {"scorer": 'P("True") renormalised over True/False', "prompt": self.template.name,
+        scorer = 'P("True") renormalised over True/False' if self.score == "renormalised" else 'P("True") as generated'
+        settings = {"scorer": scorer, "prompt": self.template.name,
                     "framing": self.framing, "keep": self.keep}
         with recording(batch, self.name, "pointwise-true", settings) as traces:
             owners = [(i, p) for i, s in enumerate(batch) for p in s.ranked.passages]
@@ -46,7 +65,7 @@ class PointwiseTrueReranker(ListStage):
                 mine = scores[start:start + len(state.ranked)]
                 start += len(state.ranked)
                 details = stage.details_as(RankingDetails)
-                reranked = state.ranked.ranked_by(self.name, [s.probability("True") for s in mine])
+                reranked = state.ranked.ranked_by(self.name, [true_score(s, self.score) for s in mine])
                 if self.keep is not None and len(reranked) > self.keep:
                     # The whole order stays in the trace: answer Recall@k after reranking (Table 6)
                     # needs ranks beyond the k passed on.

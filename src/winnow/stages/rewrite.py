@@ -16,6 +16,7 @@ from typing import Sequence
 from ..details import RewriteDetails
 from ..llm.base import Messages
 from ..llm.client import LLM
+from ..llm.continuation import continuation_support
 from ..prompts import RewritePromptTemplate, rewrite_prompt
 from ..records import Passage, StageTrace
 from .contract import QuestionState, recording
@@ -53,7 +54,7 @@ class QueryRewriter:
 
     llm: LLM
     max_tokens: int = 20  # RRR Table 4: "token limit 20"; a search query, not an essay
-    max_words: int = 100  # each feedback document is cut to this many words to bound the prompt
+    max_words: int | None = 100  # feedback documents cut to this many words (RRR: feedback_words); None: whole
     template: RewritePromptTemplate = field(default_factory=lambda: rewrite_prompt("rrr.rewrite"))
     feedback_docs: int = 3
     feedback: str = "retriever"  # how the caller chose the feedback documents, for the record
@@ -63,7 +64,13 @@ class QueryRewriter:
         settings = lambda s: {"round": s.round, "feedback_docs": self.feedback_docs,  # noqa: E731
                               "feedback": self.feedback}
         with recording(batch, self.name, "rewriter", settings, with_input=False) as traces:
-            prompts = [self._prompt(state, stage) for state, stage in zip(batch, traces, strict=True)]
+            # A server that does not continue a started turn gets A.1 without "<<Rewrite>>" started
+            # (llm/continuation.py); parse_rewrite reads the tagged answer it then writes in full.
+            found = continuation_support(self.llm, traces[0]) if batch else None
+            prefill = found is None or found.continues
+            for stage in traces:
+                stage.details_as(RewriteDetails).continuation = found.how if found else ""
+            prompts = [self._prompt(state, stage, prefill=prefill) for state, stage in zip(batch, traces, strict=True)]
             generations = self.llm.generate(prompts, stage=traces, max_tokens=self.max_tokens,
                                             stop=["<</Rewrite>>"])
             for state, stage, generation in zip(batch, traces, generations, strict=True):
@@ -74,7 +81,7 @@ class QueryRewriter:
                 else:
                     state.done = True
 
-    def _prompt(self, state: QuestionState, stage: StageTrace) -> Messages:
+    def _prompt(self, state: QuestionState, stage: StageTrace, *, prefill: bool = True) -> Messages:
         """A.1 with every round's feedback documents, cut together to fit the rewriter's context."""
         shapes = [(query, len(documents)) for query, documents in state.feedback]
 
@@ -83,7 +90,7 @@ class QueryRewriter:
             for query, count in shapes:
                 history.append((query, passages[start:start + count]))
                 start += count
-            return self.template.messages(state.query.text, history, max_words=self.max_words)
+            return self.template.messages(state.query.text, history, max_words=self.max_words, prefill=prefill)
 
         documents = [d for _, docs in state.feedback for d in docs]
         return render(fit_prompt(self.llm, render, documents, output_tokens=self.max_tokens,
