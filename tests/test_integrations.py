@@ -98,7 +98,7 @@ def test_langchain_bad_arguments_name_the_argument(index, shared_llm):
 def test_a_missing_framework_names_its_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "haystack", None)  # what an environment without haystack-ai imports
     monkeypatch.delitem(sys.modules, "winnow.integrations.haystack", raising=False)
-    with pytest.raises(MissingExtra, match=r"needs the 'haystack' extra: pip install 'winnow\[haystack\]'") as error:
+    with pytest.raises(MissingExtra, match=r"needs the 'haystack' extra: pip install 'winnow-rag\[haystack\]'") as error:
         importlib.import_module("winnow.integrations.haystack")
     assert error.value.extra == "haystack"
 
