@@ -150,3 +150,31 @@ def test_method_runner_resolves_options_once_and_names_a_bad_one(index, remote_l
         MethodRunner("rankrag", index=index, llm=remote_llm, settings={"windo": 3})
     with pytest.raises(ValueError, match="profile"):
         MethodRunner("rankrag", index=index, llm=remote_llm, profile="no-such-profile")
+
+
+# --- the frameworks' own chat models ---------------------------------------------------------------
+
+def test_a_frameworks_openai_compatible_chat_model_is_taken_on_its_server():
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    from winnow.integrations.haystack import WinnowRanker
+
+    generator = OpenAIChatGenerator(model="smollm2-remote", api_base_url=SERVER, api_key=Secret.from_token(SECRET))
+    ranker = WinnowRanker(stage="pointwise", llm=generator)
+    assert describe_llm(ranker.winnower.llm) == {"model": "smollm2-remote", "backend": "openai", "base_url": SERVER}
+    saved = ranker.to_dict()["init_parameters"]
+    assert (saved["model"], saved["backend"], saved["base_url"]) == ("smollm2-remote", "openai", SERVER)
+    assert SECRET not in str(saved)
+    ranker.close()
+
+
+def test_a_chat_model_without_log_probabilities_is_refused_in_one_line():
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from winnow.integrations.langchain import WinnowCompressor
+
+    with pytest.raises(ValidationError, match="llm: a FakeListChatModel cannot give Winnow the next-token "
+                                              "log-probabilities") as error:
+        WinnowCompressor(stage="pointwise", llm=FakeListChatModel(responses=["x"]))
+    assert "OpenAI-compatible chat model" in str(error.value)

@@ -59,7 +59,7 @@ def test_langchain_compression_retriever_reranks_as_winnow_does(index, shared_ll
     for rank, (doc, candidate) in enumerate(zip(docs, expected, strict=False), start=1):
         assert isinstance(doc, Document)
         assert doc.metadata["winnow_score"] == candidate.score
-        assert doc.metadata["winnow_relevance"] == relevance_score("pointwise", candidate.score, rank, 4)
+        assert doc.metadata["relevance_score"] == relevance_score("pointwise", candidate.score, rank, 4)
         assert doc.metadata["winnow_rank"] == rank
         assert doc.metadata["winnow_stage_scores"] == {"rerank": candidate.score}
         assert doc.metadata["winnow_stage"] == "pointwise"
@@ -69,6 +69,9 @@ def test_langchain_compression_retriever_reranks_as_winnow_does(index, shared_ll
     assert sorted(d.id for d in dropped) == sorted(set(p.id for p in retrieved) - {d.id for d in docs})
     assert all("top_k=2" in d.metadata["winnow_dropped"] for d in dropped)
     assert compressor.last_result is not None and len(compressor.last_result.kept) == 2
+    # top_n, the name LangChain's rerankers use, keeps the best n (the same calls: the cache answers).
+    first = WinnowCompressor(stage="pointwise", llm=shared_llm, top_n=1).compress_documents(base.invoke(QUERY), QUERY)
+    assert [d.id for d in first] == [docs[0].id]
 
 
 def test_langchain_bad_arguments_name_the_argument(index, shared_llm):
@@ -106,6 +109,8 @@ def test_a_missing_framework_names_its_extra(monkeypatch):
 # --- LlamaIndex ------------------------------------------------------------------------------------
 
 def test_llamaindex_query_engine_with_the_postprocessor(index, shared_llm):
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine
     from llama_index.core.response_synthesizers.no_text import NoText
@@ -118,7 +123,24 @@ def test_llamaindex_query_engine_with_the_postprocessor(index, shared_llm):
     # otherwise resolve the default, OpenAI); the retrieval and the reranking are real.
     engine = RetrieverQueryEngine(retriever, response_synthesizer=NoText(llm=MockLLM()),
                                   node_postprocessors=[postprocessor])
-    nodes = engine.query(QUERY).source_nodes
+
+    class Recorder(BaseEventHandler):
+        events: list = []
+
+        def handle(self, event, **kwargs) -> None:
+            if "ReRank" in event.class_name():
+                self.events.append(event)
+
+    recorder = Recorder()
+    get_dispatcher().add_event_handler(recorder)
+    try:
+        nodes = engine.query(QUERY).source_nodes
+    finally:
+        get_dispatcher().event_handlers.remove(recorder)
+    # The instrumentation events LlamaIndex's own rerankers send, around the reranking.
+    start, end = recorder.events
+    assert start.class_name() == "ReRankStartEvent" and start.top_n == 3 and len(start.nodes) == 4
+    assert "graded" in start.model_name and end.class_name() == "ReRankEndEvent" and end.nodes == nodes
 
     retrieved = [c.passage for c in index.search(QUERY, k=4)]
     expected = rerank(QUERY, [Passage(str(i), p.text) for i, p in enumerate(retrieved)], "graded",
@@ -237,6 +259,7 @@ def test_haystack_retriever_runs_a_method_without_its_answer(index, shared_llm):
     assert [d.meta["winnow_rank"] for d in documents] == [1, 2, 3]
     assert retriever.last_answer is not None and retriever.last_answer.text == ""
     assert retriever.last_answer.usage.calls == 0  # retrieval alone: the reader was not run
+    assert len(retriever.run(query=QUERY, top_k=2)["documents"]) == 2  # Haystack's top_k: the method's k
     with pytest.raises(ValueError, match="query: the query is empty"):
         retriever.run(query="\u200b")
 
@@ -250,7 +273,7 @@ def test_haystack_bad_arguments_raise_value_errors(shared_llm):
         WinnowRanker(stage="rerank", llm=shared_llm)
     with pytest.raises(ValueError, match="base_url: the openai backend needs"):
         WinnowRanker(stage="pointwise", model="smollm2", backend="openai")
-    with pytest.raises(ValueError, match="window: must be at least 2"):
+    with pytest.raises(ValueError, match="window: setting 'window' must be at least 2"):
         WinnowRanker(stage="listwise", llm=shared_llm, window=1)
     ranker = WinnowRanker(stage="pointwise", llm=shared_llm)
     with pytest.raises(ValueError, match="top_k: must be at least 1"):

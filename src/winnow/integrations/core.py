@@ -100,11 +100,58 @@ def check_number(value: object, argument: str) -> float:
     return float(value)
 
 
+#: Where a framework's OpenAI chat model keeps its model name, server address and API key.
+OPENAI_CHAT_MODELS = (("model", "api_base_url", "api_key"),  # Haystack's OpenAIChatGenerator
+                      ("model_name", "openai_api_base", "openai_api_key"),  # LangChain's ChatOpenAI
+                      ("model", "api_base", "api_key"))  # LlamaIndex's OpenAI and OpenAILike
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
 def check_llm(llm: object, argument: str = "llm") -> LLM | None:
-    if llm is not None and not isinstance(llm, LLM):
-        raise ArgumentError(argument, f"must be a winnow LLM (got {type(llm).__name__})",
-                            "load one with winnow.load_llm(model, backend=..., base_url=...), or pass model=")
-    return llm
+    """``llm`` as a winnow LLM: one as it is, or a framework's OpenAI-compatible chat model
+    (:func:`from_framework_model`) as a winnow LLM on the same server; anything else is refused."""
+    if llm is None or isinstance(llm, LLM):
+        return llm
+    if isinstance(llm, str):
+        raise ArgumentError(argument, f"must be a winnow LLM, not the name {llm!r}",
+                            f"pass model={llm!r} to load a model by its name")
+    converted = from_framework_model(llm)
+    if converted is None:
+        raise ArgumentError(argument, f"a {type(llm).__name__} cannot give Winnow the next-token "
+                                      "log-probabilities its stages read",
+                            "pass a winnow LLM (winnow.load_llm(model, backend=..., base_url=...)), model=, or an "
+                            "OpenAI-compatible chat model (Haystack OpenAIChatGenerator, LangChain ChatOpenAI, "
+                            "LlamaIndex OpenAILike) whose server returns logprobs")
+    return converted
+
+
+def from_framework_model(model: object) -> LLM | None:
+    """A framework's own OpenAI-compatible chat model (Haystack ``OpenAIChatGenerator``, LangChain
+    ``ChatOpenAI``, LlamaIndex ``OpenAI``/``OpenAILike``) as a winnow LLM on the openai backend: the
+    same model name, server and key. Winnow reads log-probabilities (P("True"), grade and judge
+    scores), which those classes do not expose, so it calls the server itself; the server must
+    return them (llama.cpp's server and vLLM do). None for any other object. Azure's clients are not
+    taken: their key travels in a header Winnow's backend does not send."""
+    name = type(model).__name__
+    if "OpenAI" not in name or "Azure" in name:
+        return None
+    for model_attribute, url_attribute, key_attribute in OPENAI_CHAT_MODELS:
+        model_name = getattr(model, model_attribute, None)
+        if isinstance(model_name, str) and model_name and hasattr(model, url_attribute):
+            base_url = getattr(model, url_attribute) or OPENAI_DEFAULT_URL
+            from ..llm import load_llm
+
+            return load_llm(model_name, backend="openai", base_url=str(base_url),
+                            api_key=_secret(getattr(model, key_attribute, None)))
+    return None
+
+
+def _secret(value: object) -> str:
+    """An API key as the frameworks hold it: Haystack's ``Secret``, pydantic's ``SecretStr`` or text."""
+    for reveal in ("resolve_value", "get_secret_value"):
+        if callable(getattr(value, reveal, None)):
+            return str(getattr(value, reveal)() or "")
+    return value if isinstance(value, str) else ""
 
 
 def describe_llm(llm: LLM) -> dict[str, str]:
@@ -236,6 +283,8 @@ class Winnower:
         self.max_document_answer_tokens = _at_least(max_document_answer_tokens, 1, "max_document_answer_tokens")
         self.llm = check_llm(llm)
         self.judge_llm = check_llm(judge_llm, "judge_llm")
+        # A framework's chat model became a winnow LLM here: closed by close(), saved by its name.
+        self._adopted = [m for m, given in ((self.llm, llm), (self.judge_llm, judge_llm)) if m is not given]
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ArgumentError("embedder", f"must be a winnow Embedder (got {type(embedder).__name__})",
                                 "winnow.index.load_embedder(), or leave it out to load all-MiniLM-L6-v2")
@@ -245,7 +294,7 @@ class Winnower:
         self.judge_model = judge_model
         self._given_model = model
         self._model = (model or DEFAULT_MODEL, backend, base_url, api_key, cache)
-        self._owned: list[LLM] = []
+        self._owned: list[LLM] = [m for m in self._adopted if m is not None]
         if self.stage != "embedding" and self.llm is None:
             check_backend(backend, base_url)
         if not lazy:
@@ -277,10 +326,10 @@ class Winnower:
         is not recorded: the embedding stage loads the same default, all-MiniLM-L6-v2."""
         model, backend, base_url, _api_key, cache = self._model
         described: dict[str, Any] = {"model": self._given_model, "backend": backend, "base_url": base_url}
-        if self.llm is not None and self.llm not in self._owned:
+        if self.llm is not None and (self.llm not in self._owned or self.llm in self._adopted):
             described = dict(describe_llm(self.llm))
         judge_model = self.judge_model
-        if self.judge_llm is not None and self.judge_llm not in self._owned:
+        if self.judge_llm is not None and (self.judge_llm not in self._owned or self.judge_llm in self._adopted):
             judge_model = describe_llm(self.judge_llm)["model"]
         return {"stage": self.stage, **described, "judge_model": judge_model, "top_k": self.top_k,
                 "judge_n": self.judge_n, "tau": self.tau, "window": self.window, "step": self.step,
@@ -516,8 +565,11 @@ class MethodRunner:
         self._api_key = run_options.api_key or ""
         self._threads = run_options.threads
         self._cache: bool | str | Path = False if run_options.no_cache else cache
-        self._owned: list[LLM] = []
+        self._owned: list[LLM] = []  # the models this runner closes
+        self._loaded: list[LLM] = []  # those it loaded from the run's model names
         self._llm = check_llm(llm)
+        if self._llm is not None and self._llm is not llm:
+            self._owned.append(self._llm)  # a framework's chat model, adopted: closed here, saved by name
         if pipeline is not None:
             from ..pipeline import Pipeline
 
@@ -565,6 +617,7 @@ class MethodRunner:
                                cache=self._cache, context_size=spec.context_size, max_inflight=spec.max_inflight,
                                slots=spec.slots, threads=self._threads)
                 self._owned.append(llm)
+                self._loaded.append(llm)
                 return llm
 
             if self._llm is None:
@@ -619,7 +672,7 @@ class MethodRunner:
         (a reloaded OpenAI-compatible model reads ``WINNOW_OPENAI_API_KEY``, or is given ``api_key=``)."""
         spec = self.spec
         model = {"model": spec.model, "backend": spec.backend, "base_url": spec.base_url}
-        if self._llm is not None and self._llm not in self._owned:
+        if self._llm is not None and self._llm not in self._loaded:
             model = describe_llm(self._llm)
         agents = dict(spec.agents)
         agents.update({role: describe_llm(llm)["model"] for role, llm in self._agent_llms.items()})
