@@ -118,6 +118,8 @@ def test_llamaindex_postprocessor_refuses_a_typo_and_disagreeing_top_n():
 # --- LangChain -------------------------------------------------------------------------------------
 
 def test_langchain_compressor_dumps_its_whole_configuration(remote_llm):
+    """LangChain's compressors (its rerankers included) are plain pydantic models: model_dump() is the
+    configuration they are saved and built from."""
     from winnow.integrations.langchain import WinnowCompressor
 
     built = WinnowCompressor(stage="pointwise", llm=remote_llm, top_n=1)
@@ -178,3 +180,15 @@ def test_a_chat_model_without_log_probabilities_is_refused_in_one_line():
                                               "log-probabilities") as error:
         WinnowCompressor(stage="pointwise", llm=FakeListChatModel(responses=["x"]))
     assert "OpenAI-compatible chat model" in str(error.value)
+
+
+def test_langchain_serialisation_round_trips_the_retriever(index):
+    from langchain_core.load import dumpd, load
+
+    from winnow.integrations.langchain import WinnowRetriever
+
+    retriever = WinnowRetriever(method="rankrag", index=index.path, model="smollm2-135m", k=3, lazy=True)
+    loaded = load(dumpd(retriever), allowed_objects=[WinnowRetriever], valid_namespaces=["winnow"])
+    assert isinstance(loaded, WinnowRetriever) and loaded.saved_arguments() == retriever.saved_arguments()
+    assert loaded.saved_arguments()["settings"] == {"k": 3} and loaded.saved_arguments()["index"] == str(index.path)
+    assert loaded._runner.method is None  # lazy: nothing opened

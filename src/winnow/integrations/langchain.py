@@ -41,6 +41,31 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator  # noqa: E4
 from ..records import Answer  # noqa: E402
 from .stage_model import StageModel  # noqa: E402
 
+#: Where LangChain's serialisation finds the classes: ``load(data, allowed_objects=[WinnowCompressor, ...])``.
+NAMESPACE = ["winnow", "integrations", "langchain"]
+
+
+class Saved:
+    """LangChain serialisation (``dumpd``/``dumps``, then ``load``/``loads`` with the class in
+    ``allowed_objects``) of a Winnow retriever: its whole configuration, a model handed in as ``llm``
+    written as its name, backend and base_url, never an API key. (A document compressor is a plain
+    pydantic model in LangChain, its rerankers too: ``model_dump()`` is its configuration.)"""
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return list(NAMESPACE)
+
+    def saved_arguments(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self) -> Any:
+        return {"lc": 1, "type": "constructor", "id": [*NAMESPACE, type(self).__name__],
+                "kwargs": self.saved_arguments()}
+
 
 class WinnowCompressor(StageModel[Document], BaseDocumentCompressor):
     """A Winnow stage as a LangChain document compressor (see the module docstring); its options
@@ -58,7 +83,7 @@ class WinnowCompressor(StageModel[Document], BaseDocumentCompressor):
                 if k.index is not None]
 
 
-class WinnowRetriever(BaseRetriever):
+class WinnowRetriever(Saved, BaseRetriever):
     """A whole Winnow method over a Winnow index as a LangChain retriever.
 
     ``method`` is a Winnow method name (``winnow methods``); ``index`` an index folder or an opened
@@ -80,6 +105,7 @@ class WinnowRetriever(BaseRetriever):
     api_key: str = Field(default="", exclude=True, repr=False)
     agents: dict[str, Any] | None = Field(default=None, exclude=True)
     settings: dict[str, Any] = Field(default_factory=dict)
+    lazy: bool = False  # open the index and load the models at the first query, not here
 
     _runner: MethodRunner = PrivateAttr()
     _last: Answer | None = PrivateAttr(default=None)
@@ -91,8 +117,12 @@ class WinnowRetriever(BaseRetriever):
             options["api_key"] = self.api_key
         self._runner = MethodRunner(self.method, index=self.index, pipeline=self.pipeline, llm=self.llm,
                                     agents=self.agents, settings=self.settings, source=type(self).__name__,
-                                    **options)
+                                    lazy=self.lazy, **options)
         return self
+
+    def saved_arguments(self) -> dict[str, Any]:
+        """The method, the index folder, the models by name and the settings (:meth:`MethodRunner.config`)."""
+        return {**self._runner.config(), "lazy": self.lazy}
 
     @property
     def last_answer(self) -> Answer | None:
