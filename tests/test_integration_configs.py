@@ -192,3 +192,15 @@ def test_langchain_serialisation_round_trips_the_retriever(index):
     assert isinstance(loaded, WinnowRetriever) and loaded.saved_arguments() == retriever.saved_arguments()
     assert loaded.saved_arguments()["settings"] == {"k": 3} and loaded.saved_arguments()["index"] == str(index.path)
     assert loaded._runner.method is None  # lazy: nothing opened
+
+
+def test_method_runner_applies_every_run_option():
+    """A run option added to RunOptions is refused by MethodRunner (naming it) until the runner
+    applies it; this test says so the day one is added, so none waits unapplied."""
+    from dataclasses import fields
+
+    from winnow.integrations.core import APPLIED_RUN_OPTIONS
+    from winnow.run_spec import RunOptions
+
+    new = {f.name for f in fields(RunOptions)} - APPLIED_RUN_OPTIONS
+    assert not new, f"apply {sorted(new)} in MethodRunner (RunSpec.resolve, load_llm) and list it in APPLIED_RUN_OPTIONS"

@@ -480,6 +480,11 @@ def _mappings(metadata: object, count: int) -> list[dict[str, Any]]:
 
 #: What a method adapter takes besides the run options of :class:`~winnow.run_spec.RunOptions`.
 RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
+#: The run options :class:`MethodRunner` applies (every one there was when it was written).
+APPLIED_RUN_OPTIONS = frozenset({
+    "method", "model", "backend", "base_url", "api_key", "max_inflight", "slots", "threads", "context_size",
+    "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model", "final_model",
+    "agents", "assignments", "config", "profile", "no_cache"})
 
 
 def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
@@ -522,6 +527,13 @@ class MethodRunner:
         from ..run_spec import DEFAULT_METHOD, RunSpec, parse_role
 
         run_options = checked_run_options(source, {"method": method, **options})
+        # A run option this runner does not apply is refused, never dropped (one added to RunOptions
+        # later stays refused here until the runner applies it).
+        unused = sorted(name for name, value in vars(run_options).items()
+                        if value is not None and name not in APPLIED_RUN_OPTIONS)
+        if unused:
+            raise ArgumentError(unused[0], f"{source} does not apply the run option {unused[0]!r}",
+                                f"it applies: {', '.join(sorted(APPLIED_RUN_OPTIONS))}")
         chosen = run_options.method or DEFAULT_METHOD
         if not isinstance(chosen, str) or chosen not in METHODS:
             raise ArgumentError("method", f"unknown Winnow method {chosen!r}", f"choose one of: {', '.join(METHODS)}")

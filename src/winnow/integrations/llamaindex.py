@@ -36,10 +36,13 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine  # noqa: E40
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.response.schema import Response  # noqa: E402
 from llama_index.core.callbacks import CallbackManager  # noqa: E402
-from llama_index.core.instrumentation import get_dispatcher  # noqa: E402
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+# The package that defines LlamaIndex's dispatcher (llama-index-core requires it, and re-exports
+# get_dispatcher from llama_index.core.instrumentation without declaring it exported).
+from llama_index_instrumentation import get_dispatcher  # noqa: E402
 
 from ..records import Answer  # noqa: E402
 from .stage_model import StageModel  # noqa: E402
