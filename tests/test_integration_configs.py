@@ -182,6 +182,7 @@ def test_a_chat_model_without_log_probabilities_is_refused_in_one_line():
     assert "OpenAI-compatible chat model" in str(error.value)
 
 
+@pytest.mark.filterwarnings("ignore:The function `load` is in beta")
 def test_langchain_serialisation_round_trips_the_retriever(index):
     from langchain_core.load import dumpd, load
 
