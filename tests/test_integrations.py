@@ -248,6 +248,19 @@ def test_haystack_ranker_over_an_openai_compatible_server(llama_backend, shared_
     assert [d.score for d in out["documents"]] == pytest.approx([c.score for c in expected.candidates[:2]], abs=2e-3)
     assert [d.id for d in out["dropped"]] == [documents[int(expected.candidates[2].passage.id)].id]
     ranker.close()
+    # Haystack's own OpenAI chat model on the same server is taken as the same model (the same calls:
+    # the call cache answers them), and saved as that model by name.
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    generator = OpenAIChatGenerator(model="smollm2", api_base_url=llama_backend.http_address + "/v1",
+                                    api_key=Secret.from_token("unused"))
+    adopted = WinnowRanker(stage="pointwise", llm=generator)
+    again = adopted.run(query=QUERY, documents=documents, top_k=2)
+    assert [d.id for d in again["documents"]] == [d.id for d in out["documents"]]
+    assert [d.score for d in again["documents"]] == [d.score for d in out["documents"]]
+    assert adopted.to_dict()["init_parameters"]["model"] == "smollm2"
+    adopted.close()
 
 
 def test_haystack_retriever_runs_a_method_without_its_answer(index, shared_llm):
