@@ -59,7 +59,7 @@ def test_langchain_compression_retriever_reranks_as_winnow_does(index, shared_ll
     for rank, (doc, candidate) in enumerate(zip(docs, expected, strict=False), start=1):
         assert isinstance(doc, Document)
         assert doc.metadata["winnow_score"] == candidate.score
-        assert doc.metadata["winnow_relevance"] == relevance_score("pointwise", candidate.score, rank, 4)
+        assert doc.metadata["relevance_score"] == relevance_score("pointwise", candidate.score, rank, 4)
         assert doc.metadata["winnow_rank"] == rank
         assert doc.metadata["winnow_stage_scores"] == {"rerank": candidate.score}
         assert doc.metadata["winnow_stage"] == "pointwise"
@@ -69,6 +69,9 @@ def test_langchain_compression_retriever_reranks_as_winnow_does(index, shared_ll
     assert sorted(d.id for d in dropped) == sorted(set(p.id for p in retrieved) - {d.id for d in docs})
     assert all("top_k=2" in d.metadata["winnow_dropped"] for d in dropped)
     assert compressor.last_result is not None and len(compressor.last_result.kept) == 2
+    # top_n, the name LangChain's rerankers use, keeps the best n (the same calls: the cache answers).
+    first = WinnowCompressor(stage="pointwise", llm=shared_llm, top_n=1).compress_documents(base.invoke(QUERY), QUERY)
+    assert [d.id for d in first] == [docs[0].id]
 
 
 def test_langchain_bad_arguments_name_the_argument(index, shared_llm):
@@ -106,6 +109,8 @@ def test_a_missing_framework_names_its_extra(monkeypatch):
 # --- LlamaIndex ------------------------------------------------------------------------------------
 
 def test_llamaindex_query_engine_with_the_postprocessor(index, shared_llm):
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine
     from llama_index.core.response_synthesizers.no_text import NoText
@@ -118,7 +123,24 @@ def test_llamaindex_query_engine_with_the_postprocessor(index, shared_llm):
     # otherwise resolve the default, OpenAI); the retrieval and the reranking are real.
     engine = RetrieverQueryEngine(retriever, response_synthesizer=NoText(llm=MockLLM()),
                                   node_postprocessors=[postprocessor])
-    nodes = engine.query(QUERY).source_nodes
+
+    class Recorder(BaseEventHandler):
+        events: list = []
+
+        def handle(self, event, **kwargs) -> None:
+            if "ReRank" in event.class_name():
+                self.events.append(event)
+
+    recorder = Recorder()
+    get_dispatcher().add_event_handler(recorder)
+    try:
+        nodes = engine.query(QUERY).source_nodes
+    finally:
+        get_dispatcher().event_handlers.remove(recorder)
+    # The instrumentation events LlamaIndex's own rerankers send, around the reranking.
+    start, end = recorder.events
+    assert start.class_name() == "ReRankStartEvent" and start.top_n == 3 and len(start.nodes) == 4
+    assert "graded" in start.model_name and end.class_name() == "ReRankEndEvent" and end.nodes == nodes
 
     retrieved = [c.passage for c in index.search(QUERY, k=4)]
     expected = rerank(QUERY, [Passage(str(i), p.text) for i, p in enumerate(retrieved)], "graded",
@@ -226,6 +248,19 @@ def test_haystack_ranker_over_an_openai_compatible_server(llama_backend, shared_
     assert [d.score for d in out["documents"]] == pytest.approx([c.score for c in expected.candidates[:2]], abs=2e-3)
     assert [d.id for d in out["dropped"]] == [documents[int(expected.candidates[2].passage.id)].id]
     ranker.close()
+    # Haystack's own OpenAI chat model on the same server is taken as the same model (the same calls:
+    # the call cache answers them), and saved as that model by name.
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    generator = OpenAIChatGenerator(model="smollm2", api_base_url=llama_backend.http_address + "/v1",
+                                    api_key=Secret.from_token("unused"))
+    adopted = WinnowRanker(stage="pointwise", llm=generator)
+    again = adopted.run(query=QUERY, documents=documents, top_k=2)
+    assert [d.id for d in again["documents"]] == [d.id for d in out["documents"]]
+    assert [d.score for d in again["documents"]] == [d.score for d in out["documents"]]
+    assert adopted.to_dict()["init_parameters"]["model"] == "smollm2"
+    adopted.close()
 
 
 def test_haystack_retriever_runs_a_method_without_its_answer(index, shared_llm):
@@ -237,6 +272,7 @@ def test_haystack_retriever_runs_a_method_without_its_answer(index, shared_llm):
     assert [d.meta["winnow_rank"] for d in documents] == [1, 2, 3]
     assert retriever.last_answer is not None and retriever.last_answer.text == ""
     assert retriever.last_answer.usage.calls == 0  # retrieval alone: the reader was not run
+    assert len(retriever.run(query=QUERY, top_k=2)["documents"]) == 2  # Haystack's top_k: the method's k
     with pytest.raises(ValueError, match="query: the query is empty"):
         retriever.run(query="\u200b")
 

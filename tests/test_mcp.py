@@ -105,6 +105,13 @@ def client(tmp_path_factory) -> Any:
             yield Client(portal, session, faults, stderr, index_dir)
 
 
+def enum_of(schema: dict[str, Any]) -> list[Any]:
+    """The enum of a property, itself or its one non-null alternative (an optional argument)."""
+    if "enum" in schema:
+        return schema["enum"]
+    return next(s["enum"] for s in schema["anyOf"] if "enum" in s)
+
+
 def test_the_three_tools_and_their_input_schemas(client):
     tools = {tool.name: tool for tool in client.portal.call(client.session.list_tools).tools}
     assert set(tools) == {"search", "rerank", "ask"}
@@ -112,14 +119,26 @@ def test_the_three_tools_and_their_input_schemas(client):
     assert set(schemas["search"]["properties"]) == {"query", "k"} and schemas["search"]["required"] == ["query"]
     assert set(schemas["rerank"]["properties"]) == {"query", "documents", "method", "top_n", "options"}
     assert schemas["rerank"]["required"] == ["query", "documents"]
-    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings", "history", "profile"}
-    assert "paper-70b" in schemas["ask"]["properties"]["profile"]["description"]  # the profiles, by name
+    assert set(schemas["ask"]["properties"]) == {"question", "method", "settings", "history", "profile", "full"}
     assert schemas["ask"]["required"] == ["question"]
     assert "context" not in schemas["ask"]["properties"]  # the SDK's context is injected, not asked for
-    # The descriptions tell an agent the server's own limits and choices.
-    assert "at most 200 characters" in schemas["ask"]["properties"]["question"]["description"]
-    assert "at most 8" in schemas["search"]["properties"]["k"]["description"]
-    assert "at most 4" in schemas["rerank"]["properties"]["documents"]["description"]
+    ask, search, rerank_ = schemas["ask"]["properties"], schemas["search"]["properties"], schemas["rerank"]["properties"]
+    # The choices as enums, the server's limits as bounds.
+    assert enum_of(ask["method"]) == ["vanilla", "rankrag", "mainrag", "rrr", "rankgpt"]
+    assert ask["method"]["default"] == "rankrag"  # the server's --method
+    assert "paper" in enum_of(ask["profile"]) and "paper-70b" in enum_of(ask["profile"])
+    assert enum_of(rerank_["method"]) == ["pointwise", "graded", "listwise", "embedding"]
+    assert (search["k"]["minimum"], search["k"]["maximum"], search["k"]["default"]) == (1, 8, 8)
+    assert (rerank_["documents"]["minItems"], rerank_["documents"]["maxItems"]) == (1, 4)
+    assert ask["settings"]["properties"]["n"]["maximum"] == 8
+    assert ask["settings"]["properties"]["max_answer_tokens"]["maximum"] == 512
+    assert "at most 200 characters" in ask["question"]["description"]
+    # Read-only tools, each with its output schema.
+    for tool in tools.values():
+        assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
+    assert {"answer", "passages", "usage"} <= set(tools["ask"].output_schema["properties"])
+    assert {"results", "usage"} <= set(tools["rerank"].output_schema["properties"])
+    assert {"passages"} <= set(tools["search"].output_schema["properties"])
     for method in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt"):
         assert method in schemas["ask"]["properties"]["method"]["description"]
     for method in ("pointwise", "graded", "listwise", "embedding"):
@@ -159,9 +178,10 @@ def test_rerank_top_n_and_listwise_options(client):
 
 def test_ask_answers_with_the_kept_passages_and_the_cost(client):
     progress: list[tuple[float, float | None, str | None]] = []
-    answer = client.call("ask", {"question": QUESTION, "settings": TINY}, progress)
+    answer = client.call("ask", {"question": QUESTION, "settings": TINY, "full": True}, progress)
     assert not answer.is_error, answer.content
     body = answer.structured_content
+    assert "trace" in body and body["trace"]["stages"]  # full: the trace too
     assert body["method"] == "rankrag" and body["answer"].strip()
     assert body["settings"]["n"] == 4 and body["settings"]["k"] == 2 and body["settings"]["max_answer_tokens"] == 8
     assert len(body["passages"]) == 2 and {p["id"] for p in body["passages"]} <= {"paris", "france", "rome", "berlin"}
@@ -176,6 +196,18 @@ def test_ask_answers_with_the_kept_passages_and_the_cost(client):
     assert progress[-1][0] <= body["usage"]["calls"]
     again = client.result("ask", {"question": QUESTION, "settings": TINY})
     assert again["served_from"] == "answer-cache" and again["answer"] == body["answer"]
+    # By default the result is what an agent needs, as compact JSON: no text, no trace, no indentation.
+    assert set(again) <= {"answer", "method", "passages", "usage", "served_from", "answer_cut_by_token_limit"}
+    assert [set(p) for p in again["passages"]] == [{"id", "title", "score"}] * 2
+    text = client.call("ask", {"question": QUESTION, "settings": TINY}).content[0].text
+    assert "\n" not in text and ": " not in text.replace(body["answer"], "") and len(text) < 600
+
+
+def test_ask_answers_run_past_32_tokens_by_default(client):
+    body = client.result("ask", {"question": "Which planet is the largest?", "method": "vanilla",
+                                 "settings": {"k": 1}, "full": True})
+    assert body["settings"]["max_answer_tokens"] == 256  # the MCP tool's default, not the methods' 32
+    assert body["usage"]["calls"] == 1
 
 
 def test_ask_carries_a_dialogue_history_into_the_prompt(client):
@@ -199,11 +231,15 @@ def test_ask_with_another_method(client):
 BAD = [  # tool, arguments, what the one-line error must say
     ("search", {"query": ""}, "query must not be empty"),
     ("search", {"query": "\u200b \u200d"}, "query is empty once zero-width"),
-    ("search", {"query": "paris", "k": 9}, "k must be between 1 and 8 (got 9)"),
-    ("search", {"query": "paris", "k": "many"}, "k\n  Input should be a valid integer"),
+    ("search", {"query": "paris", "k": 9}, "k must be at most 8 (got 9)"),
+    ("search", {"query": "paris", "k": "many"}, "k: must be a valid integer (got 'many')"),
+    ("search", {"query": 3}, "query: must be a valid string (got 3)"),
+    ("ask", {"question": "who?", "full": "yes"}, "full: must be a valid boolean (got 'yes')"),
+    ("ask", {"question": "who?", "profile": "papr"}, "profile must be one of 'paper', "),
+    ("rerank", {"query": "q", "documents": ["a"], "top_n": 0}, "top_n must be at least 1 (got 0)"),
     ("ask", {"question": "x" * 201}, "question has 201 characters; the limit is 200"),
     ("ask", {"question": "  "}, "question must not be empty"),
-    ("ask", {"question": "who?", "method": "nope"}, "unknown method 'nope'; choose one of: vanilla, rankrag"),
+    ("ask", {"question": "who?", "method": "nope"}, "method must be one of 'vanilla', 'rankrag', "),
     ("ask", {"question": "who?", "settings": {"max_answer_tokens": "many"}}, "settings.max_answer_tokens: "),
     ("ask", {"question": "who?", "settings": {"max_answer_tokens": 5000}},
      "settings.max_answer_tokens must be between 0 and 512 (got 5000)"),
@@ -212,19 +248,22 @@ BAD = [  # tool, arguments, what the one-line error must say
     ("ask", {"question": "and its size?", "history": [{"role": "user", "text": "Which planet is largest?"},
                                                       {"role": "assistant", "text": "Jupiter."}]},
      "a dialogue history needs the conversational task"),
+    ("ask", {"question": "and its size?", "method": "mainrag",
+             "history": [{"role": "user", "text": "Which planet is largest?"}, {"role": "assistant", "text": "Jupiter."}]},
+     "which method 'mainrag' does not have: ask without the history, or with method vanilla or rankrag and settings.task"),
     ("ask", {"question": "and?", "history": [{"role": "user", "text": "x" * 201}],
              "settings": {"task": "conversational"}}, "history[0].text has 201 characters; the limit is 200"),
-    ("ask", {"question": "who?", "settings": {"n": 4, "k": 5}}, "settings.k must be between 1 and 4 (got 5)"),
-    ("rerank", {"query": "q", "documents": ["a"], "method": "zzz"}, "unknown rerank method 'zzz'; choose one of"),
-    ("rerank", {"query": "q", "documents": []}, "documents must be between 1 and 4 (got 0)"),
-    ("rerank", {"query": "q", "documents": ["a"] * 5}, "documents must be between 1 and 4 (got 5)"),
+    ("ask", {"question": "who?", "settings": {"n": 4, "k": 5}}, "settings.k: setting 'k' (5) cannot exceed setting 'n' (4)"),
+    ("rerank", {"query": "q", "documents": ["a"], "method": "zzz"}, "method must be one of 'pointwise', 'graded'"),
+    ("rerank", {"query": "q", "documents": []}, "documents must have at least 1 item (got 0)"),
+    ("rerank", {"query": "q", "documents": ["a"] * 5}, "documents must have at most 4 items (got 5)"),
     ("rerank", {"query": "q", "documents": ["a", {"text": "b" * 301}]},
      "documents[1].text has 301 characters; the limit is 300"),
     ("rerank", {"query": "q", "documents": ["a", ""]}, "documents[1] must not be empty"),
     ("rerank", {"query": "q", "documents": ["a"], "options": {"window": 3}},
      "options.window: rerank method 'pointwise' has no option 'window'"),
     ("rerank", {"query": "q", "documents": ["a"], "method": "listwise", "options": {"window": 1}},
-     "options.window must be between 2 and 100 (got 1)"),
+     "options.window: setting 'window' must be at least 2 (got 1)"),
 ]
 
 
@@ -233,7 +272,7 @@ def test_a_bad_argument_is_a_tool_error_naming_it(client, tool, arguments, says)
     message = client.error(tool, arguments)
     assert message.startswith(f"Error executing tool {tool}: ")
     assert says in message
-    assert "Traceback" not in message
+    assert "Traceback" not in message and "\n" not in message and "pydantic.dev" not in message  # one line
 
 
 def test_stdout_held_only_protocol_messages_and_stderr_no_traceback(client):

@@ -33,17 +33,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import WinnowError
 from ..llm.client import LLM
 from ..records import Answer, Candidate, Passage, Query, Trace, Usage
 from ..rerank import RERANK_METHODS, relevance_score, rerank
-from ..settings import LayeredSettingError, SettingsLayer, resolve_layers
+from ..settings import LayeredSettingError, SettingError, SettingsLayer, resolve_layers
 from ..stages.contract import QuestionState, run_stages
 from ..text import text_problem
+
+if TYPE_CHECKING:
+    from ..methods import Method
 
 #: The stages an adapter can run, by name, with what each does.
 STAGES: dict[str, str] = {
@@ -97,11 +100,73 @@ def check_number(value: object, argument: str) -> float:
     return float(value)
 
 
+#: Where a framework's OpenAI chat model keeps its model name, server address and API key.
+OPENAI_CHAT_MODELS = (("model", "api_base_url", "api_key"),  # Haystack's OpenAIChatGenerator
+                      ("model_name", "openai_api_base", "openai_api_key"),  # LangChain's ChatOpenAI
+                      ("model", "api_base", "api_key"))  # LlamaIndex's OpenAI and OpenAILike
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
 def check_llm(llm: object, argument: str = "llm") -> LLM | None:
-    if llm is not None and not isinstance(llm, LLM):
-        raise ArgumentError(argument, f"must be a winnow LLM (got {type(llm).__name__})",
-                            "load one with winnow.load_llm(model, backend=..., base_url=...), or pass model=")
-    return llm
+    """``llm`` as a winnow LLM: one as it is, or a framework's OpenAI-compatible chat model
+    (:func:`from_framework_model`) as a winnow LLM on the same server; anything else is refused."""
+    if llm is None or isinstance(llm, LLM):
+        return llm
+    if isinstance(llm, str):
+        raise ArgumentError(argument, f"must be a winnow LLM, not the name {llm!r}",
+                            f"pass model={llm!r} to load a model by its name")
+    converted = from_framework_model(llm)
+    if converted is None:
+        raise ArgumentError(argument, f"a {type(llm).__name__} cannot give Winnow the next-token "
+                                      "log-probabilities its stages read",
+                            "pass a winnow LLM (winnow.load_llm(model, backend=..., base_url=...)), model=, or an "
+                            "OpenAI-compatible chat model (Haystack OpenAIChatGenerator, LangChain ChatOpenAI, "
+                            "LlamaIndex OpenAILike) whose server returns logprobs")
+    return converted
+
+
+def from_framework_model(model: object) -> LLM | None:
+    """A framework's own OpenAI-compatible chat model (Haystack ``OpenAIChatGenerator``, LangChain
+    ``ChatOpenAI``, LlamaIndex ``OpenAI``/``OpenAILike``) as a winnow LLM on the openai backend: the
+    same model name, server and key. Winnow reads log-probabilities (P("True"), grade and judge
+    scores), which those classes do not expose, so it calls the server itself; the server must
+    return them (llama.cpp's server and vLLM do). None for any other object. Azure's clients are not
+    taken: their key travels in a header Winnow's backend does not send."""
+    name = type(model).__name__
+    if "OpenAI" not in name or "Azure" in name:
+        return None
+    for model_attribute, url_attribute, key_attribute in OPENAI_CHAT_MODELS:
+        model_name = getattr(model, model_attribute, None)
+        if isinstance(model_name, str) and model_name and hasattr(model, url_attribute):
+            base_url = getattr(model, url_attribute) or OPENAI_DEFAULT_URL
+            from ..llm import load_llm
+
+            return load_llm(model_name, backend="openai", base_url=str(base_url),
+                            api_key=_secret(getattr(model, key_attribute, None)))
+    return None
+
+
+def _secret(value: object) -> str:
+    """An API key as the frameworks hold it: Haystack's ``Secret``, pydantic's ``SecretStr`` or text."""
+    for reveal in ("resolve_value", "get_secret_value"):
+        if callable(getattr(value, reveal, None)):
+            return str(getattr(value, reveal)() or "")
+    return value if isinstance(value, str) else ""
+
+
+def describe_llm(llm: LLM) -> dict[str, str]:
+    """How to load ``llm`` again: its model, backend and base_url, for an adapter saving its
+    configuration (a Haystack pipeline's YAML, a LlamaIndex ``to_dict``). Never its API key: a
+    reloaded OpenAI-compatible model reads ``WINNOW_OPENAI_API_KEY`` (or is given ``api_key=``)."""
+    from ..models import REGISTRY
+
+    identity = llm.identity
+    backend = str(identity.get("backend", ""))
+    model = str(identity.get("model", ""))
+    path = getattr(llm.backend, "_path", None)
+    if backend == "llama.cpp" and model not in REGISTRY and path is not None:
+        model = str(path)  # a .gguf file named by its path: the stem alone would not load again
+    return {"model": model, "backend": backend, "base_url": str(identity.get("base_url", ""))}
 
 
 def _listwise_window(window: object, step: object) -> tuple[int, int]:
@@ -174,9 +239,10 @@ def item_relevance(stage: str, score: float, rank: int, count: int) -> float:
     return relevance_score("graded" if stage == "graded_filter" else stage, score, rank, count)
 
 
-def winnow_metadata(item: Kept, stage: str) -> dict[str, Any]:
-    """The keys every adapter adds to a kept document's metadata."""
-    return {"winnow_stage": stage, "winnow_score": item.score, "winnow_relevance": item.relevance,
+def winnow_metadata(item: Kept, stage: str, relevance_key: str = "winnow_relevance") -> dict[str, Any]:
+    """The keys every adapter adds to a kept document's metadata; the 0-1 relevance under
+    ``relevance_key`` (LangChain's rerankers call it ``relevance_score``)."""
+    return {"winnow_stage": stage, "winnow_score": item.score, relevance_key: item.relevance,
             "winnow_rank": item.rank, "winnow_stage_scores": dict(item.stage_scores)}
 
 
@@ -197,16 +263,17 @@ class Winnower:
     The LLM stages use ``llm`` (a :class:`winnow.llm.LLM`, any backend), or load ``model`` through
     :func:`winnow.load_llm` with ``backend`` ("llama.cpp" in-process, "openai" for an
     OpenAI-compatible server at ``base_url``); a model loaded here is closed by :meth:`close`.
-    ``judge_llm`` gives MAIN-RAG's judge its own model. ``embedding`` uses ``embedder`` or loads
-    all-MiniLM-L6-v2 (the ``dense`` extra). ``top_k`` keeps the best k of what the stage keeps;
-    ``judge_n`` is the adaptive bar's n, ``max_document_answer_tokens`` Agent-1's answer budget,
-    ``tau`` the graded filter's τ, ``window``/``step`` the listwise window.
+    ``judge_llm`` (or ``judge_model``, loaded like ``model``) gives MAIN-RAG's judge its own model.
+    ``embedding`` uses ``embedder`` or loads all-MiniLM-L6-v2 (the ``dense`` extra). ``top_k`` keeps
+    the best k of what the stage keeps; ``judge_n`` is the adaptive bar's n,
+    ``max_document_answer_tokens`` Agent-1's answer budget, ``tau`` the graded filter's τ,
+    ``window``/``step`` the listwise window. :meth:`config` is every argument as plain values.
     """
 
     def __init__(self, stage: str = "pointwise", *, llm: LLM | None = None, model: str | None = None,
                  backend: str = "llama.cpp", base_url: str | list[str] = "", api_key: str = "",
-                 judge_llm: LLM | None = None, embedder: Any = None, top_k: int | None = None,
-                 judge_n: float = 0.0, tau: float = 1.0, window: int = 10, step: int = 5,
+                 judge_llm: LLM | None = None, judge_model: str | None = None, embedder: Any = None,
+                 top_k: int | None = None, judge_n: float = 0.0, tau: float = 1.0, window: int = 10, step: int = 5,
                  max_document_answer_tokens: int = 32, cache: bool | str | Path = True, lazy: bool = False) -> None:
         self.stage = check_stage(stage)
         self.top_k = check_top_k(top_k)
@@ -216,12 +283,18 @@ class Winnower:
         self.max_document_answer_tokens = _at_least(max_document_answer_tokens, 1, "max_document_answer_tokens")
         self.llm = check_llm(llm)
         self.judge_llm = check_llm(judge_llm, "judge_llm")
+        # A framework's chat model became a winnow LLM here: closed by close(), saved by its name.
+        self._adopted = [m for m, given in ((self.llm, llm), (self.judge_llm, judge_llm)) if m is not given]
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ArgumentError("embedder", f"must be a winnow Embedder (got {type(embedder).__name__})",
                                 "winnow.index.load_embedder(), or leave it out to load all-MiniLM-L6-v2")
         self.embedder = embedder
+        if judge_model is not None and (not isinstance(judge_model, str) or not judge_model.strip()):
+            raise ArgumentError("judge_model", f"must be a model name (got {judge_model!r})")
+        self.judge_model = judge_model
+        self._given_model = model
         self._model = (model or DEFAULT_MODEL, backend, base_url, api_key, cache)
-        self._owned: list[LLM] = []
+        self._owned: list[LLM] = [m for m in self._adopted if m is not None]
         if self.stage != "embedding" and self.llm is None:
             check_backend(backend, base_url)
         if not lazy:
@@ -236,10 +309,32 @@ class Winnower:
                 from ..index import load_embedder
 
                 self.embedder = load_embedder()
-        elif self.llm is None:
-            model, backend, base_url, api_key, cache = self._model
+            return
+        model, backend, base_url, api_key, cache = self._model
+        if self.llm is None:
             self.llm = load_model(model, backend=backend, base_url=base_url, api_key=api_key, cache=cache)
             self._owned.append(self.llm)
+        if self.stage == "judge_filter" and self.judge_llm is None and self.judge_model:
+            self.judge_llm = load_model(self.judge_model, backend=backend, base_url=base_url, api_key=api_key,
+                                        cache=cache)
+            self._owned.append(self.judge_llm)
+
+    def config(self) -> dict[str, Any]:
+        """Every argument that rebuilds this Winnower, as plain values (for a framework's saved
+        pipeline): a model handed in as ``llm`` is described by :func:`describe_llm` (its name,
+        backend and base_url; never the API key), ``judge_llm`` by its model name. An ``embedder``
+        is not recorded: the embedding stage loads the same default, all-MiniLM-L6-v2."""
+        model, backend, base_url, _api_key, cache = self._model
+        described: dict[str, Any] = {"model": self._given_model, "backend": backend, "base_url": base_url}
+        if self.llm is not None and (self.llm not in self._owned or self.llm in self._adopted):
+            described = dict(describe_llm(self.llm))
+        judge_model = self.judge_model
+        if self.judge_llm is not None and (self.judge_llm not in self._owned or self.judge_llm in self._adopted):
+            judge_model = describe_llm(self.judge_llm)["model"]
+        return {"stage": self.stage, **described, "judge_model": judge_model, "top_k": self.top_k,
+                "judge_n": self.judge_n, "tau": self.tau, "window": self.window, "step": self.step,
+                "max_document_answer_tokens": self.max_document_answer_tokens,
+                "cache": str(cache) if isinstance(cache, Path) else cache}
 
     def run(self, query: str, texts: Sequence[str], *, ids: Sequence[str] | None = None,
             titles: Sequence[str] | None = None, metadata: Sequence[Mapping[str, Any]] | None = None,
@@ -383,72 +478,227 @@ def _mappings(metadata: object, count: int) -> list[dict[str, Any]]:
     return [dict(m) for m in metadata]
 
 
+#: What a method adapter takes besides the run options of :class:`~winnow.run_spec.RunOptions`.
+RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
+#: The run options :class:`MethodRunner` applies (every one there was when it was written).
+APPLIED_RUN_OPTIONS = frozenset({
+    "method", "model", "backend", "base_url", "api_key", "max_inflight", "slots", "threads", "context_size",
+    "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model", "final_model",
+    "agents", "assignments", "config", "profile", "no_cache"})
+
+
+def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
+    """``values`` as :class:`~winnow.run_spec.RunOptions` (:meth:`RunOptions.checked`); an unknown
+    name (a typo) is an :class:`ArgumentError` naming it and listing what ``source`` takes."""
+    from ..run_spec import RunOptions
+
+    try:
+        return RunOptions.checked(source, dict(values))
+    except WinnowError as error:
+        unknown = sorted(set(values) - {f.name for f in fields(RunOptions)})
+        raise ArgumentError(unknown[0] if unknown else source, error.message,
+                            f"{source}'s own arguments: {', '.join(own)}; {error.hint}") from None
+
+
 class MethodRunner:
     """A whole Winnow method over a Winnow index, for the adapters' retrievers and query engines.
 
-    Give ``pipeline`` (a :class:`winnow.pipeline.Pipeline`, whose method, index and models are used),
-    or ``index`` (a folder made by ``winnow index`` or an opened index) and ``llm`` (or ``model``,
-    ``backend``, ``base_url`` to load one). ``settings`` are the method's (n, k, judge_n, tau, …),
-    checked by its typed settings; ``agents`` gives roles their own LLM ({"judge": llm}).
+    Give ``pipeline`` (a :class:`winnow.pipeline.Pipeline`, whose index and models are used), or
+    ``index`` (a folder made by ``winnow index`` or an opened index) and ``llm`` (or the run options
+    ``model``, ``backend``, ``base_url``, … to load one). Every other keyword is a run option of
+    :class:`~winnow.run_spec.RunOptions` (``method``, ``retriever``, ``profile``, ``config``, the
+    setting shortcuts ``n``, ``k``, …), checked by :meth:`RunOptions.checked`: a typo is refused
+    naming it. ``settings`` are the method's (n, k, judge_n, tau, …), resolved with the shortcuts,
+    the profile and a config file by :meth:`RunSpec.resolve <winnow.run_spec.RunSpec.resolve>` (one
+    resolver: :func:`winnow.methods.resolve_settings`), a bad one named ``settings['k']``.
+    ``agents`` gives roles their own model ({"judge": llm} or {"judge": "model-name"}).
+
+    Everything is checked at construction; with ``lazy`` the index and models are opened by
+    :meth:`open` (or the first query), so a saved configuration loads back without loading a model.
+    :meth:`config` is that configuration as plain values.
     """
 
-    def __init__(self, method: str = "rankrag", *, index: Any = None, pipeline: Any = None, llm: LLM | None = None,
-                 model: str | None = None, backend: str = "llama.cpp", base_url: str | list[str] = "",
-                 api_key: str = "", retriever: str = "bm25", agents: Mapping[str, LLM] | None = None,
-                 settings: Mapping[str, Any] | None = None, cache: bool | str | Path = True) -> None:
-        from ..methods import METHODS, resolve_settings
+    def __init__(self, method: str | None = None, *, index: Any = None, pipeline: Any = None, llm: LLM | None = None,
+                 agents: Mapping[str, LLM | str] | None = None, settings: Mapping[str, Any] | None = None,
+                 cache: bool | str | Path = True, lazy: bool = False, source: str = "MethodRunner",
+                 **options: Any) -> None:
+        from ..config import parse_assignment
+        from ..methods import METHODS
+        from ..run_spec import DEFAULT_METHOD, RunSpec, parse_role
 
-        if not isinstance(method, str) or method not in METHODS:
-            raise ArgumentError("method", f"unknown Winnow method {method!r}", f"choose one of: {', '.join(METHODS)}")
+        run_options = checked_run_options(source, {"method": method, **options})
+        # A run option this runner does not apply is refused, never dropped (one added to RunOptions
+        # later stays refused here until the runner applies it).
+        unused = sorted(name for name, value in vars(run_options).items()
+                        if value is not None and name not in APPLIED_RUN_OPTIONS)
+        if unused:
+            raise ArgumentError(unused[0], f"{source} does not apply the run option {unused[0]!r}",
+                                f"it applies: {', '.join(sorted(APPLIED_RUN_OPTIONS))}")
+        chosen = run_options.method or DEFAULT_METHOD
+        if not isinstance(chosen, str) or chosen not in METHODS:
+            raise ArgumentError("method", f"unknown Winnow method {chosen!r}", f"choose one of: {', '.join(METHODS)}")
         if settings is not None and not isinstance(settings, Mapping):
             raise ArgumentError("settings", "must be a mapping of setting name to value "
                                             f"(got {type(settings).__name__})")
-        self._owned: list[LLM] = []
+        if agents is not None and not isinstance(agents, Mapping):
+            raise ArgumentError("agents", "must be a mapping of role to LLM or model name "
+                                          f"(got {type(agents).__name__})")
+        given = dict(settings or {})
+        named = run_options.setting_values()  # n=, k=, … given as keywords
+        for key in sorted(named.keys() & given.keys()):
+            if named[key] != given[key]:
+                raise ArgumentError(key, f"given as {key}={named[key]!r} and settings[{key!r}]={given[key]!r}",
+                                    "give it once")
+        merged = {**dict(parse_assignment(a) for a in run_options.assignments or ()), **named, **given}
+        self._agent_llms: dict[str, LLM] = {}
+        for role, agent in (agents or {}).items():
+            if not isinstance(agent, str):
+                self._agent_llms[role] = check_llm(agent, f"agents[{role!r}]") or self._missing_agent(role)
+        agent_names = {role: a for role, a in (agents or {}).items() if isinstance(a, str)}
+        agent_names.update(dict(parse_role(a) for a in run_options.agents or ()))
+        base_url = run_options.base_url
+        if isinstance(base_url, (list, tuple)):
+            base_url = ",".join(base_url)
+        run = {"method": chosen, "model": run_options.model, "backend": run_options.backend, "base_url": base_url,
+               "retriever": run_options.retriever, "context_size": run_options.context_size,
+               "max_inflight": run_options.max_inflight, "slots": run_options.slots,
+               "judge_model": run_options.judge_model, "final_model": run_options.final_model,
+               "profile": run_options.profile, "agents": agent_names or None}
+        try:
+            self.spec = RunSpec.resolve(config=run_options.config, run=run, settings=merged)
+        except LayeredSettingError as error:
+            key = error.setting
+            raise ArgumentError(f"settings[{key!r}]" if key in given else error.field, error.message,
+                                error.hint) from None
+        except SettingError as error:
+            raise ArgumentError(error.setting, error.message, error.hint) from None
+        except WinnowError as error:
+            raise ArgumentError(source, error.message, error.hint) from None
+        self._api_key = run_options.api_key or ""
+        self._threads = run_options.threads
+        self._cache: bool | str | Path = False if run_options.no_cache else cache
+        self._owned: list[LLM] = []  # the models this runner closes
+        self._loaded: list[LLM] = []  # those it loaded from the run's model names
+        self._llm = check_llm(llm)
+        if self._llm is not None and self._llm is not llm:
+            self._owned.append(self._llm)  # a framework's chat model, adopted: closed here, saved by name
         if pipeline is not None:
             from ..pipeline import Pipeline
 
             if not isinstance(pipeline, Pipeline):
                 raise ArgumentError("pipeline", f"must be a winnow Pipeline (got {type(pipeline).__name__})")
-            index, llm = pipeline.index, llm or pipeline.llm
-            agents = {**pipeline.agents, **(agents or {})}
+            index, self._llm = pipeline.index_dir, self._llm or pipeline.llm
+            self._agent_llms = {**pipeline.agents, **self._agent_llms}
+            self.spec.retriever = pipeline.spec.retriever
         if index is None:
             raise ArgumentError("index", "a Winnow index is needed: a folder made by `winnow index` or "
                                          "winnow.open_index(...)", "or pass pipeline=")
-        if isinstance(index, (str, Path)):
-            from .. import open_index
-
-            index = open_index(index, retriever)
-        elif not hasattr(index, "search_many"):
+        if not isinstance(index, (str, Path)) and not hasattr(index, "search_many"):
             raise ArgumentError("index", "must be an index folder or an opened Winnow index "
                                          f"(got {type(index).__name__})")
-        llm = check_llm(llm)
-        if llm is None:
-            llm = load_model(model or DEFAULT_MODEL, backend=backend, base_url=base_url, api_key=api_key, cache=cache)
-            self._owned.append(llm)
+        if pipeline is not None:
+            index = pipeline.index
+        self._index = index
+        if self._llm is None:
+            check_backend(self.spec.backend, self.spec.base_url)
+        self.method: Method | None = None
+        if not lazy:
+            self.open()
+
+    @staticmethod
+    def _missing_agent(role: str) -> LLM:
+        raise ArgumentError(f"agents[{role!r}]", "has no model", "give a winnow LLM or a model name, or leave the "
+                                                                 "role out")
+
+    def open(self) -> Method:
+        """Open the index and load the models (once): done at construction unless ``lazy``."""
+        if self.method is not None:
+            return self.method
+        from ..llm import load_llm
+        from ..methods import METHODS
+
+        spec = self.spec
         try:
-            own = METHODS[method].roles
-            layer = SettingsLayer("settings", dict(settings or {}), field_of=lambda key: f"settings[{key!r}]")
-            resolved = resolve_settings(method, [layer])
-            self.method = METHODS[method](index, llm, resolved.settings,
-                                          {r: a for r, a in (agents or {}).items() if r in own})
-        except LayeredSettingError as error:
-            self.close()
-            raise ArgumentError(error.field, error.message, error.hint) from None
+            if isinstance(self._index, (str, Path)):
+                from .. import open_index
+
+                self._index = open_index(self._index, spec.retriever)
+
+            def load(model: str) -> LLM:
+                llm = load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=self._api_key,
+                               cache=self._cache, context_size=spec.context_size, max_inflight=spec.max_inflight,
+                               slots=spec.slots, threads=self._threads)
+                self._owned.append(llm)
+                self._loaded.append(llm)
+                return llm
+
+            if self._llm is None:
+                self._llm = load(spec.model)
+            loaded = {spec.model: self._llm}
+            agents = dict(self._agent_llms)
+            for role, model in spec.agents.items():
+                if role not in agents:
+                    agents[role] = loaded[model] if model in loaded else loaded.setdefault(model, load(model))
+            own = METHODS[spec.method].roles
+            self.method = METHODS[spec.method](self._index, self._llm, spec.method_settings(),
+                                               {r: a for r, a in agents.items() if r in own})
         except BaseException:
             self.close()
             raise
+        return self.method
 
     @property
     def name(self) -> str:
-        return self.method.name
+        return self.spec.method
 
-    def select(self, query: str) -> Answer:
-        """The passages the method keeps for ``query``, best first, without generating an answer."""
-        return self.method.ask(check_query(query), answer=False)
+    def with_settings(self, settings: Mapping[str, Any], source: str = "call") -> Method:
+        """The method under this runner's settings with ``settings`` over them (a framework's per-call
+        ``k``), over the same index and models; a bad value is refused naming its key."""
+        from ..methods import METHODS, resolve_settings
 
-    def ask(self, query: str) -> Answer:
+        method = self.open()
+        if not settings:
+            return method
+        layers = [SettingsLayer("the runner's settings", self.spec.settings), SettingsLayer(source, dict(settings))]
+        try:
+            resolved = resolve_settings(self.spec.method, layers)
+        except LayeredSettingError as error:
+            raise ArgumentError(error.field, error.message, error.hint) from None
+        return METHODS[self.spec.method](self._index, method.llm, resolved.settings, dict(method.agents))
+
+    def select(self, query: str, settings: Mapping[str, Any] | None = None) -> Answer:
+        """The passages the method keeps for ``query``, best first, without generating an answer;
+        ``settings`` override the runner's for this query."""
+        query = check_query(query)
+        return self.with_settings(settings or {}).ask(query, answer=False)
+
+    def ask(self, query: str, settings: Mapping[str, Any] | None = None) -> Answer:
         """The method's answer to ``query`` and the passages it answered from."""
-        return self.method.ask(check_query(query))
+        query = check_query(query)
+        return self.with_settings(settings or {}).ask(query)
+
+    def config(self) -> dict[str, Any]:
+        """The configuration that builds this runner again, as plain values: the resolved run (method,
+        model, backend, base_url, retriever, profile, settings, agents' model names), a model handed
+        in as ``llm`` described by :func:`describe_llm`, the index by its folder. Never the API key
+        (a reloaded OpenAI-compatible model reads ``WINNOW_OPENAI_API_KEY``, or is given ``api_key=``)."""
+        spec = self.spec
+        model = {"model": spec.model, "backend": spec.backend, "base_url": spec.base_url}
+        if self._llm is not None and self._llm not in self._loaded:
+            model = describe_llm(self._llm)
+        agents = dict(spec.agents)
+        agents.update({role: describe_llm(llm)["model"] for role, llm in self._agent_llms.items()})
+        index = self._index
+        folder = str(index) if isinstance(index, (str, Path)) else getattr(index, "path", None)
+        retriever = getattr(index, "name", spec.retriever)
+        described: dict[str, Any] = {"method": spec.method, "index": None if folder is None else str(folder),
+                                     **model, "retriever": retriever if isinstance(retriever, str) else spec.retriever,
+                                     "settings": dict(spec.settings)}
+        optional = {"profile": spec.profile or None, "context_size": spec.context_size,
+                    "max_inflight": spec.max_inflight, "slots": spec.slots, "agents": agents or None,
+                    "cache": str(self._cache) if isinstance(self._cache, Path) else self._cache}
+        described.update({key: value for key, value in optional.items() if value is not None})
+        return described
 
     def close(self) -> None:
         for llm in self._owned:

@@ -19,7 +19,15 @@ reason in ``meta["winnow_dropped"]``: connect it, or read it from the pipeline's
 
 A model named by ``model=`` is loaded in ``warm_up()`` (which a pipeline calls before running),
 one handed in as ``llm=`` is used as it is. :class:`WinnowRetriever` runs a whole Winnow method over
-a Winnow index: ``run(query) -> {"documents": [...]}``, the passages the method kept.
+a Winnow index: ``run(query, top_k) -> {"documents": [...]}``, the passages the method kept; it
+takes every run option (``k=``, ``profile=``, ``model=``, …) and refuses a misspelt one by name.
+
+Both save and load with the pipeline (``Pipeline.dumps()``/``loads()``, Haystack's
+``component_to_dict``/``component_from_dict``): ``to_dict`` holds every argument, a model handed in as
+``llm=`` written as its model name, backend and base_url (never an API key: a reloaded
+OpenAI-compatible model reads ``WINNOW_OPENAI_API_KEY``), an index as its folder. Nothing loads
+until ``warm_up()`` or the first ``run``. Haystack loads classes only from modules its user trusts:
+``Pipeline.loads(text, allowed_modules=["winnow.integrations.haystack"])``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from .core import (
     MethodRunner,
     Winnowed,
     Winnower,
+    check_top_k,
     dropped_metadata,
     method_items,
     winnow_metadata,
@@ -42,7 +51,7 @@ from .core import (
 
 import_extra("haystack", "haystack", "winnow.integrations.haystack")
 
-from haystack import Document, component  # noqa: E402
+from haystack import Document, component, default_from_dict, default_to_dict  # noqa: E402
 
 
 @component
@@ -58,14 +67,24 @@ class WinnowRanker:
 
     def __init__(self, stage: str = "pointwise", *, llm: Any = None, model: str | None = None,
                  backend: str = "llama.cpp", base_url: str | list[str] = "", api_key: str = "",
-                 judge_llm: Any = None, embedder: Any = None, top_k: int | None = None, judge_n: float = 0.0,
-                 tau: float = 1.0, window: int = 10, step: int = 5, max_document_answer_tokens: int = 32) -> None:
+                 judge_llm: Any = None, judge_model: str | None = None, embedder: Any = None,
+                 top_k: int | None = None, judge_n: float = 0.0, tau: float = 1.0, window: int = 10, step: int = 5,
+                 max_document_answer_tokens: int = 32, cache: bool | str = True) -> None:
         self.stage = stage
         self.winnower = Winnower(stage, llm=llm, model=model, backend=backend, base_url=base_url, api_key=api_key,
-                                 judge_llm=judge_llm, embedder=embedder, top_k=top_k, judge_n=judge_n, tau=tau,
-                                 window=window, step=step, max_document_answer_tokens=max_document_answer_tokens,
-                                 lazy=True)
+                                 judge_llm=judge_llm, judge_model=judge_model, embedder=embedder, top_k=top_k,
+                                 judge_n=judge_n, tau=tau, window=window, step=step,
+                                 max_document_answer_tokens=max_document_answer_tokens, cache=cache, lazy=True)
         self.last_result: Winnowed | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every argument (see the module docstring), for ``Pipeline.dumps()``."""
+        return default_to_dict(self, **self.winnower.config())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WinnowRanker:
+        """The ranker :meth:`to_dict` describes; nothing loads until ``warm_up()``."""
+        return default_from_dict(cls, data)
 
     def warm_up(self) -> None:
         """Load the model (or embedder) this ranker was named, if it was not handed one."""
@@ -105,12 +124,27 @@ class WinnowRetriever:
     :class:`~winnow.integrations.core.MethodRunner`."""
 
     def __init__(self, method: str = "rankrag", **options: Any) -> None:
-        self.runner = MethodRunner(method, **options)
+        self.runner = MethodRunner(method, source="WinnowRetriever", lazy=True, **options)
         self.last_answer: Answer | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The method, the index folder, the models by name and the settings, for ``Pipeline.dumps()``."""
+        return default_to_dict(self, **self.runner.config())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WinnowRetriever:
+        """The retriever :meth:`to_dict` describes; nothing opens until ``warm_up()``."""
+        return default_from_dict(cls, data)
+
+    def warm_up(self) -> None:
+        """Open the index and load the models (a pipeline calls this before running)."""
+        self.runner.open()
+
     @component.output_types(documents=list[Document])
-    def run(self, query: str) -> dict[str, list[Document]]:
-        answer = self.last_answer = self.runner.select(query)
+    def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
+        """The passages the method keeps for ``query``; ``top_k`` is the method's ``k`` for this query."""
+        settings = {"k": check_top_k(top_k)} if top_k is not None else {}
+        answer = self.last_answer = self.runner.select(query, settings)
         return {"documents": [Document(id=item.id, content=item.text, score=item.relevance,
                                        meta={**item.metadata, "title": item.title, "winnow_id": item.id,
                                              **winnow_metadata(item, self.runner.name)})

@@ -8,7 +8,11 @@
     rerank = WinnowPostprocessor(stage="pointwise", llm=llm, top_k=5)   # or model=..., backend=..., base_url=...
     engine = RetrieverQueryEngine.from_args(your_retriever, node_postprocessors=[rerank], llm=your_llm)
 
-Kept nodes come back best first with ``NodeWithScore.score`` set to the stage's 0-1 relevance and
+Like LlamaIndex's own rerankers it takes ``top_n=`` (``top_k=`` is the same), emits the
+instrumentation events ``ReRankStartEvent`` and ``ReRankEndEvent`` around each call, and
+``to_dict()``/``from_dict()`` give back the same postprocessor (a model handed in as ``llm`` is saved
+as its name, backend and base_url; never an API key). Kept nodes come back best first with
+``NodeWithScore.score`` set to the stage's 0-1 relevance and
 ``winnow_score``, ``winnow_relevance``, ``winnow_rank``, ``winnow_stage`` and ``winnow_stage_scores``
 in a copy of the node's metadata (kept out of what the LLM and the embedder read). Dropped nodes
 are not returned; ``last_dropped`` holds them after each call (the reason in ``winnow_dropped``),
@@ -32,11 +36,18 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine  # noqa: E40
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.response.schema import Response  # noqa: E402
 from llama_index.core.callbacks import CallbackManager  # noqa: E402
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
+# The package that defines LlamaIndex's dispatcher (llama-index-core requires it, and re-exports
+# get_dispatcher from llama_index.core.instrumentation without declaring it exported).
+from llama_index_instrumentation import get_dispatcher  # noqa: E402
+
 from ..records import Answer  # noqa: E402
 from .stage_model import StageModel  # noqa: E402
+
+dispatcher = get_dispatcher(__name__)
 
 
 class WinnowPostprocessor(StageModel[NodeWithScore], BaseNodePostprocessor):
@@ -55,13 +66,18 @@ class WinnowPostprocessor(StageModel[NodeWithScore], BaseNodePostprocessor):
         for i, item in enumerate(nodes):
             if not isinstance(item, NodeWithScore):
                 raise ArgumentError(f"nodes[{i}]", f"must be a NodeWithScore (got {type(item).__name__})")
+        # The events LlamaIndex's own rerankers send, so its instrumentation sees Winnow's as one of them.
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.keep or len(nodes),
+                                          model_name=f"winnow {self.stage} ({self.model or 'default model'})"))
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         result = self._winnow(query_bundle.query_str, texts, [n.node.node_id for n in nodes],
                               lambda result: [NodeWithScore(node=_with_metadata(nodes[d.index].node,
                                                                                 dropped_metadata(d, self.stage)),
                                                             score=nodes[d.index].score) for d in result.dropped])
-        return [NodeWithScore(node=_with_metadata(nodes[k.index].node, winnow_metadata(k, self.stage)),
+        kept = [NodeWithScore(node=_with_metadata(nodes[k.index].node, winnow_metadata(k, self.stage)),
                               score=k.relevance) for k in result.kept if k.index is not None]
+        dispatcher.event(ReRankEndEvent(nodes=kept))
+        return kept
 
 
 class WinnowRetriever(BaseRetriever):
@@ -71,7 +87,7 @@ class WinnowRetriever(BaseRetriever):
 
     def __init__(self, method: str = "rankrag", *, callback_manager: CallbackManager | None = None,
                  **options: Any) -> None:
-        self._runner = MethodRunner(method, **options)
+        self._runner = MethodRunner(method, source="WinnowRetriever", **options)
         self.last_answer: Answer | None = None
         super().__init__(callback_manager=callback_manager)
 
@@ -89,7 +105,7 @@ class WinnowQueryEngine(BaseQueryEngine):
 
     def __init__(self, method: str = "rankrag", *, callback_manager: CallbackManager | None = None,
                  **options: Any) -> None:
-        self._runner = MethodRunner(method, **options)
+        self._runner = MethodRunner(method, source="WinnowQueryEngine", **options)
         self.last_answer: Answer | None = None
         super().__init__(callback_manager=callback_manager)
 

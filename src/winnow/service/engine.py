@@ -134,7 +134,7 @@ class Service:
         base = spec.settings if method == spec.method else profile_settings(spec.profile, method)
         overrides = request_overrides(request.n, request.k, request.options, container=container)
         settings = check_settings(method, base, overrides, limits, container=container, profile=request.profile)
-        history = check_history(request.history, settings["task"], limits, container=container)
+        history = check_history(request.history, settings["task"], limits, container=container, method=method)
         turns = [turn.to_dict() for turn in history]
         key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
 

@@ -84,10 +84,12 @@ def check_text(field_name: str, text: str, limit: int) -> str:
     return text
 
 
-def check_history(turns: list[Any], task: str, limits: Limits, *, container: str = "options") -> tuple[Any, ...]:
+def check_history(turns: list[Any], task: str, limits: Limits, *, container: str = "options",
+                  method: str = "") -> tuple[Any, ...]:
     """A request's dialogue history: every turn's text passes the question's checks and limit
     (field ``history[i].text``), the turns make a dialogue (:func:`winnow.records.dialogue_history`),
-    and the task is the one whose prompts place them."""
+    and the task is the one whose prompts place them, which ``method`` must have (the refusal says
+    which methods do)."""
     from ..records import dialogue_history
 
     if not turns:
@@ -101,6 +103,13 @@ def check_history(turns: list[Any], task: str, limits: Limits, *, container: str
     except ValueError as exc:
         raise invalid("history", str(exc)) from exc
     if task != "conversational":
+        from ..methods import METHODS
+
+        having = [name for name, cls in METHODS.items() if "conversational" in cls.Settings.tasks]
+        if method and method not in having:
+            raise invalid("history", f"a dialogue history needs the conversational task, which method {method!r} "
+                                     f"does not have: ask without the history, or with method "
+                                     f"{' or '.join(having)} and {container}.task = \"conversational\"")
         raise invalid("history", f"a dialogue history needs the conversational task (this request's task is "
                                  f"{task!r}): set {container}.task = \"conversational\"")
     return history

@@ -7,7 +7,16 @@ same limits (:mod:`winnow.service.limits`: text checks, sizes, typed settings na
 served from the same answer and call caches, and run on the same single model worker under the same
 deadline. A call the limits refuse, or that fails with a :class:`~winnow.errors.WinnowError`, comes
 back as the MCP tool error (a result with ``isError`` set) whose one line names the argument at
-fault; arguments of the wrong type are refused by the SDK against the tool's input schema.
+fault; arguments that do not fit the tool's input schema (a wrong type, a number out of bounds, a
+method that is not one of the enum's) get one line too (:func:`one_line`), not pydantic's report.
+
+What an agent reads is kept small: the schemas declare the methods and profiles as enums and the
+numeric bounds the server enforces, each tool declares its output schema and ``readOnlyHint`` (none
+changes anything), and a result's text is compact JSON. ``ask`` answers with the answer, the kept
+passages' ids, titles and scores, and the cost; ``full=true`` adds every passage's text and stage
+scores, the settings used and the trace. Its answers may run to :data:`ASK_ANSWER_TOKENS` tokens
+unless the server's settings, a profile or the call's ``settings`` say otherwise (the methods' own
+default, 32, is the papers' short-answer QA budget, which cuts an agent's answers mid-sentence).
 
 stdout is the protocol channel. The SDK's stdio transport points fd 1 at stderr while it serves;
 `winnow mcp` does the same while the models load (:func:`stdout_to_stderr`), so llama.cpp's logs, a
@@ -21,15 +30,17 @@ from ..extras import require
 require("mcp", "winnow.service.mcp_server (winnow mcp)")
 
 import asyncio  # noqa: E402  (after the check, which names the extra when it fails)
+import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from functools import partial  # noqa: E402
-from typing import Annotated, Any, Iterator, Optional, Union  # noqa: E402
+from typing import Annotated, Any, Iterator, Literal, Optional, Union  # noqa: E402
 
 from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
-from pydantic import Field, StrictInt, StrictStr  # noqa: E402
+from mcp.types import CallToolResult, TextContent, ToolAnnotations  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from ..errors import WinnowError  # noqa: E402
@@ -40,6 +51,11 @@ from .engine import Service  # noqa: E402
 from .limits import ApiError, check_unicode  # noqa: E402
 from .runner import Emit, execute, open_record  # noqa: E402
 from .schemas import AskRequest, RerankDocumentObject, RerankRequest  # noqa: E402
+
+#: The longest answer the ``ask`` tool writes unless told otherwise (within the server's cap on
+#: ``max_answer_tokens``): room for a few sentences, where the methods' default of 32 tokens, the
+#: papers' budget for short factoid answers, cuts an agent's answers off mid-sentence.
+ASK_ANSWER_TOKENS = 256
 
 INSTRUCTIONS = ("Winnow: retrieval-augmented generation with an LLM in the loop. `search` retrieves passages from "
                 "the index; `rerank` orders your own passages for a query; `ask` answers a question with a "
@@ -100,41 +116,171 @@ def progress_to(context: Context) -> Emit:
 
 
 Documents = list[Union[StrictStr, RerankDocumentObject]]
+#: None of the tools changes anything: they read the index and ask the model.
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def one_line(error: ValidationError) -> str:
+    """Arguments refused by the tool's input schema, one line naming each (``k``, ``documents[1]``,
+    ``settings.n``) and what it must be: what an agent can act on, without pydantic's report and URL."""
+    parts = []
+    for item in error.errors(include_url=False):
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item["loc"]).lstrip(".")
+        where = where or "arguments"
+        ctx, kind, given = item.get("ctx") or {}, item["type"], item.get("input")
+        got = f" (got {_short(given)})" if kind != "missing" else ""
+        if kind == "literal_error":
+            parts.append(f"{where} must be one of {ctx.get('expected', '')}{got}")
+        elif kind in ("greater_than_equal", "less_than_equal"):
+            bound = "at least" if kind == "greater_than_equal" else "at most"
+            parts.append(f"{where} must be {bound} {ctx.get('ge', ctx.get('le'))}{got}")
+        elif kind in ("too_short", "too_long"):
+            bound = "at least" if kind == "too_short" else "at most"
+            count = ctx.get("min_length", ctx.get("max_length"))
+            parts.append(f"{where} must have {bound} {count} item{'s' if count != 1 else ''}"
+                         f" (got {ctx.get('actual_length', '?')})")
+        elif kind == "missing":
+            parts.append(f"{where} is required")
+        elif kind == "extra_forbidden":
+            parts.append(f"{where} is not an argument of this tool")
+        else:
+            message = item["msg"][:1].lower() + item["msg"][1:]
+            parts.append(f"{where}: {message.replace('input should be', 'must be')}{got}")
+    return "; ".join(parts)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class WinnowMCPServer(MCPServer):
+    """The SDK's server, with arguments its schema refuses reported in one line (:func:`one_line`)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {one_line(exc.__cause__)}") from exc.__cause__
+            raise
+
+
+def compact(body: dict[str, Any]) -> CallToolResult:
+    """``body`` as the tool's structured result, and as compact JSON for the text an agent reads."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body)
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class PassageOut(_Open):
+    id: str
+    title: str = ""
+    score: float
+    text: Optional[str] = Field(None, description="The passage (search; ask with full=true).")
+
+
+class Usage(_Open):
+    calls: int = Field(description="LLM calls made (cache hits are free).")
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class SearchResult(_Open):
+    """What ``search`` returns."""
+
+    retriever: str
+    passages: list[PassageOut]
+
+
+class RerankItem(_Open):
+    index: int = Field(description="The document's position in `documents`.")
+    relevance_score: float = Field(description="0-1, higher is more relevant.")
+    id: Optional[str] = Field(None, description="The document's id, when it was given one.")
+
+
+class RerankResult(_Open):
+    """What ``rerank`` returns."""
+
+    method: str
+    results: list[RerankItem]
+    usage: Usage
+
+
+class AskResult(_Open):
+    """What ``ask`` returns (``full=true`` adds the passages' text and scores, the settings and the trace)."""
+
+    answer: str
+    method: str
+    passages: list[PassageOut] = Field(description="The passages the answer was written from, best first.")
+    usage: Usage
+    served_from: str = Field(description="llm, call-cache or answer-cache.")
+    answer_cut_by_token_limit: bool = Field(False, description="The answer reached the max_answer_tokens setting: "
+                                                               "ask again with a larger one for the rest.")
+
+
+def compact_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``ask`` result an agent needs: the answer, the passages by id, title and score, the cost."""
+    usage = body["usage"]
+    out = {"answer": body["answer"], "method": body["method"],
+           "passages": [{"id": p["id"], "title": p["title"], "score": p["score"]} for p in body["passages"]],
+           "usage": {key: usage[key] for key in ("calls", "prompt_tokens", "completion_tokens", "cache_hits")
+                     if key in usage},
+           "served_from": body["served_from"]}
+    if body.get("answer_cut_by_token_limit"):
+        out["answer_cut_by_token_limit"] = True
+    return out
 
 
 def build_server(service: Service) -> MCPServer:
     """The MCP server whose tools run on ``service`` (its pipeline, limits, caches and worker)."""
     limits = service.limits
-    server: MCPServer = MCPServer("winnow", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = WinnowMCPServer("winnow", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    # The choices as enums and the limits as bounds, in the schema an agent reads before calling.
+    method_name = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+    rerank_method = Literal[tuple(RERANK_METHODS)]  # type: ignore[valid-type]
+    profile_name = Literal[tuple(PROFILES)]  # type: ignore[valid-type]
+    answer_cap = limits.setting_caps.get("max_answer_tokens", ASK_ANSWER_TOKENS)
+    answer_tokens = min(ASK_ANSWER_TOKENS, answer_cap)
+    search_k = min(10, limits.max_n)
 
-    @server.tool(description=f"First-stage retrieval alone ({service.pipeline.retriever_name} over the index): "
+    @server.tool(title="Search the index", annotations=READ_ONLY,
+                 description=f"First-stage retrieval alone ({service.pipeline.retriever_name} over the index): "
                              f"the best k passages for the query, each with its id, title, text and score.")
     async def search(
         query: Annotated[StrictStr, Field(description=f"What to search for (at most {limits.max_question_chars} "
                                                       f"characters).")],
-        k: Annotated[Optional[StrictInt], Field(description=f"How many passages (default {min(10, limits.max_n)}, "
-                                                            f"at most {limits.max_n}).")] = None,
-    ) -> dict[str, Any]:
+        k: Annotated[StrictInt, Field(ge=1, le=limits.max_n, description=f"How many passages (at most "
+                                                                         f"{limits.max_n}).")] = search_k,
+    ) -> Annotated[CallToolResult, SearchResult]:
         with tool_errors():
-            return await run_in_threadpool(partial(service.search, query, k, query_field="query"))
+            found = await run_in_threadpool(partial(service.search, query, k, query_field="query"))
+        return compact({"retriever": found["retriever"],
+                        "passages": [{"id": p["id"], "title": p["title"], "text": p["text"], "score": p["score"]}
+                                     for p in found["passages"]]})
 
     rerank_methods = "; ".join(f"{name}: {summary}" for name, summary in RERANK_METHODS.items())
 
-    @server.tool(description="Rerank your documents for a query with the model. Results are best first, each "
+    @server.tool(title="Rerank documents", annotations=READ_ONLY,
+                 description="Rerank your documents for a query with the model. Results are best first, each "
                              "with its index in `documents` (and its id when you gave one) and a relevance "
                              "score on a 0-1 scale; `usage` counts the LLM calls and tokens.")
     async def rerank(
         query: Annotated[StrictStr, Field(description="The query the documents are ranked for.")],
-        documents: Annotated[Documents, Field(description=f"Texts, or objects {{id, title, text}}, in your "
-                                                          f"first stage's order (at most {limits.max_documents}, "
-                                                          f"each at most {limits.max_document_chars} "
-                                                          f"characters).")],
-        method: Annotated[Optional[StrictStr], Field(description=f"Default pointwise. {rerank_methods}.")] = None,
-        top_n: Annotated[Optional[StrictInt], Field(description="Return only the best top_n.")] = None,
+        documents: Annotated[Documents, Field(min_length=1, max_length=limits.max_documents,
+                                              description=f"Texts, or objects {{id, title, text}}, in your first "
+                                                          f"stage's order (each at most "
+                                                          f"{limits.max_document_chars} characters).")],
+        method: Annotated[rerank_method, Field(description=rerank_methods)] = "pointwise",  # type: ignore[valid-type]
+        top_n: Annotated[Optional[StrictInt], Field(ge=1, le=limits.max_documents,
+                                                    description="Return only the best top_n.")] = None,
         options: Annotated[Optional[dict[str, Any]], Field(description="listwise only: window (default 10) and "
                                                                        "step (default 5).")] = None,
         context: Optional[Context] = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, RerankResult]:
         with tool_errors():
             check_unicode({"query": query, "documents": documents, "method": method, "options": options})
             request = RerankRequest.model_validate({"query": query, "documents": documents, "method": method,
@@ -142,43 +288,69 @@ def build_server(service: Service) -> MCPServer:
             plan = service.plan_rerank(request)
             body = await execute(service, plan, open_record(service, plan),
                                  progress_to(context) if context else None)
+        results = []
         for result in body["results"]:
             document = documents[result["index"]]
+            item = {"index": result["index"], "relevance_score": result["relevance_score"]}
             if isinstance(document, RerankDocumentObject) and document.id is not None:
-                result["id"] = str(document.id)
-        return body
+                item["id"] = str(document.id)
+            results.append(item)
+        usage = body["usage"]
+        return compact({"method": body["method"], "results": results,
+                        "usage": {key: usage[key] for key in ("calls", "prompt_tokens", "completion_tokens",
+                                                              "cache_hits") if key in usage},
+                        "served_from": body.get("served_from", "")})
 
     methods = "; ".join(f"{name}: {cls.summary}" for name, cls in METHODS.items())
+    answer_default = "max_answer_tokens" not in service.pipeline.spec.settings  # the server's own value wins
 
-    @server.tool(description="Answer a question with a Winnow method over the index: retrieve N passages, let the "
+    @server.tool(title="Answer a question", annotations=READ_ONLY,
+                 description="Answer a question with a Winnow method over the index: retrieve N passages, let the "
                              "model rerank or filter them, answer from the k that survive. Returns the answer, "
-                             "the passages it kept (with every stage's score), the settings used and `usage`: "
-                             "the LLM calls and tokens the answer cost.")
+                             "the passages it kept (id, title, score) and `usage`: the LLM calls and tokens the "
+                             "answer cost; full=true adds the passages' text, every stage's score, the settings "
+                             "used and the trace.")
     async def ask(
         question: Annotated[StrictStr, Field(description=f"The question (at most {limits.max_question_chars} "
                                                          f"characters).")],
-        method: Annotated[Optional[StrictStr], Field(description=f"Default {service.pipeline.spec.method}. "
-                                                                 f"{methods}.")] = None,
-        settings: Annotated[Optional[dict[str, Any]], Field(description="Method settings, e.g. {\"n\": 10, \"k\": 3,"
-                                                                        " \"max_answer_tokens\": 64}; an unknown "
-                                                                        "one is refused with the method's list.")]
+        method: Annotated[method_name, Field(description=methods)] = service.pipeline.spec.method,  # type: ignore[valid-type]
+        settings: Annotated[Optional[dict[str, Any]], Field(
+            description=f"Method settings, e.g. {{\"n\": 10, \"k\": 3, \"max_answer_tokens\": 64}} "
+                        f"(answers may run to {answer_tokens} tokens unless a profile or this says otherwise); "
+                        "an unknown one is refused with the method's list.",
+            json_schema_extra={"properties": {
+                "n": {"type": "integer", "minimum": 1, "maximum": limits.max_n,
+                      "description": "Passages to retrieve."},
+                "k": {"type": "integer", "minimum": 1, "maximum": limits.max_n,
+                      "description": "Passages to answer from (at most n)."},
+                "max_answer_tokens": {"type": "integer", "minimum": 0, "maximum": answer_cap,
+                                      "description": "Longest answer, in tokens."},
+                "task": {"enum": ["qa", "fever", "conversational"],
+                         "description": "conversational to answer with a history (rankrag, vanilla)."}}})]
             = None,
         history: Annotated[Optional[list[dict[str, str]]], Field(
             description="The dialogue's earlier turns, oldest first, as {\"role\": \"user\"|\"assistant\", "
                         "\"text\": ...}, opening with the user and alternating; needs settings.task = "
                         "\"conversational\" (rankrag, vanilla).")] = None,
-        profile: Annotated[Optional[StrictStr], Field(description="Start from a named preset of settings: "
-                                                                  f"{', '.join(PROFILES)} (\"paper\": the "
-                                                                  "papers' values); settings override it.")] = None,
+        profile: Annotated[Optional[profile_name], Field(description="Start from a named preset of settings "  # type: ignore[valid-type]
+                                                                     "(\"paper\": the papers' values); settings "
+                                                                     "override it.")] = None,
+        full: Annotated[StrictBool, Field(description="Also return every passage's text and stage scores, the "
+                                                      "settings used and the trace.")] = False,
         context: Optional[Context] = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, AskResult]:
+        chosen = dict(settings or {}) if isinstance(settings, dict) else settings
+        if answer_default and profile is None and isinstance(chosen, dict) and "max_answer_tokens" not in chosen:
+            chosen["max_answer_tokens"] = answer_tokens
         with tool_errors():
             check_unicode({"question": question, "method": method, "settings": settings, "history": history,
                            "profile": profile})
-            request = AskRequest.model_validate({"question": question, "method": method, "options": settings or {},
-                                                 "history": history or [], "profile": profile})
+            request = AskRequest.model_validate({"question": question, "method": method, "options": chosen or {},
+                                                 "history": history or [], "profile": profile,
+                                                 "include_trace": full})
             plan = service.plan_ask(request, container="settings")
-            return await execute(service, plan, open_record(service, plan),
+            body = await execute(service, plan, open_record(service, plan),
                                  progress_to(context) if context else None)
+        return compact(body if full else compact_answer(body))
 
     return server
