@@ -19,6 +19,7 @@ from ..text import lone_surrogate
 from .chunking import split_into_passages
 from .corpus import Corpus
 from .lines import unreadable
+from .meter import Meter
 from .report import Location, SkippedFile, collect_passages, not_regular_files
 
 TEXT_SUFFIXES = (".txt", ".md")
@@ -87,12 +88,16 @@ def _broken_link(file: Path, error: OSError) -> str:
     return f"a symbolic link to {os.readlink(file)}, which does not exist"
 
 
-def iter_text_passages(folder: Path, files: list[Path], chunk_words: int) -> Iterator[tuple[Passage, Location]]:
+def iter_text_passages(folder: Path, files: list[Path], chunk_words: int,
+                       meter: Meter | None = None) -> Iterator[tuple[Passage, Location]]:
     """The passages of each file in turn. A file without words yields one empty passage, so the
-    report counts it as skipped rather than losing it without a word."""
+    report counts it as skipped rather than losing it without a word. ``meter`` counts the bytes
+    of the files read so far."""
     for file in files:
         relative = file.relative_to(folder).as_posix()
         text = read_utf8(file)
+        if meter is not None:
+            meter.file_done(file.stat().st_size)
         title = title_of(file, text)
         chunks = split_into_passages(text, chunk_words) or [""]
         for n, chunk in enumerate(chunks):
