@@ -15,8 +15,10 @@ from .common import IndexOption, JsonOption, app, err, out
 
 @app.command()
 def index(
-    source: Annotated[str, typer.Argument(help="A .jsonl file, a BEIR folder, a folder of .txt/.md files, "
-                                               "or `wiki-vital` (the 10,033 Wikipedia vital-article summaries).")],
+    source: Annotated[str, typer.Argument(help="A .jsonl(.gz) file, a .tsv(.gz) collection (DPR's psgs_w100.tsv or "
+                                               "MS MARCO's collection.tsv), a .parquet file, a BEIR folder, a "
+                                               "folder of .txt/.md files, or `wiki-vital` (the 10,033 Wikipedia "
+                                               "vital-article summaries).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create.")],
     chunk_words: Annotated[int, typer.Option("--chunk-words", help="Passage size for text folders.")] = 150,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
@@ -24,7 +26,7 @@ def index(
                                                         "`search --retriever dense|hybrid`.")] = False,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
-    from ..corpus import load_corpus, source_checksum
+    from ..corpus import open_corpus, source_checksum
     from ..index import build_index, load_embedder
     from ..index.build import check_index_out
     from ..lock import output_lock
@@ -34,21 +36,27 @@ def index(
     with output_lock(out_dir):
         check_index_out(out_dir, overwrite=overwrite)
         embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
-        corpus = load_corpus(source, chunk_words=chunk_words)
+        corpus = open_corpus(source, chunk_words=chunk_words)
+        try:
+            # The corpus is read once, passage by passage, straight into the index's passage store.
+            build_index(corpus.passages(progress=True), out_dir, source=str(source),
+                        source_checksum=lambda: source_checksum(corpus.files),
+                        load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                        embedder=embedder, overwrite=overwrite, progress=True)
+        except WinnowError as error:
+            if corpus.report.read and not corpus.report.kept:
+                raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
+                                  "check the file: every record was skipped") from error
+            raise
         err.print(corpus.report.summary(), soft_wrap=True)
-        if not corpus.passages:
-            raise WinnowError(f"{source}: no passages to index",
-                              "check the file: every record was skipped or it is empty")
-        build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
-                    load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                    embedder=embedder, overwrite=overwrite, progress=True)
+    kept = corpus.report.kept
     if embedder is not None:
         from ..index.manifest import read_manifest
 
         stats = read_manifest(out_dir)["dense"]
-        err.print(f"embedded {len(corpus.passages)} passages with {stats['model']} in {stats['seconds']:.1f} s "
+        err.print(f"embedded {kept} passages with {stats['model']} in {stats['seconds']:.1f} s "
                   f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
-    err.print(f"indexed {len(corpus.passages)} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+    err.print(f"indexed {kept} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
 
 
 @app.command()

@@ -1,25 +1,33 @@
 """An opened BM25 index: Lucene BM25 (k1=0.9, b=0.4, Pyserini's defaults) over title and text.
 
 ``BM25Index.open`` checks the folder (manifest, format version, file sizes) before loading anything,
-memory-maps bm25s's score arrays and reads the passages. ``search`` answers one query and
+memory-maps bm25s's score arrays and the passage store (:mod:`.store`: passages are fetched from
+disk as results need them, never all read), and checks the files against each other cheaply: the
+vocabulary's size against the score arrays, the arrays' passage count against the store's, and a
+few sampled passages' terms against the postings that should hold them (a vocabulary or passage
+store from another index, even one resealed into the manifest, is refused). ``search`` answers one query and
 ``search_many`` a batch in one sparse product (see :mod:`.scoring`); both return
 :class:`CandidateList` s whose candidates carry ``StageScore("bm25", score, rank)``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import bm25s
+import numpy as np
+import Stemmer
 
 from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .analysis import make_stemmer, tokenize_queries
-from .build import BM25_DIR, PASSAGES
-from .manifest import REBUILD, read_manifest, verify_checksums
+from .analysis import indexed_text, make_stemmer, tokenize_queries
+from .build import BM25_DIR
+from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .scoring import TermScoreMatrix
+from .store import PassageStore
+
+TERMS_PER_ROW = 4
 
 
 class BM25Index:
@@ -27,11 +35,10 @@ class BM25Index:
 
     name = "bm25"  # the stage name on every candidate's StageScore
 
-    def __init__(self, path: Path, manifest: dict[str, Any], model: bm25s.BM25, passages: list[Passage]) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], model: bm25s.BM25, passages: PassageStore) -> None:
         self.path = path
         self.manifest = manifest
         self.passages = passages
-        self._by_id = {p.id: row for row, p in enumerate(passages)}
         self._stemmer = make_stemmer(manifest["bm25"]["stemmer"])
         scores = model.scores
         self._scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
@@ -46,15 +53,18 @@ class BM25Index:
         """
         path = Path(path)
         manifest = read_manifest(path)
+        hint = rebuild_hint(path, manifest)
         try:
             model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError, EOFError) as exc:
-            raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", REBUILD) from exc
-        passages = read_passages(path / PASSAGES)
+            raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
         recorded, indexed = manifest["counts"]["passages"], int(model.scores["num_docs"])
-        if not len(passages) == recorded == indexed:
-            raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages in {PASSAGES}, {indexed} in "
-                                 f"{BM25_DIR}/, {recorded} in the manifest", REBUILD)
+        passages = PassageStore.open(path, recorded, hint)
+        if recorded != indexed:
+            raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
+                                 f"{indexed} in {BM25_DIR}/", hint)
+        check_vocabulary(path, model, hint)
+        check_postings(path, model, passages, make_stemmer(manifest["bm25"]["stemmer"]), hint)
         return cls(path, manifest, model, passages)
 
     def verify(self) -> None:
@@ -65,11 +75,12 @@ class BM25Index:
         return len(self.passages)
 
     def get(self, passage_id: str) -> Passage:
-        row = self._by_id.get(passage_id)
-        if row is None:
+        """The passage ``passage_id`` (read from the store); WinnowError if the index has none."""
+        passage = self.passages.get(passage_id)
+        if passage is None:
             raise WinnowError(f"no passage with id {passage_id!r} in the index {self.path}",
                               "ids are those of the corpus the index was built from")
-        return self.passages[row]
+        return passage
 
     def search(self, query: str | Query, k: int = 10) -> CandidateList:
         """The top ``k`` passages for ``query``, best first; fewer if fewer share a term with it.
@@ -92,16 +103,40 @@ class BM25Index:
         ]
 
 
-def read_passages(path: Path) -> list[Passage]:
-    """The passages of ``passages.jsonl`` in order; a bad line is an IndexLoadError naming it."""
-    passages = []
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    passages.append(Passage.from_dict(json.loads(line)))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise IndexLoadError(f"{path}, line {number} is corrupt: {exc!r}", REBUILD) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IndexLoadError(f"{path} cannot be read: {exc}", REBUILD) from exc
-    return passages
+def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:
+    """The vocabulary has one term per row of the score arrays (bm25s also maps "" to the id just
+    past them, or to a last, empty row), every id in range: a vocabulary from another index has
+    another size or other ids. One vectorised pass over the ids, no per-term Python work."""
+    rows = len(model.scores["indptr"]) - 1
+    vocabulary = model.vocab_dict
+    terms = len(vocabulary) - ("" in vocabulary)
+    ids = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(vocabulary))
+    if rows not in (terms, len(vocabulary)) or (len(ids) and not (int(ids.min()) >= 0 and int(ids.max()) <= rows)):
+        raise IndexLoadError(f"{path} is inconsistent: {BM25_DIR}/vocab.index.json has {terms} terms, the "
+                             f"score arrays {rows} rows", hint)
+
+
+def check_postings(path: Path, model: bm25s.BM25, passages: PassageStore, stemmer: Stemmer.Stemmer,
+                   hint: str) -> None:
+    """A few passages (first, middle, last) each have their rarest terms' postings list them.
+
+    A score array, vocabulary or passage store that does not belong with the others fails this
+    almost surely; it reads a few pages whatever the index size, so it runs at every open.
+    """
+    scores, vocabulary = model.scores, model.vocab_dict
+    indptr, indices = scores["indptr"], scores["indices"]
+    count = len(passages)
+    for row in sorted({0, count // 2, count - 1}) if count else []:
+        terms = {term for term in tokenize_queries([indexed_text(passages[row])], stemmer)[0]}
+        missing = sorted(term for term in terms if term not in vocabulary)
+        if missing:
+            raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has terms "
+                                 f"the vocabulary lacks ({', '.join(map(repr, missing[:3]))})", hint)
+        rarest = sorted(terms, key=lambda term: int(indptr[vocabulary[term] + 1]) - int(indptr[vocabulary[term]]))
+        for term in rarest[:TERMS_PER_ROW]:
+            start, end = int(indptr[vocabulary[term]]), int(indptr[vocabulary[term] + 1])
+            posting = indices[start:end]
+            at = int(np.searchsorted(posting, row))
+            if not (at < len(posting) and int(posting[at]) == row):
+                raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has "
+                                     f"the term {term!r}, whose postings in {BM25_DIR}/ do not list it", hint)
