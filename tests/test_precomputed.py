@@ -103,3 +103,29 @@ def test_a_malformed_run_is_refused_naming_the_place(tmp_path, content, message)
     path.write_text(content)
     with pytest.raises(InputError, match=message):
         read_first_stage_run(path)
+
+
+# --- winnow eval --run: the run Winnow wrote gives the same answers as retrieving --------------------
+
+@pytest.mark.llm
+def test_eval_given_its_own_first_stage_run_answers_as_when_retrieving(tmp_path):
+    from test_evaluation import CORPUS, QUESTIONS, eval_args, make_bench, read_lines, winnow
+
+    bench = make_bench(tmp_path, CORPUS, QUESTIONS)
+    retrieved, replayed = tmp_path / "retrieved", tmp_path / "replayed"
+    winnow(*eval_args(bench, retrieved, "--method", "vanilla", "--limit", "2"))
+    result = winnow(*eval_args(bench, replayed, "--method", "vanilla", "--limit", "2",
+                               "--run", retrieved / "runs" / "first_stage.trec"))
+    assert "--run:" not in result.stderr  # every id of the run is in the index
+    before, after = read_lines(retrieved / "answers.jsonl"), read_lines(replayed / "answers.jsonl")
+    assert [r["id"] for r in after] == [r["id"] for r in before] == ["q1", "q2"]
+    for old, new in zip(before, after, strict=True):
+        assert new["answer"] == old["answer"] and new["final"]["ids"] == old["final"]["ids"]
+        assert new["first_stage"]["ids"] == old["first_stage"]["ids"]
+    assert read_lines(replayed / "answers.jsonl")[0]["stages"][0]["stage"] == "retrieve"
+
+    missing = tmp_path / "missing.trec"
+    missing.write_text("q1 Q0 paris 1 2 t\nq1 Q0 gone 2 1 t\n")
+    failed = winnow(*eval_args(bench, tmp_path / "partial", "--method", "vanilla", "--limit", "2", "--run", missing),
+                    check=False)
+    assert "the run has no ranking for query id 'q2'" in failed.stderr

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .config import RUN_OPTIONS, read_config, resolve
 from .errors import InputError
 from .records import Answer, CandidateList, Query
 from .settings import SettingError
+
+if TYPE_CHECKING:
+    from .stages.retrieve import SearchIndex
 
 DEFAULT_METHOD = "rankrag"
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
@@ -149,14 +152,16 @@ class Pipeline:
 
     def __init__(self, spec: RunSpec, index_dir: str | Path, *, api_key: str = "", cache: bool | str | Path = True,
                  progress: Callable[[str, int, int], None] | None = None,
-                 loading: Callable[[str], Any] | None = None, threads: int | None = None) -> None:
+                 loading: Callable[[str], Any] | None = None, threads: int | None = None,
+                 retriever: SearchIndex | None = None) -> None:
         from .index import open_retriever
         from .llm import load_llm
         from .methods import agent_roles, build_method
 
         self.spec = spec
         self.index_dir = Path(index_dir)
-        self.index = open_retriever(index_dir, spec.retriever)
+        # ``retriever``: a first stage given instead of the index's own (a precomputed run).
+        self.index = retriever if retriever is not None else open_retriever(index_dir, spec.retriever)
         self.llms: list[Any] = []
 
         def llm_for(name: str):

@@ -173,6 +173,11 @@ def evaluate(
                                                                           "(llama.cpp's threads).")] = 1,
     no_cache: NoCacheOption = False,
     prices: PricesOption = None,
+    first_stage_run: Annotated[Optional[Path], typer.Option("--run", help="A precomputed first stage to use instead "
+                                                                         "of retrieving: a TREC run (e.g. another "
+                                                                         "run's runs/first_stage.trec), rank_llm's "
+                                                                         "JSON/JSONL or FlashRAG's retrieval cache; "
+                                                                         "its ids are looked up in --index.")] = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="SETTING=V1,V2,…: one run folder per value in "
                                                                  "OUT/SETTING=VALUE, the LLM calls the values share "
                                                                  "made once (e.g. judge_n=-0.5,0,0.5,1 or "
@@ -198,6 +203,8 @@ def evaluate(
                        judge_model=judge_model, final_model=final_model, **flags)
     if batch_size is None:
         batch_size = default_batch_size(spec.backend, spec.slots)
+    if first_stage_run is not None and (sweep is not None or engine != "local"):
+        raise WinnowError("--run is read with --engine local and without --sweep", "run each setting on its own")
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
@@ -230,7 +237,8 @@ def evaluate(
                                                            workers=ray_workers, cpus=ray_cpus)
         else:
             interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
-                                                         api_key=api_key, cache=not no_cache)
+                                                         api_key=api_key, cache=not no_cache,
+                                                         first_stage_run=first_stage_run)
     metrics = run.finish()
     _print_summary(run, metrics, as_json=as_json, seconds=time.perf_counter() - started,
                    stale_cache_entries=stale_cache_entries)
@@ -240,13 +248,16 @@ def evaluate(
 
 
 def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *, index_dir: Path,
-              api_key: str, cache: bool) -> tuple[bool, int]:
+              api_key: str, cache: bool, first_stage_run: Path | None = None) -> tuple[bool, int]:
     """Ask ``pending`` in this process; (interrupted by Ctrl-C, stale call-cache entries asked again)."""
+    from ..index.precomputed import PrecomputedRun
     from ..pipeline import Pipeline
 
     interrupted = False
+    served = PrecomputedRun.open(index_dir, first_stage_run) if first_stage_run is not None else None
     with spinner_while_loading(run.spec.backend) as loading:
-        pipeline = Pipeline(run.spec, index_dir, api_key=api_key, cache=cache, progress=stages, loading=loading)
+        pipeline = Pipeline(run.spec, index_dir, api_key=api_key, cache=cache, progress=stages, loading=loading,
+                            retriever=served)
     with pipeline:
         run.check_models(pipeline)
         run.start_session(len(pending))
@@ -257,6 +268,8 @@ def _ask_here(run: Any, pending: list[Any], stages: StageProgress, asking: dict[
                 run.ask_all(pipeline, pending, **asking)
             except KeyboardInterrupt:
                 interrupted = True
+        if served is not None and (note := served.summary()):
+            err.print(f"--run: {note}", highlight=False, soft_wrap=True)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
 
 
