@@ -137,3 +137,23 @@ def test_the_progress_bar_runs_to_the_end_of_the_file(tmp_path, capsys):
     assert stream.total == path.stat().st_size and stream.unit == "bytes"
     assert sum(1 for _ in stream.passages(progress=True)) == 2500
     assert stream.report.kept == 2500
+
+
+def test_winnow_index_reads_a_dpr_tsv_in_one_pass_with_the_pyserini_profile(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from winnow.index import BM25Index
+
+    path = tmp_path / "psgs_w100.tsv"
+    path.write_text(DPR, encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "winnow.cli", "index", str(path), "--out", str(tmp_path / "idx"),
+                             "--bm25-profile", "pyserini"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert f"2 passages from {path}; skipped 1 with empty text ({path}:4) and 1 duplicate id" in result.stderr
+    index = BM25Index.open(tmp_path / "idx")
+    assert index.manifest["bm25"]["profile"] == "pyserini" and index.manifest["load_report"]["kept"] == 2
+    assert [c.passage.id for c in index.search("priesthood founder", k=1)] == ["2"]
+    assert index.get("1").text.startswith('Aaron Aaron ( or ; "Ahärôn")')

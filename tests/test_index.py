@@ -196,7 +196,7 @@ def test_manifest(index):
     assert manifest["counts"]["passages"] == len(TOPICS)
     assert manifest["counts"]["vocabulary"] > 50 and manifest["counts"]["tokens"] > 100
     assert manifest["bm25"] == {"method": "lucene", "k1": 0.9, "b": 0.4, "stopwords": "en",
-                                "stemmer": "snowball-english", "fields": ["title", "text"],
+                                "stemmer": "snowball-english", "fields": ["title", "text"], "profile": "default",
                                 "library": f"bm25s {bm25s.__version__}"}
     assert manifest["load_report"] == {"passages": len(TOPICS), "skipped": []}
     assert {"passages/records.bin", "bm25/data.csc.index.npy", "bm25/vocab.index.json"} <= set(manifest["files"])
@@ -605,3 +605,30 @@ def test_score_arrays_are_memory_mapped(built):
     while not isinstance(array, np.memmap) and isinstance(array.base, np.ndarray):
         array = array.base  # scipy may wrap the memmap in a plain view: follow it to the mapping
     assert isinstance(array, np.memmap) and str(array.filename).endswith("data.csc.index.npy")
+
+
+# --- the pyserini profile --------------------------------------------------------------------------
+
+def test_the_pyserini_profile_uses_lucenes_stop_words_and_porter_and_is_recorded(tmp_path):
+    from winnow.index.analysis import LUCENE_STOPWORDS, stopword_list, tokenize_queries
+
+    assert len(LUCENE_STOPWORDS) == 33 and set(LUCENE_STOPWORDS) == set(bm25s.stopwords.STOPWORDS_EN)
+    porter, snowball = make_stemmer("porter"), make_stemmer("snowball-english")
+    # Porter (Lucene's PorterStemFilter) and Snowball English stem these apart.
+    assert tokenize_queries(["the generously"], porter, stopword_list("lucene-en")) == [["gener"]]
+    assert tokenize_queries(["the generously"], snowball, stopword_list("en")) == [["generous"]]
+    items = [*passages(), Passage(id="gift", text="She gave generously to the hospital.")]
+    build(tmp_path / "pyserini", items=items, profile="pyserini")
+    index = BM25Index.open(tmp_path / "pyserini")
+    assert {key: index.manifest["bm25"][key] for key in ("profile", "stopwords", "stemmer", "k1", "b")} == {
+        "profile": "pyserini", "stopwords": "lucene-en", "stemmer": "porter", "k1": 0.9, "b": 0.4}
+    assert ids(index.search("general", k=1)) == ["gift"]  # Porter conflates general and generously: "gener"
+    build(tmp_path / "default", items=items)
+    assert ids(BM25Index.open(tmp_path / "default").search("general", k=1)) == []
+
+
+def test_an_unknown_profile_or_a_manifest_naming_an_unknown_stemmer_is_refused(tmp_path, built):
+    with pytest.raises(WinnowError, match="unknown BM25 profile 'lucene'.*default, pyserini"):
+        build(tmp_path / "x", profile="lucene")
+    edit_manifest(built, lambda m: m["bm25"].update(stemmer="krovetz"))
+    refused(built, "unknown stemmer 'krovetz' in the index manifest")

@@ -24,13 +24,20 @@ def index(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
     dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (all-MiniLM-L6-v2) for "
                                                         "`search --retriever dense|hybrid`.")] = False,
+    bm25_profile: Annotated[str, typer.Option("--bm25-profile", help="default (bm25s's English stop words, Snowball "
+                                                                     "stemmer) or pyserini (Lucene's 33 stop words, "
+                                                                     "Porter stemmer: Pyserini's BM25 as far as "
+                                                                     "bm25s allows, see docs/reproducing.md).")]
+    = "default",
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus, source_checksum
     from ..index import build_index, load_embedder
+    from ..index.analysis import bm25_profile as check_profile
     from ..index.build import check_index_out
     from ..lock import output_lock
 
+    check_profile(bm25_profile)  # before anything is read
     started = time.perf_counter()
     # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
     with output_lock(out_dir):
@@ -42,7 +49,7 @@ def index(
             build_index(corpus.passages(progress=True), out_dir, source=str(source),
                         source_checksum=lambda: source_checksum(corpus.files),
                         load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                        embedder=embedder, overwrite=overwrite, progress=True)
+                        embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True)
         except WinnowError as error:
             if corpus.report.read and not corpus.report.kept:
                 raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",

@@ -21,7 +21,7 @@ import Stemmer
 
 from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .analysis import indexed_text, make_stemmer, tokenize_queries
+from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .scoring import TermScoreMatrix
@@ -40,6 +40,7 @@ class BM25Index:
         self.manifest = manifest
         self.passages = passages
         self._stemmer = make_stemmer(manifest["bm25"]["stemmer"])
+        self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
         scores = model.scores
         self._scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
                                        model.vocab_dict)
@@ -64,7 +65,8 @@ class BM25Index:
             raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
                                  f"{indexed} in {BM25_DIR}/", hint)
         check_vocabulary(path, model, hint)
-        check_postings(path, model, passages, make_stemmer(manifest["bm25"]["stemmer"]), hint)
+        check_postings(path, model, passages, make_stemmer(manifest["bm25"]["stemmer"]),
+                       stopword_list(manifest["bm25"].get("stopwords", "en")), hint)
         return cls(path, manifest, model, passages)
 
     def verify(self) -> None:
@@ -94,7 +96,7 @@ class BM25Index:
         if k < 1:
             raise WinnowError(f"k must be at least 1 (got {k})")
         items = [q if isinstance(q, Query) else Query(text=q) for q in queries]
-        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer), k)
+        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer, self._stopwords), k)
         return [
             CandidateList(query, [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
                                   for rank, (row, score) in enumerate(
@@ -117,7 +119,7 @@ def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:
 
 
 def check_postings(path: Path, model: bm25s.BM25, passages: PassageStore, stemmer: Stemmer.Stemmer,
-                   hint: str) -> None:
+                   stopwords: str | list[str], hint: str) -> None:
     """A few passages (first, middle, last) each have their rarest terms' postings list them.
 
     A score array, vocabulary or passage store that does not belong with the others fails this
@@ -127,7 +129,7 @@ def check_postings(path: Path, model: bm25s.BM25, passages: PassageStore, stemme
     indptr, indices = scores["indptr"], scores["indices"]
     count = len(passages)
     for row in sorted({0, count // 2, count - 1}) if count else []:
-        terms = {term for term in tokenize_queries([indexed_text(passages[row])], stemmer)[0]}
+        terms = set(tokenize_queries([indexed_text(passages[row])], stemmer, stopwords)[0])
         missing = sorted(term for term in terms if term not in vocabulary)
         if missing:
             raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has terms "

@@ -23,11 +23,11 @@ from ..errors import WinnowError
 from ..records import Passage
 from .analysis import (
     FIELDS,
-    STEMMER_LABEL,
-    STOPWORDS,
+    bm25_profile,
     indexed_text,
     make_stemmer,
     require_indexable_words,
+    stopword_list,
     tokenize_corpus,
 )
 from .embeddings import DENSE_DIR, write_dense_folder
@@ -49,7 +49,8 @@ WHAT = "a Winnow index"
 def build_bm25_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                      source_checksum: str | Callable[[], str],
                      load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
-                     k1: float = 0.9, b: float = 0.4, overwrite: bool = False, progress: bool = True) -> Path:
+                     profile: str = "default", k1: float | None = None, b: float | None = None,
+                     overwrite: bool = False, progress: bool = True) -> Path:
     """Index ``passages`` (title and text) into the folder ``out`` and return ``out``.
 
     ``passages`` may be any iterable (a :class:`~winnow.corpus.CorpusStream`'s ``passages()``): it is
@@ -61,21 +62,27 @@ def build_bm25_index(passages: Iterable[Passage], out: str | Path, *, source: st
     unless ``overwrite``, and then replaced only once the new index is complete.
     """
     return build_index(passages, out, source=source, source_checksum=source_checksum, load_report=load_report,
-                       source_options=source_options, k1=k1, b=b, overwrite=overwrite, progress=progress)
+                       source_options=source_options, profile=profile, k1=k1, b=b, overwrite=overwrite,
+                       progress=progress)
 
 
 def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                 source_checksum: str | Callable[[], str],
                 load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
-                k1: float = 0.9, b: float = 0.4, embedder: Embedder | None = None, overwrite: bool = False,
-                progress: bool = True) -> Path:
+                profile: str = "default", k1: float | None = None, b: float | None = None,
+                embedder: Embedder | None = None, overwrite: bool = False, progress: bool = True) -> Path:
     """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
 
     Both go into the same temporary folder, so the index appears with its embeddings or not at all
-    (a rebuild never leaves a window in which dense search of ``out`` fails).
+    (a rebuild never leaves a window in which dense search of ``out`` fails). ``profile`` names the
+    analysis and parameters (:data:`~winnow.index.analysis.PROFILES`: ``default`` or ``pyserini``);
+    ``k1`` and ``b`` override the profile's.
     """
     out = Path(out)
-    stemmer = make_stemmer(STEMMER_LABEL)
+    chosen = bm25_profile(profile)
+    k1 = chosen.k1 if k1 is None else k1
+    b = chosen.b if b is None else b
+    stemmer = make_stemmer(chosen.stemmer)
     # stderr, so that `--json` output on stdout stays clean.
     with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
@@ -92,7 +99,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                               "check the corpus: it is empty or every record was skipped")
         store_section = writer.finish()  # refuses a repeated id
         bar.update(task, advance=1, description="tokenising")
-        tokens = tokenize_corpus(texts, stemmer)
+        tokens = tokenize_corpus(texts, stemmer, stopword_list(chosen.stopwords))
         del texts
         require_indexable_words(tokens, source)
         bar.update(task, advance=1, description="indexing")
@@ -117,8 +124,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
             "source_checksum": source_checksum() if callable(source_checksum) else source_checksum,
             "counts": counts,
             "store": store_section,
-            "bm25": {"method": METHOD, "k1": k1, "b": b, "stopwords": STOPWORDS, "stemmer": STEMMER_LABEL,
-                     "fields": list(FIELDS), "library": f"bm25s {bm25s.__version__}"},
+            "bm25": {"method": METHOD, "k1": k1, "b": b, "stopwords": chosen.stopwords, "stemmer": chosen.stemmer,
+                     "fields": list(FIELDS), "profile": chosen.name, "library": f"bm25s {bm25s.__version__}"},
         }
         if dense is not None:
             fields["dense"] = dense
