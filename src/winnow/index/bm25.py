@@ -25,6 +25,7 @@ from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_querie
 from .build import BM25_DIR
 from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .scoring import TermScoreMatrix
+from .shards import LAYOUT, ShardedScorer
 from .store import PassageStore
 
 TERMS_PER_ROW = 4
@@ -35,15 +36,14 @@ class BM25Index:
 
     name = "bm25"  # the stage name on every candidate's StageScore
 
-    def __init__(self, path: Path, manifest: dict[str, Any], model: bm25s.BM25, passages: PassageStore) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
+                 passages: PassageStore) -> None:
         self.path = path
         self.manifest = manifest
         self.passages = passages
         self._stemmer = make_stemmer(manifest["bm25"]["stemmer"])
         self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
-        scores = model.scores
-        self._scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
-                                       model.vocab_dict)
+        self._scorer = scorer
 
     @classmethod
     def open(cls, path: str | Path) -> BM25Index:
@@ -55,19 +55,26 @@ class BM25Index:
         path = Path(path)
         manifest = read_manifest(path)
         hint = rebuild_hint(path, manifest)
-        try:
-            model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
-        except (OSError, ValueError, KeyError, EOFError) as exc:
-            raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
-        recorded, indexed = manifest["counts"]["passages"], int(model.scores["num_docs"])
+        recorded = manifest["counts"]["passages"]
+        scorer: TermScoreMatrix | ShardedScorer
+        if manifest["bm25"].get("layout") == LAYOUT:
+            scorer = ShardedScorer.open(path, manifest, hint)
+        else:
+            try:
+                model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
+            except (OSError, ValueError, KeyError, EOFError) as exc:
+                raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
+            check_vocabulary(path, model, hint)
+            scores = model.scores
+            scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
+                                     model.vocab_dict)
         passages = PassageStore.open(path, recorded, hint)
-        if recorded != indexed:
+        if recorded != scorer.num_docs:
             raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
-                                 f"{indexed} in {BM25_DIR}/", hint)
-        check_vocabulary(path, model, hint)
-        check_postings(path, model, passages, make_stemmer(manifest["bm25"]["stemmer"]),
+                                 f"{scorer.num_docs} in {BM25_DIR}/", hint)
+        check_postings(path, scorer, passages, make_stemmer(manifest["bm25"]["stemmer"]),
                        stopword_list(manifest["bm25"].get("stopwords", "en")), hint)
-        return cls(path, manifest, model, passages)
+        return cls(path, manifest, scorer, passages)
 
     def verify(self) -> None:
         """Check every file against its recorded sha256 (reads every byte, unlike ``open``'s size checks)."""
@@ -118,15 +125,14 @@ def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:
                              f"score arrays {rows} rows", hint)
 
 
-def check_postings(path: Path, model: bm25s.BM25, passages: PassageStore, stemmer: Stemmer.Stemmer,
-                   stopwords: str | list[str], hint: str) -> None:
+def check_postings(path: Path, scorer: TermScoreMatrix | ShardedScorer, passages: PassageStore,
+                   stemmer: Stemmer.Stemmer, stopwords: str | list[str], hint: str) -> None:
     """A few passages (first, middle, last) each have their rarest terms' postings list them.
 
     A score array, vocabulary or passage store that does not belong with the others fails this
     almost surely; it reads a few pages whatever the index size, so it runs at every open.
     """
-    scores, vocabulary = model.scores, model.vocab_dict
-    indptr, indices = scores["indptr"], scores["indices"]
+    vocabulary = scorer.vocabulary
     count = len(passages)
     for row in sorted({0, count // 2, count - 1}) if count else []:
         terms = set(tokenize_queries([indexed_text(passages[row])], stemmer, stopwords)[0])
@@ -134,11 +140,8 @@ def check_postings(path: Path, model: bm25s.BM25, passages: PassageStore, stemme
         if missing:
             raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has terms "
                                  f"the vocabulary lacks ({', '.join(map(repr, missing[:3]))})", hint)
-        rarest = sorted(terms, key=lambda term: int(indptr[vocabulary[term] + 1]) - int(indptr[vocabulary[term]]))
+        rarest = sorted(terms, key=lambda term: scorer.postings_length(vocabulary[term]))
         for term in rarest[:TERMS_PER_ROW]:
-            start, end = int(indptr[vocabulary[term]]), int(indptr[vocabulary[term] + 1])
-            posting = indices[start:end]
-            at = int(np.searchsorted(posting, row))
-            if not (at < len(posting) and int(posting[at]) == row):
+            if not scorer.postings_list(vocabulary[term], row):
                 raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has "
                                      f"the term {term!r}, whose postings in {BM25_DIR}/ do not list it", hint)

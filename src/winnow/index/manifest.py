@@ -36,6 +36,24 @@ BM25_FILES = tuple(f"bm25/{name}" for name in ("data.csc.index.npy", "indices.cs
 # must not drop its check. The dense files are required when the manifest has a dense section.
 REQUIRED_FILES = (*BM25_FILES, *STORE_FILES)
 DENSE_FILES = ("dense/embeddings.npy", "dense/model.json")
+SHARD_FILES = ("data.npy", "indices.npy", "indptr.npy")
+
+
+def sharded_bm25_files(bm25: Any) -> list[str]:
+    """The BM25 files of a sharded index (:mod:`.shards`): the vocabulary and each shard's arrays."""
+    shards = bm25.get("shards") if isinstance(bm25, dict) else None
+    count = len(shards) if isinstance(shards, list) else 0
+    return ["bm25/vocab.json"] + [f"bm25/shard-{i:04d}/{name}" for i in range(count) for name in SHARD_FILES]
+
+
+def required_files(manifest: dict[str, Any]) -> list[str]:
+    """Every file the index the manifest describes needs."""
+    bm25 = manifest.get("bm25")
+    if isinstance(bm25, dict) and bm25.get("layout") == "sharded":
+        files = [*sharded_bm25_files(bm25), *STORE_FILES]
+    else:
+        files = list(REQUIRED_FILES)
+    return files + (list(DENSE_FILES) if "dense" in manifest else [])
 
 
 def file_sha256(path: Path) -> str:
@@ -170,8 +188,7 @@ def check_shape(path: Path, manifest: dict[str, Any]) -> None:
 
 def check_required(folder: Path, manifest: dict[str, Any]) -> None:
     """Every file the index needs is listed, so it is size-checked and hashed like the others."""
-    required = list(REQUIRED_FILES) + (list(DENSE_FILES) if "dense" in manifest else [])
-    unlisted = [name for name in required if name not in manifest["files"]]
+    unlisted = [name for name in required_files(manifest) if name not in manifest["files"]]
     if unlisted:
         raise IndexLoadError(f"{folder / MANIFEST} is corrupt: it does not list {', '.join(unlisted)}, which the "
                              "index needs (an unlisted file would be served unchecked)", rebuild_hint(folder, manifest))

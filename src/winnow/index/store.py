@@ -214,3 +214,37 @@ def open_passage_store(index: Path) -> PassageStore:
 
     manifest = read_manifest(index)
     return PassageStore.open(index, manifest["counts"]["passages"], rebuild_hint(index, manifest))
+
+
+def merge_stores(parts: list[Path], index: Path) -> dict[str, Any]:
+    """Concatenate the stores of ``parts`` (each a folder holding a ``passages/`` store, in row order)
+    into ``index/passages/``; refuse an id that two parts share. Returns the manifest's ``store`` section.
+
+    Records are copied in blocks; the offsets are shifted, and the parts' sorted hashes merged into
+    one sorted index (16 bytes a passage in memory while sorting)."""
+    folder = index / STORE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    offsets = [np.zeros(1, dtype=np.int64)]
+    hashes, rows = [], []
+    base_bytes = base_rows = 0
+    with (folder / RECORDS).open("wb") as out:
+        for part in parts:
+            with (part / STORE_DIR / RECORDS).open("rb") as records:
+                while block := records.read(1 << 24):
+                    out.write(block)
+            local = np.load(part / STORE_DIR / OFFSETS)
+            offsets.append(local[1:] + base_bytes)
+            table = np.load(part / STORE_DIR / IDS)
+            hashes.append(table[0])
+            rows.append(table[1] + np.uint64(base_rows))
+            base_bytes += int(local[-1])
+            base_rows += len(local) - 1
+    all_offsets = np.concatenate(offsets)
+    np.save(folder / OFFSETS, all_offsets)
+    all_hashes, all_rows = np.concatenate(hashes), np.concatenate(rows)
+    order = np.lexsort((all_rows, all_hashes))
+    table = np.empty((2, base_rows), dtype=np.uint64)
+    table[0], table[1] = all_hashes[order], all_rows[order]
+    check_unique(table, folder / RECORDS, all_offsets)
+    np.save(folder / IDS, table)
+    return {"rows": base_rows, "id_hash": ID_HASH, "bytes": base_bytes}
