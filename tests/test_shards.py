@@ -118,3 +118,13 @@ def test_every_shard_file_is_required_and_checked(tmp_path):
     edit_manifest(tmp_path / "idx", lambda m: m["files"].pop("bm25/shard-0001/indptr.npy"))
     with pytest.raises(IndexLoadError, match="does not list bm25/shard-0001/indptr.npy"):
         BM25Index.open(tmp_path / "idx")
+
+
+def test_a_shard_without_a_word_to_index_and_a_corpus_without_any(tmp_path):
+    empty = [Passage(f"e{i}", "the a of to") for i in range(10)]
+    items = corpus(10) + empty + [Passage("z", "zebra crossing")]
+    sharded(tmp_path / "idx", items, shard_size=10)  # the second shard has no term at all
+    index = BM25Index.open(tmp_path / "idx")
+    assert [c.passage.id for c in index.search("zebra", k=3)] == ["z"]
+    with pytest.raises(WinnowError, match="no passage has a word to index"):
+        sharded(tmp_path / "none", empty, shard_size=4)
