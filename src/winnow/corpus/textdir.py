@@ -13,14 +13,13 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import InputError, WinnowError
+from ..errors import InputError
 from ..records import Passage
 from ..text import lone_surrogate
 from .chunking import split_into_passages
-from .corpus import Corpus
 from .lines import unreadable
 from .meter import Meter
-from .report import Location, SkippedFile, collect_passages, not_regular_files
+from .report import Location, SkippedFile
 
 TEXT_SUFFIXES = (".txt", ".md")
 REGULAR = "regular file"
@@ -28,19 +27,6 @@ UNREADABLE_HINT = "make it readable (e.g. chmod u+r), or move it out of the fold
 _SPECIAL_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
                   stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 _MARKDOWN_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def load_text_folder(folder: Path, *, chunk_words: int, source: str | None = None) -> Corpus:
-    """The passages of every ``.txt``/``.md`` file under ``folder``; hidden files and folders are skipped."""
-    label = source if source is not None else str(folder)
-    files, not_regular = list_text_files(folder)
-    if not files:
-        found = f" (skipped {not_regular_files(not_regular)})" if not_regular else ""
-        raise WinnowError(f"{label}: no .txt or .md files in this folder{found}",
-                          "a folder corpus is read from its .txt and .md files (hidden ones are skipped)")
-    passages, report = collect_passages(iter_text_passages(folder, files, chunk_words), source=label)
-    report.not_regular_skipped = not_regular
-    return Corpus(passages, label, "textdir", files, report)
 
 
 def list_text_files(folder: Path) -> tuple[list[Path], list[SkippedFile]]:
