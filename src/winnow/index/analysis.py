@@ -104,5 +104,6 @@ def require_indexable_words(tokens: bm25s.tokenization.Tokenized, source: str) -
 def tokenize_queries(texts: Sequence[str], stemmer: Stemmer.Stemmer,
                      stopwords: str | list[str] = STOPWORDS) -> list[list[str]]:
     """Stemmed terms per query (stop words removed); one bm25s call for the whole batch."""
-    return bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=False,
-                          show_progress=False)
+    terms: list[list[str]] = bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=False,
+                                            show_progress=False)
+    return terms

@@ -144,7 +144,8 @@ def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None,
                       transient=True, disable=not progress) as bar, staged_folder(path / DENSE_DIR) as temp:
             task = bar.add_task("embedding passages", total=len(passages))
             dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n))
-        return update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)["dense"]
+        recorded: dict[str, Any] = update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)["dense"]
+        return recorded
 
 
 def check_embedding_rows(path: Path, embeddings: np.ndarray, passages: PassageStore, embedder: Embedder) -> None:
