@@ -115,7 +115,7 @@ def run_bm25_benchmark(passages: Sequence[Passage], *, n_queries: int = 2000, k:
         build = measure_build(passages, out)
         size = {name: sum(f.stat().st_size for f in (out / name).rglob("*") if f.is_file())
                 if (out / name).is_dir() else (out / name).stat().st_size
-                for name in ("bm25", "passages.jsonl", "manifest.json")}
+                for name in ("bm25", "passages", "manifest.json")}
         started = time.perf_counter()
         index = BM25Index.open(out)
         open_seconds = time.perf_counter() - started
@@ -135,7 +135,7 @@ def run_bm25_benchmark(passages: Sequence[Passage], *, n_queries: int = 2000, k:
             **build,
             "index_mb": sum(size.values()) / 2**20,
             "index_bm25_arrays_mb": size["bm25"] / 2**20,
-            "index_passages_mb": size["passages.jsonl"] / 2**20,
+            "index_passages_mb": size["passages"] / 2**20,
             "open_seconds": open_seconds,
             "queries": len(queries),
             "k": k,
@@ -157,7 +157,7 @@ def figures_table(figures: dict[str, Any]) -> Table:
         ("build peak memory (ru_maxrss increase, fresh process)", f"{figures['build_rss_increase_mb']:.0f} MB"),
         ("build process peak RSS (interpreter + corpus + build)", f"{figures['build_process_peak_rss_mb']:.0f} MB"),
         ("index size on disk", f"{figures['index_mb']:.1f} MB"),
-        ("  bm25s arrays + vocabulary / passages.jsonl",
+        ("  bm25s arrays + vocabulary / passage store",
          f"{figures['index_bm25_arrays_mb']:.1f} / {figures['index_passages_mb']:.1f} MB"),
         ("vocabulary / tokens", f"{figures['vocabulary']:,} / {figures['tokens']:,}"),
         ("open (manifest checks, mmap, passages)", f"{figures['open_seconds'] * 1000:.0f} ms"),

@@ -50,9 +50,11 @@ from rich.table import Table
 from winnow.index import BM25Index
 from winnow.index import manifest as manifest_module
 from winnow.index.analysis import STEMMER_LABEL, STOPWORDS, make_stemmer
-from winnow.index.build import BM25_DIR, PASSAGES
+from winnow.index.build import BM25_DIR
 from winnow.index.manifest import MANIFEST, write_manifest
+from winnow.index.store import PassageStoreWriter
 from winnow.index.verified import forget_verified
+from winnow.records import Passage
 
 K1, B = 0.9, 0.4
 LETTERS = "bcdfghjklmnpqrstvwxz"
@@ -77,7 +79,7 @@ def pseudo_words(count: int, rng: np.random.Generator) -> list[str]:
 
 
 def synthesise_index(folder: Path, passages: int, words_per_passage: int, vocabulary: int, seed: int) -> None:
-    """Write a complete index folder (bm25s arrays, passages.jsonl, manifest) of ``passages`` passages."""
+    """Write a complete index folder (bm25s arrays, passage store, manifest) of ``passages`` passages."""
     rng = np.random.default_rng(seed)
     words = pseudo_words(vocabulary, rng)
     # Zipf-like term frequencies: term t is drawn with probability proportional to 1 / (t + 10).
@@ -86,16 +88,15 @@ def synthesise_index(folder: Path, passages: int, words_per_passage: int, vocabu
     (folder / BM25_DIR).mkdir(parents=True)
     keys_parts = []
     chunk = 100_000
-    with (folder / PASSAGES).open("w", encoding="utf-8") as out:
-        for start in range(0, passages, chunk):
-            rows = min(chunk, passages - start)
-            terms = np.searchsorted(cumulative, rng.random((rows, words_per_passage))).astype(np.int64)
-            np.minimum(terms, vocabulary - 1, out=terms)
-            for number, row in enumerate(terms.tolist(), start=start):
-                # Words are plain letters, so the JSON line needs no escaping (json.dumps would be slower).
-                out.write(f'{{"id": "p{number}", "title": "", "text": "{" ".join(map(words.__getitem__, row))}"}}\n')
-            docs = np.arange(start, start + rows, dtype=np.int64)[:, None]
-            keys_parts.append((terms * passages + docs).ravel())
+    store = PassageStoreWriter(folder)
+    for start in range(0, passages, chunk):
+        rows = min(chunk, passages - start)
+        terms = np.searchsorted(cumulative, rng.random((rows, words_per_passage))).astype(np.int64)
+        np.minimum(terms, vocabulary - 1, out=terms)
+        for number, row in enumerate(terms.tolist(), start=start):
+            store.add(Passage(id=f"p{number}", text=" ".join(map(words.__getitem__, row))))
+        docs = np.arange(start, start + rows, dtype=np.int64)[:, None]
+        keys_parts.append((terms * passages + docs).ravel())
     keys, term_freqs = np.unique(np.concatenate(keys_parts), return_counts=True)  # sorted: term-major
     del keys_parts
     term_ids, doc_ids = np.divmod(keys, passages)
@@ -116,7 +117,8 @@ def synthesise_index(folder: Path, passages: int, words_per_passage: int, vocabu
         "k1": K1, "b": B, "delta": 0.5, "method": "lucene", "idf_method": "lucene", "dtype": "float32",
         "int_dtype": "int32", "num_docs": passages, "version": bm25s.__version__,
         "backend": "numpy"}, indent=4), encoding="utf-8")
-    write_manifest(folder, source="synthetic", source_checksum=f"seed-{seed}",
+    store_section = store.finish()
+    write_manifest(folder, source="synthetic", source_checksum=f"seed-{seed}", store=store_section,
                    counts={"passages": passages, "vocabulary": vocabulary + 1, "tokens": passages * words_per_passage},
                    bm25={"method": "lucene", "k1": K1, "b": B, "stopwords": STOPWORDS, "stemmer": STEMMER_LABEL,
                          "fields": ["title", "text"], "library": "synthesised by bench_index_verify.py"})

@@ -187,7 +187,7 @@ def test_ties_are_broken_by_corpus_order(tmp_path, embedder):
 
 def test_the_manifest_lists_and_describes_the_dense_files(dense, embedder):
     manifest = dense.manifest
-    assert {"dense/embeddings.npy", "dense/model.json", "passages.jsonl"} <= set(manifest["files"])
+    assert {"dense/embeddings.npy", "dense/model.json", "passages/records.bin"} <= set(manifest["files"])
     for name in ("dense/embeddings.npy", "dense/model.json"):
         assert (dense.path / name).stat().st_size == manifest["files"][name]["size"]
     assert manifest["dense"]["model"] == "all-MiniLM-L6-v2" and manifest["dense"]["dtype"] == "float32"
@@ -221,6 +221,17 @@ def test_embeddings_whose_shape_disagrees_are_refused_even_if_the_manifest_agree
     np.save(path, np.zeros((len(TOPICS) - 1, 384), dtype=np.float32))
     reseal_file(copy_of, "dense/embeddings.npy")
     with pytest.raises(IndexLoadError, match=r"holds float32 \[11, 384\]; the index needs float32 \[12, 384\]"):
+        DenseIndex.open(copy_of, embedder=embedder)
+
+
+@pytest.mark.parametrize("rows", [[1, 0], [-1, 0]])  # a swap at the first row, a roll at the middle and last
+def test_shuffled_embeddings_are_refused_even_resealed(copy_of, embedder, rows):
+    path = copy_of / "dense" / "embeddings.npy"
+    stored = np.load(path)
+    shuffled = stored[[1, 0, *range(2, len(stored))]] if rows == [1, 0] else np.roll(stored, 1, axis=0)
+    np.save(path, shuffled)
+    reseal_file(copy_of, "dense/embeddings.npy")
+    with pytest.raises(IndexLoadError, match="the stored embedding of passage row .* is not that passage's"):
         DenseIndex.open(copy_of, embedder=embedder)
 
 
@@ -262,7 +273,7 @@ def test_embeddings_can_be_added_to_an_existing_index(tmp_path, dense_dir, embed
     add_dense_embeddings(out, embedder=embedder, progress=False)  # again: replaces them
     DenseIndex.open(out, embedder=embedder).verify()
     assert sorted(p.name for p in out.iterdir()) == [".verified.json", "bm25", "dense", "manifest.json",
-                                                     "passages.jsonl"]
+                                                     "passages"]
 
 
 class FailingEmbedder(Embedder):
@@ -282,7 +293,7 @@ def test_a_failed_embedding_leaves_nothing_behind(tmp_path, embedder):
     with pytest.raises(RuntimeError, match="killed"):
         add_dense_embeddings(tmp_path / "index", embedder=failing, progress=False)
     assert sorted(p.name for p in (tmp_path / "index").iterdir()) == [".verified.json", "bm25", "manifest.json",
-                                                                      "passages.jsonl"]
+                                                                      "passages"]
     assert (tmp_path / "index" / "manifest.json").read_text() == manifest
 
 

@@ -191,15 +191,16 @@ def test_get_len_and_passages(index):
 
 def test_manifest(index):
     manifest = index.manifest
-    assert manifest["format"] == "winnow-index" and manifest["format_version"] == 1
+    assert manifest["format"] == "winnow-index" and manifest["format_version"] == 2
     assert manifest["source"] == "test" and manifest["source_checksum"] == "abc"
     assert manifest["counts"]["passages"] == len(TOPICS)
     assert manifest["counts"]["vocabulary"] > 50 and manifest["counts"]["tokens"] > 100
     assert manifest["bm25"] == {"method": "lucene", "k1": 0.9, "b": 0.4, "stopwords": "en",
-                                "stemmer": "snowball-english", "fields": ["title", "text"],
+                                "stemmer": "snowball-english", "fields": ["title", "text"], "profile": "default",
                                 "library": f"bm25s {bm25s.__version__}"}
     assert manifest["load_report"] == {"passages": len(TOPICS), "skipped": []}
-    assert {"passages.jsonl", "bm25/data.csc.index.npy", "bm25/vocab.index.json"} <= set(manifest["files"])
+    assert {"passages/records.bin", "bm25/data.csc.index.npy", "bm25/vocab.index.json"} <= set(manifest["files"])
+    assert manifest["store"]["rows"] == len(TOPICS) and manifest["store"]["id_hash"] == "blake2b-64"
     for name, info in manifest["files"].items():
         assert (index.path / name).stat().st_size == info["size"] and len(info["sha256"]) == 64
     index.verify()
@@ -210,9 +211,11 @@ def test_no_load_report_is_recorded_when_none_is_given(tmp_path):
     assert "load_report" not in BM25Index.open(tmp_path / "index").manifest
 
 
-def test_passages_file_is_one_passage_per_line_in_corpus_order(index):
-    lines = (index.path / "passages.jsonl").read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line) for line in lines] == [p.to_dict() for p in passages()]
+def test_the_passage_store_holds_the_passages_in_corpus_order(index):
+    assert list(index.passages) == passages()
+    assert index.passages[-1] == passages()[-1] and index.passages[2:4] == passages()[2:4]
+    assert [index.passages.row_of(p.id) for p in passages()] == list(range(len(TOPICS)))
+    assert index.passages.row_of("nope") is None and "tiger" in index.passages.ids and "x" not in index.passages.ids
 
 
 def test_ids_and_order_survive_a_rebuild(tmp_path):
@@ -415,7 +418,49 @@ def test_not_a_winnow_manifest(built):
 
 def test_wrong_format_version(built):
     edit_manifest(built, lambda m: m.update(format_version=99))
-    refused(built, "format version 99; this Winnow reads version 1")
+    refused(built, "format version 99; this Winnow reads version 2")
+
+
+def test_a_version_1_index_is_refused_with_the_command_that_rebuilds_it(built):
+    edit_manifest(built, lambda m: m.update(format_version=1))
+    error = refused(built, "format version 1; this Winnow reads version 2 .version 1 kept its passages in "
+                           "passages.jsonl")
+    assert error.hint == f"rebuild it with `winnow index test --out {built} --overwrite`"
+
+
+def test_a_manifest_without_its_own_checksum_is_refused(built):
+    edit_manifest(built, lambda m: m.pop("manifest_sha256"), reseal=False)
+    refused(built, "its own checksum .manifest_sha256. is missing")
+
+
+def test_dropping_a_file_and_the_checksum_from_the_manifest_does_not_get_a_damaged_passage_served(built):
+    # The attack of issue 27: damage a file, delete its entry and the manifest's own checksum.
+    path = built / "passages/records.bin"
+    path.write_bytes(path.read_bytes().replace(b"Tiger", b"Tigre"))
+    edit_manifest(built, lambda m: (m.pop("manifest_sha256"), m["files"].pop("passages/records.bin")),
+                  reseal=False)
+    refused(built, "checksum .manifest_sha256. is missing")
+    edit_manifest(built, lambda m: None)  # even resealed, the unlisted file is refused
+    refused(built, "does not list passages/records.bin, which the index needs")
+
+
+def test_a_vocabulary_from_another_index_is_refused_even_resealed(built, tmp_path):
+    other = tmp_path / "other"
+    build(other, items=[Passage(id=p.id, title=p.title, text=p.text.upper() + " zebra") for p in passages()])
+    shutil.copy(other / "bm25/vocab.index.json", built / "bm25/vocab.index.json")
+    reseal_file(built, "bm25/vocab.index.json")
+    refused(built, "inconsistent: bm25/vocab.index.json has")
+
+
+def test_a_vocabulary_shuffled_within_its_size_is_refused_even_resealed(built):
+    path = built / "bm25/vocab.index.json"
+    vocabulary = json.loads(path.read_text())
+    terms = sorted(term for term in vocabulary if term)
+    ids = [vocabulary[term] for term in terms]
+    vocabulary.update(zip(terms, ids[1:] + ids[:1], strict=True))  # every term points at another's row
+    path.write_text(json.dumps(vocabulary))
+    reseal_file(built, "bm25/vocab.index.json")
+    refused(built, "whose postings in bm25/ do not list it")
 
 
 @pytest.mark.parametrize("change, field", [
@@ -423,7 +468,7 @@ def test_wrong_format_version(built):
     (lambda m: m.update(files={}), "files"),
     (lambda m: m.pop("counts"), "counts.passages"),
     (lambda m: m["bm25"].update(method="bm25+"), "bm25"),
-    (lambda m: m["files"]["passages.jsonl"].pop("size"), "passages.jsonl"),
+    (lambda m: m["files"]["passages/records.bin"].pop("size"), "passages/records.bin"),
     (lambda m: m["files"].update({"../outside": {"size": 1, "sha256": "0" * 64}}), "not a path inside"),
 ])
 def test_malformed_manifest(built, change, field):
@@ -431,14 +476,15 @@ def test_malformed_manifest(built, change, field):
     refused(built, f"manifest.json is corrupt: missing or malformed .*{field}")
 
 
-@pytest.mark.parametrize("name", ["passages.jsonl", "bm25/data.csc.index.npy", "bm25/vocab.index.json"])
+@pytest.mark.parametrize("name", ["passages/records.bin", "passages/ids.npy", "bm25/data.csc.index.npy",
+                                  "bm25/vocab.index.json"])
 def test_missing_file(built, name):
     (built / name).unlink()
     error = refused(built, f"index is incomplete: {name} is missing")
     assert error.hint == f"rebuild it with `winnow index test --out {built} --overwrite`"
 
 
-@pytest.mark.parametrize("name", ["passages.jsonl", "bm25/indices.csc.index.npy"])
+@pytest.mark.parametrize("name", ["passages/records.bin", "bm25/indices.csc.index.npy"])
 def test_truncated_file(built, name):
     path = built / name
     size = path.stat().st_size
@@ -447,7 +493,8 @@ def test_truncated_file(built, name):
 
 
 INDEX_FILES = ["bm25/data.csc.index.npy", "bm25/indices.csc.index.npy", "bm25/indptr.csc.index.npy",
-               "bm25/params.index.json", "bm25/vocab.index.json", "passages.jsonl"]
+               "bm25/params.index.json", "bm25/vocab.index.json", "passages/ids.npy", "passages/offsets.npy",
+               "passages/records.bin"]
 
 
 def test_the_manifest_lists_every_data_file(built):
@@ -471,9 +518,9 @@ def test_a_flipped_byte_in_the_manifest_is_refused(built):
 
 
 def test_several_damaged_files_are_all_named(built):
-    flip_byte(built / "passages.jsonl")
+    flip_byte(built / "passages/records.bin")
     flip_byte(built / "bm25/vocab.index.json")
-    refused(built, "bm25/vocab.index.json, passages.jsonl do not match their recorded sha256")
+    refused(built, "bm25/vocab.index.json, passages/records.bin do not match their recorded sha256")
 
 
 def test_a_fresh_build_and_later_opens_do_not_rehash(built, monkeypatch):
@@ -502,9 +549,9 @@ def test_a_copied_index_is_hashed_once_then_trusted(built, tmp_path, monkeypatch
 def test_a_damaged_record_only_means_hashing_again(built):
     (built / VERIFIED).write_text("{not json")
     assert len(BM25Index.open(built)) == len(TOPICS)
-    flip_byte(built / "passages.jsonl")
+    flip_byte(built / "passages/records.bin")
     (built / VERIFIED).write_text("{not json")
-    refused(built, "passages.jsonl does not match")
+    refused(built, "passages/records.bin does not match")
 
 
 def test_a_read_only_index_keeps_its_record_in_the_cache(built, read_only):
@@ -517,25 +564,33 @@ def test_a_read_only_index_keeps_its_record_in_the_cache(built, read_only):
 
 def test_verify_rehashes_on_demand(built):
     index = BM25Index.open(built)
-    flip_byte(built / "passages.jsonl")
-    with pytest.raises(IndexLoadError, match="passages.jsonl does not match its recorded sha256"):
+    flip_byte(built / "passages/records.bin")
+    with pytest.raises(IndexLoadError, match="passages/records.bin does not match its recorded sha256"):
         index.verify()
 
 
-def test_a_garbled_passage_line_is_named(built):
-    path = built / "passages.jsonl"
-    lines = path.read_bytes().split(b"\n")
-    lines[2] = b"#" * len(lines[2])  # same size, not JSON
-    path.write_bytes(b"\n".join(lines))
-    reseal_file(built, "passages.jsonl")
-    refused(built, r"passages.jsonl, line 3 is corrupt")
+def test_a_garbled_passage_record_is_named(built):
+    path = built / "passages/records.bin"
+    data = bytearray(path.read_bytes())
+    data[:5] = b"#####"  # the first record (checked at every open) is no longer JSON
+    path.write_bytes(bytes(data))
+    reseal_file(built, "passages/records.bin")
+    refused(built, r"passages/records.bin, passage row 1 is corrupt")
 
 
-def test_passages_and_bm25_arrays_must_agree(built):
-    path = built / "passages.jsonl"
-    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
-    reseal_file(built, "passages.jsonl")
-    refused(built, f"inconsistent: {len(TOPICS) - 1} passages in passages.jsonl, {len(TOPICS)} in bm25/")
+def test_passages_and_bm25_arrays_must_agree(built, tmp_path):
+    from winnow.index.store import PassageStoreWriter
+
+    writer = PassageStoreWriter(tmp_path / "other")  # a store of one passage fewer, resealed in
+    for passage in passages()[:-1]:
+        writer.add(passage)
+    writer.finish()
+    for name in ("records.bin", "offsets.npy", "ids.npy"):
+        shutil.copy(tmp_path / "other/passages" / name, built / "passages" / name)
+        reseal_file(built, f"passages/{name}")
+    refused(built, r"offsets.npy holds int64 \[12\], not int64 \[13\]")
+    edit_manifest(built, lambda m: m["counts"].update(passages=len(TOPICS) - 1))
+    refused(built, f"inconsistent: {len(TOPICS) - 1} passages in the store and the manifest, {len(TOPICS)} in bm25/")
 
 
 def test_garbled_bm25_arrays_of_the_right_size(built):
@@ -550,3 +605,30 @@ def test_score_arrays_are_memory_mapped(built):
     while not isinstance(array, np.memmap) and isinstance(array.base, np.ndarray):
         array = array.base  # scipy may wrap the memmap in a plain view: follow it to the mapping
     assert isinstance(array, np.memmap) and str(array.filename).endswith("data.csc.index.npy")
+
+
+# --- the pyserini profile --------------------------------------------------------------------------
+
+def test_the_pyserini_profile_uses_lucenes_stop_words_and_porter_and_is_recorded(tmp_path):
+    from winnow.index.analysis import LUCENE_STOPWORDS, stopword_list, tokenize_queries
+
+    assert len(LUCENE_STOPWORDS) == 33 and set(LUCENE_STOPWORDS) == set(bm25s.stopwords.STOPWORDS_EN)
+    porter, snowball = make_stemmer("porter"), make_stemmer("snowball-english")
+    # Porter (Lucene's PorterStemFilter) and Snowball English stem these apart.
+    assert tokenize_queries(["the generously"], porter, stopword_list("lucene-en")) == [["gener"]]
+    assert tokenize_queries(["the generously"], snowball, stopword_list("en")) == [["generous"]]
+    items = [*passages(), Passage(id="gift", text="She gave generously to the hospital.")]
+    build(tmp_path / "pyserini", items=items, profile="pyserini")
+    index = BM25Index.open(tmp_path / "pyserini")
+    assert {key: index.manifest["bm25"][key] for key in ("profile", "stopwords", "stemmer", "k1", "b")} == {
+        "profile": "pyserini", "stopwords": "lucene-en", "stemmer": "porter", "k1": 0.9, "b": 0.4}
+    assert ids(index.search("general", k=1)) == ["gift"]  # Porter conflates general and generously: "gener"
+    build(tmp_path / "default", items=items)
+    assert ids(BM25Index.open(tmp_path / "default").search("general", k=1)) == []
+
+
+def test_an_unknown_profile_or_a_manifest_naming_an_unknown_stemmer_is_refused(tmp_path, built):
+    with pytest.raises(WinnowError, match="unknown BM25 profile 'lucene'.*default, pyserini"):
+        build(tmp_path / "x", profile="lucene")
+    edit_manifest(built, lambda m: m["bm25"].update(stemmer="krovetz"))
+    refused(built, "unknown stemmer 'krovetz' in the index manifest")

@@ -44,18 +44,20 @@ def open_index(path: str | Path, retriever: str = "bm25", *,
 
 
 def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, dense: bool = False,
-                overwrite: bool = False, progress: bool = True) -> BM25Index:
-    """Load a corpus (JSONL, BEIR folder, text folder or ``"wiki-vital"``), index it like
-    ``winnow index`` (with passage embeddings when ``dense``), and open it for BM25 search."""
-    from .corpus import load_corpus, source_checksum
+                bm25_profile: str = "default", overwrite: bool = False, progress: bool = True) -> BM25Index:
+    """Read a corpus (JSONL, TSV, Parquet, BEIR folder, text folder or ``"wiki-vital"``) in one pass,
+    index it like ``winnow index`` (with passage embeddings when ``dense``; ``bm25_profile`` "default" or
+    "pyserini", see :mod:`winnow.index.analysis`), and open it for BM25 search."""
+    from .corpus import open_corpus, source_checksum
     from .index import BM25Index, load_embedder
     from .index import build_index as index_passages
 
     embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
-    corpus = load_corpus(source, chunk_words=chunk_words)
-    index_passages(corpus.passages, Path(out), source=str(source), source_checksum=source_checksum(corpus.files),
-                   load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                   embedder=embedder, overwrite=overwrite, progress=progress)
+    corpus = open_corpus(source, chunk_words=chunk_words)
+    index_passages(corpus.passages(progress=progress), Path(out), source=str(source),
+                   source_checksum=lambda: source_checksum(corpus.files), load_report=lambda: corpus.report.to_dict(),
+                   source_options={"chunk_words": chunk_words}, embedder=embedder, profile=bm25_profile,
+                   overwrite=overwrite, progress=progress)
     return BM25Index.open(out)
 
 

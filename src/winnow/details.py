@@ -35,9 +35,10 @@ class StageDetails:
 
 @dataclass(slots=True)
 class RetrievalDetails(StageDetails):
-    """A first-stage retriever (``bm25``, ``dense``, ``hybrid``); ``query`` is the text searched."""
+    """A first-stage retriever (``bm25``, ``dense``, ``hybrid``, or ``run``: a precomputed run read from
+    a file); ``query`` is the text searched."""
 
-    kinds: ClassVar[tuple[str, ...]] = ("bm25", "dense", "hybrid", "retrieve")
+    kinds: ClassVar[tuple[str, ...]] = ("bm25", "dense", "hybrid", "run", "retrieve")
     query: str = ""
 
 

@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
     "dense": ("onnxruntime", "tokenizers"),
     "data": ("ir_datasets",),
+    "parquet": ("pyarrow",),
     "ray": ("ray",),
     # winnow.integrations: the adapters subclass each framework's own base classes.
     "langchain": ("langchain_core", "langchain_classic"),

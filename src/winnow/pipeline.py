@@ -49,13 +49,15 @@ class Pipeline:
 
     def __init__(self, spec: RunSpec, index_dir: str | Path, *, api_key: str = "", cache: bool | str | Path = True,
                  progress: Callable[[str, int, int], None] | None = None,
-                 loading: Callable[[str], Any] | None = None, threads: int | None = None) -> None:
+                 loading: Callable[[str], Any] | None = None, threads: int | None = None,
+                 retriever: SearchIndex | None = None) -> None:
         from .index import open_retriever
         from .llm import load_llm
 
         self.spec = spec
         self.index_dir = Path(index_dir)
-        self.index = open_retriever(index_dir, spec.retriever)
+        # ``retriever``: a first stage given instead of the index's own (a precomputed run).
+        self.index = retriever if retriever is not None else open_retriever(index_dir, spec.retriever)
         self.llms: list[LLM] = []  # the models this pipeline loaded, and closes
 
         def llm_for(name: str) -> LLM:

@@ -144,6 +144,8 @@ class RunSpec:
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
     profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
+    #: A precomputed first stage read instead of retrieving (``winnow eval --run``): "PATH sha256:HEX", "" for none
+    first_stage_run: str = ""
     #: setting -> the source that gave it ("profile 'paper'", "config run.toml", "--set and flags")
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -208,7 +210,7 @@ class RunSpec:
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
                      if key not in ("agents", "max_inflight", "timeout", "provenance")
-                     and not (key in ("context_size", "profile") and not value)
+                     and not (key in ("context_size", "profile", "first_stage_run") and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({name: self.agents.get(role) for name, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
@@ -217,7 +219,7 @@ class RunSpec:
         return described
 
 
-_SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents", "provenance"}
+_SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents", "provenance", "first_stage_run"}
 
 
 def resolve_run(options: RunOptions, *, agents_for_method: bool = True) -> RunSpec:

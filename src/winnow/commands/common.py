@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..pipeline import Pipeline
     from ..records import Turn
     from ..run_spec import RunOptions, RunSpec
+    from ..stages.retrieve import SearchIndex
 
 C = TypeVar("C", bound=Callable[..., Any])
 
@@ -137,9 +138,11 @@ def with_run_options(*, only: Collection[str] | None = None, taken: Collection[s
 
 
 def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
-                  progress: Callable[[str, int, int], None] | None = None) -> Pipeline:
+                  progress: Callable[[str, int, int], None] | None = None,
+                  retriever: SearchIndex | None = None) -> Pipeline:
     """The pipeline of ``spec`` over ``index_dir``, loaded under a spinner naming each model, with
-    the run's key (or WINNOW_OPENAI_API_KEY), call cache and threads."""
+    the run's key (or WINNOW_OPENAI_API_KEY), call cache and threads; ``retriever`` replaces the
+    index's own first stage (a precomputed run)."""
     import os
 
     from ..pipeline import Pipeline
@@ -147,7 +150,7 @@ def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
     api_key = options.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
     with spinner_while_loading(spec.backend) as loading:
         return Pipeline(spec, index_dir, api_key=api_key, cache=options.cache, progress=progress, loading=loading,
-                        threads=options.threads)
+                        threads=options.threads, retriever=retriever)
 
 
 def dialogue_from(turns: list[str] | None, history_file: Path | None) -> tuple[Turn, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,40 +15,84 @@ from .common import IndexOption, JsonOption, app, err, out
 
 @app.command()
 def index(
-    source: Annotated[str, typer.Argument(help="A .jsonl file, a BEIR folder, a folder of .txt/.md files, "
-                                               "or `wiki-vital` (the 10,033 Wikipedia vital-article summaries).")],
+    source: Annotated[str, typer.Argument(help="A .jsonl(.gz) file, a .tsv(.gz) collection (DPR's psgs_w100.tsv or "
+                                               "MS MARCO's collection.tsv), a .parquet file, a BEIR folder, a "
+                                               "folder of .txt/.md files, or `wiki-vital` (the 10,033 Wikipedia "
+                                               "vital-article summaries).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create.")],
     chunk_words: Annotated[int, typer.Option("--chunk-words", help="Passage size for text folders.")] = 150,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
     dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (all-MiniLM-L6-v2) for "
                                                         "`search --retriever dense|hybrid`.")] = False,
+    bm25_profile: Annotated[str, typer.Option("--bm25-profile", help="default (bm25s's English stop words, Snowball "
+                                                                     "stemmer) or pyserini (Lucene's 33 stop words, "
+                                                                     "Porter stemmer: Pyserini's BM25 as far as "
+                                                                     "bm25s allows, see docs/reproducing.md).")]
+    = "default",
+    shard_size: Annotated[Optional[int], typer.Option("--shard-size", min=1, help="Build BM25 in shards of this many "
+                                                                            "passages (memory bounded by a shard; a "
+                                                                            "killed build resumes from the last "
+                                                                            "finished shard; search merges the "
+                                                                            "shards' top k exactly). For corpora of "
+                                                                            "millions of passages.")] = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
-    from ..corpus import load_corpus, source_checksum
+    from ..corpus import open_corpus, source_checksum
     from ..index import build_index, load_embedder
+    from ..index.analysis import bm25_profile as check_profile
     from ..index.build import check_index_out
     from ..lock import output_lock
 
+    check_profile(bm25_profile)  # before anything is read
+    if shard_size is not None and dense:
+        raise WinnowError("--dense cannot be combined with --shard-size yet",
+                          "build the sharded index, then add embeddings with winnow.index.add_dense_embeddings(DIR)")
     started = time.perf_counter()
     # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
     with output_lock(out_dir):
         check_index_out(out_dir, overwrite=overwrite)
         embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
-        corpus = load_corpus(source, chunk_words=chunk_words)
+        corpus = open_corpus(source, chunk_words=chunk_words)
+        try:
+            if shard_size is not None:
+                from ..index.shards import build_sharded_index
+
+                # The source's checksum comes first here: it keys the work a killed build resumes.
+                build_sharded_index(corpus.passages(progress=True), out_dir, source=str(source),
+                                    source_checksum=_checksum(source, corpus.files), shard_size=shard_size,
+                                    load_report=lambda: corpus.report.to_dict(),
+                                    source_options={"chunk_words": chunk_words}, profile=bm25_profile,
+                                    overwrite=overwrite, progress=True, report=err.print)
+            else:
+                # The corpus is read once, passage by passage, straight into the index's passage store.
+                build_index(corpus.passages(progress=True), out_dir, source=str(source),
+                            source_checksum=lambda: source_checksum(corpus.files),
+                            load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                            embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True)
+        except WinnowError as error:
+            if corpus.report.read and not corpus.report.kept:
+                raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
+                                  "check the file: every record was skipped") from error
+            raise
         err.print(corpus.report.summary(), soft_wrap=True)
-        if not corpus.passages:
-            raise WinnowError(f"{source}: no passages to index",
-                              "check the file: every record was skipped or it is empty")
-        build_index(corpus.passages, out_dir, source=str(source), source_checksum=source_checksum(corpus.files),
-                    load_report=corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                    embedder=embedder, overwrite=overwrite, progress=True)
+    kept = corpus.report.kept
     if embedder is not None:
         from ..index.manifest import read_manifest
 
         stats = read_manifest(out_dir)["dense"]
-        err.print(f"embedded {len(corpus.passages)} passages with {stats['model']} in {stats['seconds']:.1f} s "
+        err.print(f"embedded {kept} passages with {stats['model']} in {stats['seconds']:.1f} s "
                   f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
-    err.print(f"indexed {len(corpus.passages)} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+    err.print(f"indexed {kept} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+
+
+def _checksum(source: str, files: list[Path]) -> str:
+    from ..corpus import source_checksum
+
+    try:
+        return source_checksum(files)
+    except OSError as error:
+        raise WinnowError(f"{source}: cannot read {error.filename}: {error.strerror}",
+                          "make it readable (e.g. chmod u+r)") from error
 
 
 @app.command()

@@ -150,6 +150,11 @@ def evaluate(
     ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
                                                                           "(llama.cpp's threads).")] = 1,
     prices: PricesOption = None,
+    first_stage_run: Annotated[Optional[Path], typer.Option("--run", help="A precomputed first stage to use instead "
+                                                                         "of retrieving: a TREC run (e.g. another "
+                                                                         "run's runs/first_stage.trec), rank_llm's "
+                                                                         "JSON/JSONL or FlashRAG's retrieval cache; "
+                                                                         "its ids are looked up in --index.")] = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="SETTING=V1,V2,…: one run folder per value in "
                                                                  "OUT/SETTING=VALUE, the LLM calls the values share "
                                                                  "made once (e.g. judge_n=-0.5,0,0.5,1 or "
@@ -170,6 +175,17 @@ def evaluate(
     spec = resolve_run(options)
     if batch_size is None:
         batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
+    if first_stage_run is not None and (sweep is not None or engine != "local"):
+        raise WinnowError("--run is read with --engine local and without --sweep", "run each setting on its own")
+    if first_stage_run is not None:  # part of the run's identity: resuming with another first stage is refused
+        import dataclasses
+
+        from ..index.manifest import file_sha256
+
+        if not first_stage_run.is_file():
+            raise WinnowError(f"--run {first_stage_run}: no such file", "give a TREC run, rank_llm or FlashRAG file")
+        spec = dataclasses.replace(spec, first_stage_run=f"{first_stage_run.resolve()} "
+                                                         f"sha256:{file_sha256(first_stage_run)}")
     if sweep is not None:
         if engine != "local":
             raise WinnowError("--sweep runs with --engine local", "run each value as its own --engine ray run")
@@ -203,7 +219,7 @@ def evaluate(
                                                            workers=ray_workers, cpus=ray_cpus)
         else:
             interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
-                                                         options=options)
+                                                         options=options, first_stage_run=first_stage_run)
     metrics = run.finish()
     _print_summary(run, metrics, as_json=as_json, seconds=time.perf_counter() - started,
                    stale_cache_entries=stale_cache_entries)
@@ -217,10 +233,13 @@ def evaluate(
 
 
 def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
-              index_dir: Path, options: RunOptions) -> tuple[bool, int]:
+              index_dir: Path, options: RunOptions, first_stage_run: Path | None = None) -> tuple[bool, int]:
     """Ask ``pending`` in this process; (interrupted by Ctrl-C, stale call-cache entries asked again)."""
+    from ..index.precomputed import PrecomputedRun
+
     interrupted = False
-    pipeline = open_pipeline(run.spec, index_dir, options, progress=stages)
+    served = PrecomputedRun.open(index_dir, first_stage_run) if first_stage_run is not None else None
+    pipeline = open_pipeline(run.spec, index_dir, options, progress=stages, retriever=served)
     with pipeline:
         run.check_models(pipeline)
         run.start_session(len(pending))
@@ -233,6 +252,8 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
                 interrupted = True
             finally:
                 _print_endpoint_health(pipeline.llms)
+        if served is not None and (note := served.summary()):
+            err.print(f"--run: {note}", highlight=False, soft_wrap=True)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
 
 

@@ -13,8 +13,8 @@ from .report import LoadReport
 class Corpus:
     """Passages loaded from ``source`` (as the user gave it).
 
-    ``kind`` is ``"jsonl"``, ``"beir"``, ``"textdir"`` or ``"wiki-vital"``; ``files`` are the files
-    read, sorted, so the source can be checksummed (see :func:`source_checksum`).
+    ``kind`` is ``"jsonl"``, ``"tsv"``, ``"parquet"``, ``"beir"``, ``"textdir"`` or ``"wiki-vital"``;
+    ``files`` are the files read, sorted, so the source can be checksummed (see :func:`source_checksum`).
     """
 
     passages: list[Passage]

@@ -16,6 +16,7 @@ from ..records import Passage
 from .corpus import Corpus
 from .json_line import parse_json_line
 from .lines import read_lines
+from .meter import Meter
 from .report import Location, collect_passages
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -35,16 +36,16 @@ def load_jsonl(path: Path, *, source: str | None = None, kind: str = "jsonl") ->
     return Corpus(passages, label, kind, [path], report)
 
 
-def iter_jsonl_passages(path: Path) -> Iterator[tuple[Passage, Location]]:
-    """Each record of ``path`` as a passage, with where it came from."""
-    for line, record in read_json_lines(path, hint=RECORD_HINT):
+def iter_jsonl_passages(path: Path, meter: Meter | None = None) -> Iterator[tuple[Passage, Location]]:
+    """Each record of ``path`` as a passage, with where it came from (``meter`` follows the bytes read)."""
+    for line, record in read_json_lines(path, hint=RECORD_HINT, meter=meter):
         passage = passage_from_record(record, path, line)
         yield passage, Location(str(path), line, passage.id)
 
 
-def read_json_lines(path: Path, *, hint: str) -> Iterator[tuple[int, Any]]:
+def read_json_lines(path: Path, *, hint: str, meter: Meter | None = None) -> Iterator[tuple[int, Any]]:
     """Each non-blank line of ``path`` parsed as JSON, with its 1-based line number."""
-    for line, text in read_lines(path):
+    for line, text in read_lines(path, meter):
         if not text.strip():
             continue
         yield line, parse_json_line(text, path, line, hint=hint)

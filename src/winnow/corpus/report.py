@@ -7,7 +7,8 @@ the user can see and fix them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,20 +89,47 @@ class LoadReport:
 def collect_passages(records: Iterable[tuple[Passage, Location]], *, source: str) -> tuple[list[Passage], LoadReport]:
     """The passages to keep from ``records``, in order, and the report of what was skipped and why."""
     report = LoadReport(source)
-    passages: list[Passage] = []
-    first_seen: dict[str, Location] = {}
+    passages = list(keep_passages(records, report))
+    return passages, report
+
+
+def keep_passages(records: Iterable[tuple[Passage, Location]], report: LoadReport) -> Iterator[Passage]:
+    """The passages to keep from ``records``, one at a time, recording in ``report`` what was skipped.
+
+    Memory does not hold the passages, only a 128-bit hash of each kept id with where it was seen
+    (about 100 bytes a passage in CPython: 2 GB for DPR's 21M). A 128-bit hash makes two distinct
+    ids colliding practically impossible (about 10^-24 at 21M ids), so no id is kept or dropped
+    wrongly. ``report.kept`` counts as passages are yielded.
+    """
+    files: dict[str, int] = {}
+    names: list[str] = []
+    first_seen: dict[int, int] = {}  # id hash -> file number << 40 | line (0 for none)
     for passage, location in records:
         report.read += 1
         if not passage.text.strip():
             report.empty_skipped.append(location)
-        elif passage.id in first_seen:
-            report.duplicate_ids_skipped.append(
-                Location(location.file, location.line, location.id, first_seen=first_seen[passage.id]))
-        else:
-            first_seen[passage.id] = location
-            passages.append(passage)
-    report.kept = len(passages)
-    return passages, report
+            continue
+        key = id_hash(passage.id)
+        if (seen := first_seen.get(key)) is not None:
+            line = seen & LINE_MASK
+            report.duplicate_ids_skipped.append(Location(location.file, location.line, location.id, first_seen=Location(
+                names[seen >> LINE_BITS], line or None, passage.id)))
+            continue
+        if (number := files.get(location.file)) is None:
+            number = files[location.file] = len(names)
+            names.append(location.file)
+        first_seen[key] = number << LINE_BITS | (location.line or 0)
+        report.kept += 1
+        yield passage
+
+
+LINE_BITS = 40
+LINE_MASK = (1 << LINE_BITS) - 1
+
+
+def id_hash(passage_id: str) -> int:
+    """A 128-bit hash of a passage id (BLAKE2b), as an int."""
+    return int.from_bytes(hashlib.blake2b(passage_id.encode("utf-8", "surrogatepass"), digest_size=16).digest())
 
 
 def _where(location: Location, previous: Location | None = None) -> str:

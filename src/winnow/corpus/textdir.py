@@ -13,13 +13,13 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import InputError, WinnowError
+from ..errors import InputError
 from ..records import Passage
 from ..text import lone_surrogate
 from .chunking import split_into_passages
-from .corpus import Corpus
 from .lines import unreadable
-from .report import Location, SkippedFile, collect_passages, not_regular_files
+from .meter import Meter
+from .report import Location, SkippedFile
 
 TEXT_SUFFIXES = (".txt", ".md")
 REGULAR = "regular file"
@@ -27,19 +27,6 @@ UNREADABLE_HINT = "make it readable (e.g. chmod u+r), or move it out of the fold
 _SPECIAL_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
                   stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 _MARKDOWN_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def load_text_folder(folder: Path, *, chunk_words: int, source: str | None = None) -> Corpus:
-    """The passages of every ``.txt``/``.md`` file under ``folder``; hidden files and folders are skipped."""
-    label = source if source is not None else str(folder)
-    files, not_regular = list_text_files(folder)
-    if not files:
-        found = f" (skipped {not_regular_files(not_regular)})" if not_regular else ""
-        raise WinnowError(f"{label}: no .txt or .md files in this folder{found}",
-                          "a folder corpus is read from its .txt and .md files (hidden ones are skipped)")
-    passages, report = collect_passages(iter_text_passages(folder, files, chunk_words), source=label)
-    report.not_regular_skipped = not_regular
-    return Corpus(passages, label, "textdir", files, report)
 
 
 def list_text_files(folder: Path) -> tuple[list[Path], list[SkippedFile]]:
@@ -87,12 +74,16 @@ def _broken_link(file: Path, error: OSError) -> str:
     return f"a symbolic link to {os.readlink(file)}, which does not exist"
 
 
-def iter_text_passages(folder: Path, files: list[Path], chunk_words: int) -> Iterator[tuple[Passage, Location]]:
+def iter_text_passages(folder: Path, files: list[Path], chunk_words: int,
+                       meter: Meter | None = None) -> Iterator[tuple[Passage, Location]]:
     """The passages of each file in turn. A file without words yields one empty passage, so the
-    report counts it as skipped rather than losing it without a word."""
+    report counts it as skipped rather than losing it without a word. ``meter`` counts the bytes
+    of the files read so far."""
     for file in files:
         relative = file.relative_to(folder).as_posix()
         text = read_utf8(file)
+        if meter is not None:
+            meter.file_done(file.stat().st_size)
         title = title_of(file, text)
         chunks = split_into_passages(text, chunk_words) or [""]
         for n, chunk in enumerate(chunks):

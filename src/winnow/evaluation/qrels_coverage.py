@@ -8,13 +8,13 @@ as the corpus loader counts the records it skips.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 SHOWN_IDS = 3  # how many unknown ids a summary names before "and N more"
 
 
-def unknown_documents(qrels: Mapping[str, Mapping[str, int]], indexed_ids: Collection[str],
+def unknown_documents(qrels: Mapping[str, Mapping[str, int]], indexed_ids: Container[str],
                       question_ids: Iterable[str]) -> dict[str, Any]:
     """How many distinct documents ``qrels`` judges and how many of them are not in ``indexed_ids``
     (with the first few, in file order); of the judgements of ``question_ids`` (the run's questions),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,12 +407,12 @@ def _records(pipeline: Pipeline, spec: RunSpec, batch: list[QAItem]) -> list[Que
             for item, first_stage, answer in zip(batch, first_stages, answers, strict=True)]
 
 
-def indexed_ids(index_dir: Path) -> set[str]:
-    """The passage ids of the index folder (read from its passages, without loading the BM25 arrays)."""
-    from ..index.bm25 import read_passages
-    from ..index.build import PASSAGES
+def indexed_ids(index_dir: Path) -> Container[str]:
+    """The passage ids of the index folder, looked up in its memory-mapped passage store (``id in``
+    reads a few pages; nothing is read whole and the BM25 arrays are not loaded)."""
+    from ..index.store import open_passage_store
 
-    return {passage.id for passage in read_passages(Path(index_dir) / PASSAGES)}
+    return open_passage_store(Path(index_dir)).ids
 
 
 def run_deviations(spec: RunSpec) -> dict[str, str]:

@@ -1,25 +1,75 @@
-"""How text becomes BM25 terms: lower-cased words, English stop words removed, Snowball English stems.
+"""How text becomes BM25 terms: lower-cased words, English stop words removed, stemmed.
 
 Passages and queries must go through exactly the same analysis, or a query term never meets its
-passage term; both the builder and the searcher call this module. The word pattern and stop-word
-list are bm25s's (scikit-learn's ``\\b\\w\\w+\\b`` and bm25s's English list); the stemmer is PyStemmer's
-Snowball English, as in Pyserini's default Lucene analyzer.
+passage term; both the builder and the searcher call this module, with the stop words and stemmer
+the index's manifest names. The word pattern is bm25s's (scikit-learn's ``\\b\\w\\w+\\b``). Two
+profiles (:data:`PROFILES`), chosen at ``winnow index --bm25-profile``:
+
+* ``default``: bm25s's English stop-word list and PyStemmer's Snowball English ("Porter2") stemmer;
+* ``pyserini``: as close to Pyserini's default BM25 (Anserini's ``DefaultEnglishAnalyzer``: Lucene's
+  33 English stop words and the original Porter stemmer, k1 = 0.9, b = 0.4; RRR, Glass et al. 2024,
+  retrieves with it) as bm25s allows. bm25s 0.3's English list is those same 33 words, so the two
+  profiles differ in the stemmer only; the pyserini profile names Lucene's list itself
+  (:data:`LUCENE_STOPWORDS`) so that it stays Lucene's whatever bm25s's list becomes. What still
+  differs from Lucene is listed in docs/reproducing.md: Lucene's StandardTokenizer keeps
+  one-character tokens and ``3.14`` or ``u.s`` whole, and Lucene stores document lengths in one
+  lossy byte, so scores differ in the last digits.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import bm25s
 import Stemmer
 
-from ..errors import WinnowError
+from ..errors import IndexLoadError, WinnowError
 from ..records import Passage
 
 STOPWORDS = "en"
 STEMMER = "english"
 STEMMER_LABEL = f"snowball-{STEMMER}"  # as recorded in the manifest
 FIELDS = ("title", "text")
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the 33 words Anserini's default analyzer removes).
+LUCENE_STOPWORDS = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+                    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+                    "this", "to", "was", "will", "with")
+STOPWORD_LISTS: dict[str, str | tuple[str, ...]] = {"en": "en", "lucene-en": LUCENE_STOPWORDS}
+STEMMERS = {"snowball-english": "english", "porter": "porter"}  # manifest label -> PyStemmer algorithm
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Profile:
+    """How an index analyses text and scores it: stop words and stemmer (manifest labels), k1, b."""
+
+    name: str
+    stopwords: str
+    stemmer: str
+    k1: float = 0.9
+    b: float = 0.4
+
+
+PROFILES = {
+    "default": Bm25Profile("default", "en", STEMMER_LABEL),
+    "pyserini": Bm25Profile("pyserini", "lucene-en", "porter"),
+}
+
+
+def bm25_profile(name: str) -> Bm25Profile:
+    """The profile called ``name``; a WinnowError naming the choices otherwise."""
+    if name not in PROFILES:
+        raise WinnowError(f"unknown BM25 profile {name!r}", f"choose one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def stopword_list(label: str) -> str | list[str]:
+    """The stop words a manifest's ``bm25.stopwords`` label names, as bm25s takes them."""
+    if label not in STOPWORD_LISTS:
+        raise IndexLoadError(f"unknown stop-word list {label!r} in the index manifest",
+                             f"this Winnow knows {', '.join(STOPWORD_LISTS)}; rebuild the index with `winnow index`")
+    words = STOPWORD_LISTS[label]
+    return words if isinstance(words, str) else list(words)
 
 
 def indexed_text(passage: Passage) -> str:
@@ -28,13 +78,17 @@ def indexed_text(passage: Passage) -> str:
 
 
 def make_stemmer(label: str = STEMMER_LABEL) -> Stemmer.Stemmer:
-    """The stemmer named by a manifest's ``bm25.stemmer`` (``snowball-english``)."""
-    return Stemmer.Stemmer(label.removeprefix("snowball-"))
+    """The stemmer named by a manifest's ``bm25.stemmer`` (``snowball-english`` or ``porter``)."""
+    if label not in STEMMERS:
+        raise IndexLoadError(f"unknown stemmer {label!r} in the index manifest",
+                             f"this Winnow knows {', '.join(STEMMERS)}; rebuild the index with `winnow index`")
+    return Stemmer.Stemmer(STEMMERS[label])
 
 
-def tokenize_corpus(texts: Sequence[str], stemmer: Stemmer.Stemmer) -> bm25s.tokenization.Tokenized:
+def tokenize_corpus(texts: Sequence[str], stemmer: Stemmer.Stemmer,
+                    stopwords: str | list[str] = STOPWORDS) -> bm25s.tokenization.Tokenized:
     """Term ids per text plus the vocabulary (term → id), the form ``bm25s.BM25.index`` takes."""
-    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=stemmer, return_ids=True,
+    return bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=True,
                           show_progress=False)
 
 
@@ -47,8 +101,9 @@ def require_indexable_words(tokens: bm25s.tokenization.Tokenized, source: str) -
                                                       "are not English stop words; check that the corpus holds text")
 
 
-def tokenize_queries(texts: Sequence[str], stemmer: Stemmer.Stemmer) -> list[list[str]]:
+def tokenize_queries(texts: Sequence[str], stemmer: Stemmer.Stemmer,
+                     stopwords: str | list[str] = STOPWORDS) -> list[list[str]]:
     """Stemmed terms per query (stop words removed); one bm25s call for the whole batch."""
-    terms: list[list[str]] = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=stemmer, return_ids=False,
+    terms: list[list[str]] = bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=False,
                                             show_progress=False)
     return terms

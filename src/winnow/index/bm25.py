@@ -1,25 +1,34 @@
 """An opened BM25 index: Lucene BM25 (k1=0.9, b=0.4, Pyserini's defaults) over title and text.
 
 ``BM25Index.open`` checks the folder (manifest, format version, file sizes) before loading anything,
-memory-maps bm25s's score arrays and reads the passages. ``search`` answers one query and
+memory-maps bm25s's score arrays and the passage store (:mod:`.store`: passages are fetched from
+disk as results need them, never all read), and checks the files against each other cheaply: the
+vocabulary's size against the score arrays, the arrays' passage count against the store's, and a
+few sampled passages' terms against the postings that should hold them (a vocabulary or passage
+store from another index, even one resealed into the manifest, is refused). ``search`` answers one query and
 ``search_many`` a batch in one sparse product (see :mod:`.scoring`); both return
 :class:`CandidateList` s whose candidates carry ``StageScore("bm25", score, rank)``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import bm25s
+import numpy as np
+import Stemmer
 
 from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .analysis import make_stemmer, tokenize_queries
-from .build import BM25_DIR, PASSAGES
-from .manifest import REBUILD, read_manifest, verify_checksums
+from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
+from .build import BM25_DIR
+from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .scoring import TermScoreMatrix
+from .shards import LAYOUT, ShardedScorer
+from .store import PassageStore
+
+TERMS_PER_ROW = 4
 
 
 class BM25Index:
@@ -27,15 +36,14 @@ class BM25Index:
 
     name = "bm25"  # the stage name on every candidate's StageScore
 
-    def __init__(self, path: Path, manifest: dict[str, Any], model: bm25s.BM25, passages: list[Passage]) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
+                 passages: PassageStore) -> None:
         self.path = path
         self.manifest = manifest
         self.passages = passages
-        self._by_id = {p.id: row for row, p in enumerate(passages)}
         self._stemmer = make_stemmer(manifest["bm25"]["stemmer"])
-        scores = model.scores
-        self._scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
-                                       model.vocab_dict)
+        self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
+        self._scorer = scorer
 
     @classmethod
     def open(cls, path: str | Path) -> BM25Index:
@@ -46,16 +54,27 @@ class BM25Index:
         """
         path = Path(path)
         manifest = read_manifest(path)
-        try:
-            model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
-        except (OSError, ValueError, KeyError, EOFError) as exc:
-            raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", REBUILD) from exc
-        passages = read_passages(path / PASSAGES)
-        recorded, indexed = manifest["counts"]["passages"], int(model.scores["num_docs"])
-        if not len(passages) == recorded == indexed:
-            raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages in {PASSAGES}, {indexed} in "
-                                 f"{BM25_DIR}/, {recorded} in the manifest", REBUILD)
-        return cls(path, manifest, model, passages)
+        hint = rebuild_hint(path, manifest)
+        recorded = manifest["counts"]["passages"]
+        scorer: TermScoreMatrix | ShardedScorer
+        if manifest["bm25"].get("layout") == LAYOUT:
+            scorer = ShardedScorer.open(path, manifest, hint)
+        else:
+            try:
+                model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
+            except (OSError, ValueError, KeyError, EOFError) as exc:
+                raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
+            check_vocabulary(path, model, hint)
+            scores = model.scores
+            scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
+                                     model.vocab_dict)
+        passages = PassageStore.open(path, recorded, hint)
+        if recorded != scorer.num_docs:
+            raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
+                                 f"{scorer.num_docs} in {BM25_DIR}/", hint)
+        check_postings(path, scorer, passages, make_stemmer(manifest["bm25"]["stemmer"]),
+                       stopword_list(manifest["bm25"].get("stopwords", "en")), hint)
+        return cls(path, manifest, scorer, passages)
 
     def verify(self) -> None:
         """Check every file against its recorded sha256 (reads every byte, unlike ``open``'s size checks)."""
@@ -65,11 +84,12 @@ class BM25Index:
         return len(self.passages)
 
     def get(self, passage_id: str) -> Passage:
-        row = self._by_id.get(passage_id)
-        if row is None:
+        """The passage ``passage_id`` (read from the store); WinnowError if the index has none."""
+        passage = self.passages.get(passage_id)
+        if passage is None:
             raise WinnowError(f"no passage with id {passage_id!r} in the index {self.path}",
                               "ids are those of the corpus the index was built from")
-        return self.passages[row]
+        return passage
 
     def search(self, query: str | Query, k: int = 10) -> CandidateList:
         """The top ``k`` passages for ``query``, best first; fewer if fewer share a term with it.
@@ -83,7 +103,7 @@ class BM25Index:
         if k < 1:
             raise WinnowError(f"k must be at least 1 (got {k})")
         items = [q if isinstance(q, Query) else Query(text=q) for q in queries]
-        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer), k)
+        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer, self._stopwords), k)
         return [
             CandidateList(query, [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
                                   for rank, (row, score) in enumerate(
@@ -92,16 +112,36 @@ class BM25Index:
         ]
 
 
-def read_passages(path: Path) -> list[Passage]:
-    """The passages of ``passages.jsonl`` in order; a bad line is an IndexLoadError naming it."""
-    passages = []
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    passages.append(Passage.from_dict(json.loads(line)))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise IndexLoadError(f"{path}, line {number} is corrupt: {exc!r}", REBUILD) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IndexLoadError(f"{path} cannot be read: {exc}", REBUILD) from exc
-    return passages
+def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:
+    """The vocabulary has one term per row of the score arrays (bm25s also maps "" to the id just
+    past them, or to a last, empty row), every id in range: a vocabulary from another index has
+    another size or other ids. One vectorised pass over the ids, no per-term Python work."""
+    rows = len(model.scores["indptr"]) - 1
+    vocabulary = model.vocab_dict
+    terms = len(vocabulary) - ("" in vocabulary)
+    ids = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(vocabulary))
+    if rows not in (terms, len(vocabulary)) or (len(ids) and not (int(ids.min()) >= 0 and int(ids.max()) <= rows)):
+        raise IndexLoadError(f"{path} is inconsistent: {BM25_DIR}/vocab.index.json has {terms} terms, the "
+                             f"score arrays {rows} rows", hint)
+
+
+def check_postings(path: Path, scorer: TermScoreMatrix | ShardedScorer, passages: PassageStore,
+                   stemmer: Stemmer.Stemmer, stopwords: str | list[str], hint: str) -> None:
+    """A few passages (first, middle, last) each have their rarest terms' postings list them.
+
+    A score array, vocabulary or passage store that does not belong with the others fails this
+    almost surely; it reads a few pages whatever the index size, so it runs at every open.
+    """
+    vocabulary = scorer.vocabulary
+    count = len(passages)
+    for row in sorted({0, count // 2, count - 1}) if count else []:
+        terms = set(tokenize_queries([indexed_text(passages[row])], stemmer, stopwords)[0])
+        missing = sorted(term for term in terms if term not in vocabulary)
+        if missing:
+            raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has terms "
+                                 f"the vocabulary lacks ({', '.join(map(repr, missing[:3]))})", hint)
+        rarest = sorted(terms, key=lambda term: scorer.postings_length(vocabulary[term]))
+        for term in rarest[:TERMS_PER_ROW]:
+            if not scorer.postings_list(vocabulary[term], row):
+                raise IndexLoadError(f"{path} is inconsistent: passage row {row + 1} ({passages[row].id!r}) has "
+                                     f"the term {term!r}, whose postings in {BM25_DIR}/ do not list it", hint)

@@ -20,17 +20,20 @@ from rich.progress import MofNCompleteColumn, Progress
 from ..atomic import remove_stale_siblings, staged_folder
 from ..errors import IndexLoadError, WinnowError
 from ..lock import output_lock
-from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .bm25 import read_passages
-from .build import PASSAGES
+from ..records import Candidate, CandidateList, Query, StageScore
+from .analysis import indexed_text
 from .embedder import Embedder, load_embedder
 from .embeddings import BUILD_DENSE, DENSE_DIR, load_embeddings, read_model_identity, write_dense_folder
-from .manifest import REBUILD, read_manifest, update_manifest, verify_checksums
+from .manifest import read_manifest, rebuild_hint, update_manifest, verify_checksums
 from .scoring import Hits, highest
+from .store import PassageStore
 
 # Upper bound on entries of one query-chunk × passage score matrix (16 MB of float32), so a big
 # batch over a big corpus is cut into chunks instead of exhausting memory.
 SCORE_BUDGET = 4_000_000
+# At open, three passages are embedded again and compared with their stored rows: embeddings
+# shuffled or taken from another index of the same size are refused (tens of milliseconds).
+SPOT_CHECK_MIN_COSINE = 0.99
 
 
 class DenseIndex:
@@ -38,7 +41,7 @@ class DenseIndex:
 
     name = "dense"  # the stage name on every candidate's StageScore
 
-    def __init__(self, path: Path, manifest: dict[str, Any], embeddings: np.ndarray, passages: list[Passage],
+    def __init__(self, path: Path, manifest: dict[str, Any], embeddings: np.ndarray, passages: PassageStore,
                  embedder: Embedder) -> None:
         self.path = path
         self.manifest = manifest
@@ -49,7 +52,7 @@ class DenseIndex:
 
     @classmethod
     def open(cls, path: str | Path, *, embedder: Embedder | None = None,
-             passages: list[Passage] | None = None) -> DenseIndex:
+             passages: PassageStore | None = None) -> DenseIndex:
         """Open the embeddings of the index folder ``path`` (built with ``winnow index … --dense``).
 
         ``embedder`` defaults to all-MiniLM-L6-v2 loaded afresh; it must be the model that made the
@@ -67,11 +70,13 @@ class DenseIndex:
                                  f"not by the embedder given ({current['model']}, {current['package']}): their "
                                  "vectors are not comparable", BUILD_DENSE)
         embeddings = load_embeddings(path, manifest, embedder.dimensions)
+        hint = rebuild_hint(path, manifest)
         if passages is None:
-            passages = read_passages(path / PASSAGES)
+            passages = PassageStore.open(path, manifest["counts"]["passages"], hint)
         if len(passages) != len(embeddings):
             raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages, {len(embeddings)} embeddings",
-                                 REBUILD)
+                                 hint)
+        check_embedding_rows(path, embeddings, passages, embedder)
         return cls(path, manifest, embeddings, passages, embedder)
 
     def verify(self) -> None:
@@ -130,10 +135,7 @@ def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None,
     path = Path(index)
     with output_lock(path):
         manifest = read_manifest(path)
-        passages = read_passages(path / PASSAGES)
-        if len(passages) != manifest["counts"]["passages"]:
-            raise IndexLoadError(f"{path} is inconsistent: {len(passages)} passages in {PASSAGES}, "
-                                 f"{manifest['counts']['passages']} in the manifest", REBUILD)
+        passages = PassageStore.open(path, manifest["counts"]["passages"], rebuild_hint(path, manifest))
         embedder = embedder or load_embedder()
         console = Console(stderr=True)
         for line in remove_stale_siblings(path / DENSE_DIR):
@@ -144,3 +146,24 @@ def add_dense_embeddings(index: str | Path, *, embedder: Embedder | None = None,
             dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n))
         recorded: dict[str, Any] = update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)["dense"]
         return recorded
+
+
+def check_embedding_rows(path: Path, embeddings: np.ndarray, passages: PassageStore, embedder: Embedder) -> None:
+    """The first, middle and last passages, embedded now, match their stored rows (cosine ≥ 0.99).
+
+    Shapes alone cannot tell embeddings that were shuffled, or copied from another index of the
+    same size, from the right ones; three passages embedded again can, for tens of milliseconds.
+    """
+    count = len(passages)
+    rows = sorted({0, count // 2, count - 1}) if count else []
+    if not rows:
+        return
+    fresh = embedder.embed([indexed_text(passages[row]) for row in rows])
+    for row, vector in zip(rows, fresh, strict=True):
+        stored = np.asarray(embeddings[row], dtype=np.float64)
+        norms = float(np.linalg.norm(stored) * np.linalg.norm(vector))
+        cosine = float(stored @ np.asarray(vector, dtype=np.float64)) / norms if norms else 0.0
+        if cosine < SPOT_CHECK_MIN_COSINE:
+            raise IndexLoadError(f"{path} is inconsistent: the stored embedding of passage row {row + 1} "
+                                 f"({passages[row].id!r}) is not that passage's (cosine {cosine:.3f} with it "
+                                 "embedded now)", BUILD_DENSE)

@@ -1,7 +1,7 @@
 """The ``dense/`` folder of an index: passage embeddings and the model that made them.
 
-``dense/embeddings.npy`` is a float32 ``[passages, 384]`` NumPy array, row i the embedding of line i
-of ``passages.jsonl`` (title, a newline, then text, as BM25 indexes it); ``dense/model.json`` is the
+``dense/embeddings.npy`` is a float32 ``[passages, 384]`` NumPy array, row i the embedding of row i
+of the passage store (title, a newline, then text, as BM25 indexes it); ``dense/model.json`` is the
 embedder's identity (model, packages, sha256 sums). Both are listed in the manifest like every other
 file, so a missing or truncated one is refused on opening. float32 rather than float16: on the
 10,033 wiki-vital passages float16 would halve 15 MB to 7.7 MB, but its rounding can swap near-tied
@@ -47,7 +47,7 @@ def write_dense_folder(folder: Path, passages: Sequence[Passage], embedder: Embe
     matrix = np.lib.format.open_memmap(folder / EMBEDDINGS_FILE, mode="w+", dtype=np.dtype(DTYPE),
                                        shape=(len(passages), embedder.dimensions))
     for start in range(0, len(passages), EMBED_CHUNK):
-        chunk = passages[start:start + EMBED_CHUNK]
+        chunk = [passages[row] for row in range(start, min(start + EMBED_CHUNK, len(passages)))]
         matrix[start:start + len(chunk)] = embedder.embed([indexed_text(p) for p in chunk], progress=progress)
     matrix.flush()
     del matrix  # closes the map before the folder is renamed and the file hashed

@@ -21,13 +21,39 @@ from typing import Any
 from ..atomic import write_json
 from ..errors import IndexLoadError
 from ..version import __version__
+from .store import STORE_FILES
 from .verified import VERIFIED, file_states, record_verified, was_verified
 
 FORMAT = "winnow-index"
-FORMAT_VERSION = 1
+# 2: passages in the memory-mapped store passages/ (1 had passages.jsonl, read whole at every open).
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 REBUILD = "rebuild it with `winnow index SOURCE --out DIR --overwrite`"
 SELF_CHECKSUM = "manifest_sha256"
+BM25_FILES = tuple(f"bm25/{name}" for name in ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
+                                               "params.index.json", "vocab.index.json"))
+# Every file an index needs must be listed (so checked): dropping a file's entry from the manifest
+# must not drop its check. The dense files are required when the manifest has a dense section.
+REQUIRED_FILES = (*BM25_FILES, *STORE_FILES)
+DENSE_FILES = ("dense/embeddings.npy", "dense/model.json")
+SHARD_FILES = ("data.npy", "indices.npy", "indptr.npy")
+
+
+def sharded_bm25_files(bm25: Any) -> list[str]:
+    """The BM25 files of a sharded index (:mod:`.shards`): the vocabulary and each shard's arrays."""
+    shards = bm25.get("shards") if isinstance(bm25, dict) else None
+    count = len(shards) if isinstance(shards, list) else 0
+    return ["bm25/vocab.json"] + [f"bm25/shard-{i:04d}/{name}" for i in range(count) for name in SHARD_FILES]
+
+
+def required_files(manifest: dict[str, Any]) -> list[str]:
+    """Every file the index the manifest describes needs."""
+    bm25 = manifest.get("bm25")
+    if isinstance(bm25, dict) and bm25.get("layout") == "sharded":
+        files = [*sharded_bm25_files(bm25), *STORE_FILES]
+    else:
+        files = list(REQUIRED_FILES)
+    return files + (list(DENSE_FILES) if "dense" in manifest else [])
 
 
 def file_sha256(path: Path) -> str:
@@ -108,13 +134,20 @@ def read_manifest(folder: Path, *, verify: bool = True) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise IndexLoadError(f"{path} is not a Winnow index manifest (format is not {FORMAT!r})", REBUILD)
     if manifest.get("format_version") != FORMAT_VERSION:
+        older = (" (version 1 kept its passages in passages.jsonl, read whole into memory at every open; "
+                 "re-index it to get the memory-mapped passage store)") if manifest.get("format_version") == 1 else ""
         raise IndexLoadError(f"{folder} has index format version {manifest.get('format_version')!r}; this Winnow "
-                             f"reads version {FORMAT_VERSION}", REBUILD)
-    # Manifests written before the checksum existed have none; any other manifest must match its own.
-    if SELF_CHECKSUM in manifest and manifest[SELF_CHECKSUM] != manifest_checksum(manifest):
+                             f"reads version {FORMAT_VERSION}{older}", rebuild_hint(folder, manifest))
+    # Every version-2 manifest carries its checksum: one without it has been edited, so its list
+    # of files (what gets checked) cannot be trusted.
+    if SELF_CHECKSUM not in manifest:
+        raise IndexLoadError(f"{path} is corrupt: its own checksum ({SELF_CHECKSUM}) is missing, so its list of "
+                             "files and their checksums cannot be trusted", rebuild_hint(folder, manifest))
+    if manifest[SELF_CHECKSUM] != manifest_checksum(manifest):
         raise IndexLoadError(f"{path} is corrupt: its content does not match its own checksum "
                              f"({SELF_CHECKSUM})", rebuild_hint(folder, manifest))
     check_shape(path, manifest)
+    check_required(folder, manifest)
     check_sizes(folder, manifest)
     if verify:
         verify_once(folder, manifest, hashlib.sha256(raw).hexdigest())
@@ -151,6 +184,14 @@ def check_shape(path: Path, manifest: dict[str, Any]) -> None:
                 problems.append(f"files[{name!r}] (size and sha256)")
     if problems:
         raise IndexLoadError(f"{path} is corrupt: missing or malformed {', '.join(problems)}", REBUILD)
+
+
+def check_required(folder: Path, manifest: dict[str, Any]) -> None:
+    """Every file the index needs is listed, so it is size-checked and hashed like the others."""
+    unlisted = [name for name in required_files(manifest) if name not in manifest["files"]]
+    if unlisted:
+        raise IndexLoadError(f"{folder / MANIFEST} is corrupt: it does not list {', '.join(unlisted)}, which the "
+                             "index needs (an unlisted file would be served unchecked)", rebuild_hint(folder, manifest))
 
 
 def check_sizes(folder: Path, manifest: dict[str, Any]) -> None:

@@ -48,11 +48,13 @@ class TermScoreMatrix:
         columns: list[int] = []
         counts: list[int] = []
         for terms in queries:
-            # Sorted term ids, so a query's sum runs in the same order whatever batch it is in.
-            per_term = Counter(self.vocabulary[t] for t in terms if t in self.vocabulary)
-            for column in sorted(per_term):
-                columns.append(column)
-                counts.append(per_term[column])
+            # Terms in alphabetical order, so a query's sum (scipy adds in the order of the query's
+            # entries) runs in the same order whatever batch it is in, and whatever ids the index gave
+            # its terms: a sharded index (:mod:`.shards`) sums exactly as a single one.
+            per_term = Counter(t for t in terms if t in self.vocabulary)
+            for term in sorted(per_term):
+                columns.append(self.vocabulary[term])
+                counts.append(per_term[term])
             indptr.append(len(columns))
         index_dtype = self.matrix.indices.dtype
         return sp.csr_matrix((np.asarray(counts, dtype=self.matrix.dtype), np.asarray(columns, dtype=index_dtype),
@@ -73,6 +75,17 @@ class TermScoreMatrix:
                 begin, end = product.indptr[row], product.indptr[row + 1]
                 hits.append(best(product.indices[begin:end], product.data[begin:end], k))
         return hits
+
+
+    def postings_list(self, term_id: int, row: int) -> bool:
+        """Whether the postings of ``term_id`` (sorted passage rows) hold the passage ``row``."""
+        start, end = int(self.matrix.indptr[term_id]), int(self.matrix.indptr[term_id + 1])
+        posting = self.matrix.indices[start:end]
+        at = int(np.searchsorted(posting, row))
+        return at < len(posting) and int(posting[at]) == row
+
+    def postings_length(self, term_id: int) -> int:
+        return int(self.matrix.indptr[term_id + 1]) - int(self.matrix.indptr[term_id])
 
 
 def best(rows: np.ndarray, scores: np.ndarray, k: int) -> Hits:
