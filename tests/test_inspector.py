@@ -124,5 +124,5 @@ def test_a_refused_request_shows_the_error_and_its_field(page):
     ask(page, QUESTION, "rankrag", n=2, k=3)  # k above n: refused before any model work
     page.wait_for_selector("#error:not([hidden])")
     message = page.inner_text("#error")
-    assert "k must be between 1 and 2" in message and "(field: k)" in message
+    assert "setting 'k' (3) cannot exceed setting 'n' (2)" in message and "(field: k)" in message
     assert page.is_hidden("#progress") and page.inner_text("#ask-button") == "Ask"

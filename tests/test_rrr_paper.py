@@ -243,6 +243,8 @@ def test_fallback_rerankers_are_labelled_as_deviations(tmp_path):
     assert run_label(spec) == "rrr smollm2-135m N=8 k=5 rerank=pointwise (not the paper's)"
     ablation = RunSpec.resolve(run={"method": "rrr", "model": "smollm2-135m"}, settings={"rerank": "none"})
     assert run_label(ablation) == "rrr smollm2-135m N=20 k=5 rerank=none"  # Table 7: the paper's own ablation
-    run_of = lambda label, deviations: LoadedRun(tmp_path, {}, {"run": {"label": label, "deviations": deviations}}, [])  # noqa: E731
+    from run_records import metrics
+
+    run_of = lambda label, deviations: LoadedRun(tmp_path, {}, metrics(label=label, deviations=deviations), [])  # noqa: E731
     notes = deviation_notes([run_of("a", {"rerank": "why"}), run_of("b", {}), run_of("c (older run)", None)])
     assert notes == ["a: rerank (why)"]

@@ -58,7 +58,8 @@ class Pipeline:
         self.index_dir = Path(index_dir)
         # ``retriever``: a first stage given instead of the index's own (a precomputed run).
         self.index = retriever if retriever is not None else open_retriever(index_dir, spec.retriever)
-        self.llms: list[LLM] = []  # the models this pipeline loaded, and closes
+        self.llms: list[LLM] = []  # every model in use, the method's first (run folders record them in this order)
+        self.owns_models = True  # this pipeline loaded them, and closes them
 
         def llm_for(name: str) -> LLM:
             if loading:
@@ -89,7 +90,9 @@ class Pipeline:
         pipeline's): ``spec``'s method built over them. The caller keeps closing the models."""
         pipeline = cls.__new__(cls)
         pipeline.spec, pipeline.index_dir, pipeline.index = spec, Path(index_dir), index
-        pipeline.llm, pipeline.agents, pipeline.llms = llm, dict(agents or {}), []
+        pipeline.llm, pipeline.agents = llm, dict(agents or {})
+        pipeline.llms = [llm, *{id(agent): agent for agent in pipeline.agents.values() if agent is not llm}.values()]
+        pipeline.owns_models = False
         pipeline.method = pipeline.method_with(spec.method, spec.settings)
         return pipeline
 
@@ -106,7 +109,9 @@ class Pipeline:
         resolved = resolve_settings(chosen, [SettingsLayer("with_settings", settings or {})])
         spec = dataclasses.replace(self.spec, method=chosen, settings=resolved.overrides(),
                                    provenance=resolved.provenance)
-        return Pipeline.from_parts(spec, self.index, self.llm, agents=self.agents, index_dir=self.index_dir)
+        derived = Pipeline.from_parts(spec, self.index, self.llm, agents=self.agents, index_dir=self.index_dir)
+        derived.llms = list(self.llms)  # the same models, in the order run folders record them
+        return derived
 
     def ask(self, question: str | Query) -> Answer:
         """Answer one question (a :class:`~winnow.records.Query` to give it a dialogue history)."""
@@ -148,8 +153,9 @@ class Pipeline:
         return described
 
     def close(self) -> None:
-        for llm in self.llms:
-            llm.close()
+        if self.owns_models:
+            for llm in self.llms:
+                llm.close()
         self.llms.clear()
 
     def __enter__(self) -> Pipeline:
