@@ -28,11 +28,13 @@ from .analysis import (
     require_indexable_words,
     tokenize_corpus,
 )
+from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
+from .vectors import DEFAULT_STORAGE, Storage
 
 if TYPE_CHECKING:
-    from .embedder import Embedder
+    from .encoders import DenseEncoder
 
 PASSAGES = "passages.jsonl"
 BM25_DIR = "bm25"
@@ -58,12 +60,14 @@ def build_bm25_index(passages: Sequence[Passage], out: str | Path, *, source: st
 
 def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, source_checksum: str,
                 load_report: dict[str, Any] | None = None, source_options: dict[str, Any] | None = None,
-                k1: float = 0.9, b: float = 0.4, embedder: Embedder | None = None, overwrite: bool = False,
-                progress: bool = True) -> Path:
+                k1: float = 0.9, b: float = 0.4, embedder: DenseEncoder | None = None, overwrite: bool = False,
+                progress: bool = True, dense_storage: Storage = DEFAULT_STORAGE) -> Path:
     """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
 
     Both go into the same temporary folder, so the index appears with its embeddings or not at all
-    (a rebuild never leaves a window in which dense search of ``out`` fails).
+    (a rebuild never leaves a window in which dense search of ``out`` fails). The embeddings are
+    computed in shards kept beside ``out`` until it is in place, so a killed build resumes them
+    (:mod:`.embedding_shards`); ``dense_storage``: float16, int8 or float32 (:mod:`.vectors`).
     """
     if not passages:
         raise WinnowError("there are no passages to index", "check the corpus: it is empty or every record was skipped")
@@ -91,7 +95,8 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
             embedding = bar.add_task("embedding passages", total=len(passages))
             (temp / DENSE_DIR).mkdir()
             dense = write_dense_folder(temp / DENSE_DIR, passages, embedder,
-                                       progress=lambda n: bar.advance(embedding, n))
+                                       progress=lambda n: bar.advance(embedding, n), storage=dense_storage,
+                                       work=work_folder(out), report=bar.console.print)
             bar.remove_task(embedding)
         bar.update(task, advance=1, description="checksumming")
         fields: dict[str, Any] = {
@@ -110,6 +115,8 @@ def build_index(passages: Sequence[Passage], out: str | Path, *, source: str, so
             fields["load_report"] = load_report
         write_manifest(temp, **fields)
         bar.update(task, advance=1)
+    if embedder is not None:
+        discard_work(work_folder(out))  # the index, with its embeddings, is in place
     return out
 
 
