@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -78,8 +79,12 @@ def encoder_for_identity(identity: dict[str, Any], *, runtime: Runtime = "auto")
     name = identity.get("preset", DEFAULT_PRESET)
     preset = get_preset(name)
     if name != DEFAULT_PRESET:
-        preset = preset.with_models(identity.get("query_model", preset.query_model),
-                                    identity.get("passage_model", preset.passage_model))
+        # The recorded models, sizes and limits win: they are what made the vectors (a local copy
+        # or a fine-tune of the preset's weights included).
+        preset = replace(preset.with_models(identity.get("query_model", preset.query_model),
+                                            identity.get("passage_model", preset.passage_model)),
+                         dimensions=int(identity.get("dimensions", preset.dimensions)),
+                         max_tokens=int(identity.get("max_tokens", preset.max_tokens)))
     return load_encoder(preset, runtime=runtime)
 
 
