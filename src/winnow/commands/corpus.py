@@ -102,8 +102,7 @@ def search(
         overrides = parse_assignments(ann_set)
         dense_index = idx.dense if isinstance(idx, HybridIndex) else idx
         assert isinstance(dense_index, DenseIndex) and dense_index.ann is not None
-        dense_index.ann = type(dense_index.ann).open(dense_index.path / "dense", {
-            **dense_index.manifest["dense"]["ann"][ann]}, dense_index.embeddings, dense_index.scales, overrides)
+        dense_index.ann.tune(overrides)
     started = time.perf_counter()
     hits = idx.search(query, k=k)
     seconds = time.perf_counter() - started

@@ -156,10 +156,15 @@ class AnnSearcher:
         self.settings = settings
         self.stored = stored
         self.scales = scales
-        if isinstance(settings, HnswSettings):
-            index.hnsw.efSearch = settings.efSearch
+        self.tune({})
+
+    def tune(self, overrides: Mapping[str, str | int]) -> None:
+        """Change search settings (efSearch; nprobe, refine) without reading the index again."""
+        self.settings = ann_settings(self.kind, {**asdict(self.settings), **overrides})
+        if isinstance(self.settings, HnswSettings):
+            self.index.hnsw.efSearch = self.settings.efSearch
         else:
-            index.nprobe = settings.nprobe
+            self.index.nprobe = self.settings.nprobe
 
     @classmethod
     def open(cls, folder: Path, description: Mapping[str, Any], stored: np.ndarray, scales: np.ndarray | None,
