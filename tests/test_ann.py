@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from test_index import reseal_file
+
 from winnow.errors import IndexLoadError
 from winnow.index import DenseIndex, add_ann_index, ann_settings, build_index, load_embedder
 from winnow.index.ann import parse_assignments

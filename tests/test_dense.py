@@ -17,12 +17,22 @@ import sys
 
 import numpy as np
 import pytest
-
 from minilm_reference import FullPrecisionMiniLM
 from test_index import TOPICS, flip_byte, passages, reseal_file
+
 from winnow.errors import IndexLoadError, ModelError, WinnowError
-from winnow.index import (BM25Index, DenseIndex, Embedder, HybridIndex, add_dense_embeddings, build_bm25_index,
-                          build_index, load_embedder, open_retriever, reciprocal_rank_fusion)
+from winnow.index import (
+    BM25Index,
+    DenseIndex,
+    Embedder,
+    HybridIndex,
+    add_dense_embeddings,
+    build_bm25_index,
+    build_index,
+    load_embedder,
+    open_retriever,
+    reciprocal_rank_fusion,
+)
 from winnow.index.analysis import indexed_text
 from winnow.index.embedder import MAX_TOKENS, ONNX_MODEL, TOKENIZER, PackagedFile, locate, read_verified
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from winnow.errors import ModelError
-from winnow.index import DenseIndex, PRESETS, build_index, get_preset, load_encoder
+from winnow.index import PRESETS, DenseIndex, build_index, get_preset, load_encoder
 from winnow.index.encoders import TransformerEncoder
 from winnow.records import Passage
 from winnow.settings import SettingError
