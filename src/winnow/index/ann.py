@@ -52,7 +52,7 @@ class IvfPqSettings:
     nlist: int = 0  # 0: about 4·√rows cells, the usual rule of thumb, at least 1
     m: int = 0  # 0: dimensions / 4 sub-vectors (e.g. 96 of 4 dimensions for 384)
     nbits: int = 8
-    nprobe: int = 32
+    nprobe: int = 64  # 32 of 582 cells gave recall@100 0.878 on 21k MiniLM vectors, 64 gave 0.944
     refine: int = 4  # re-score the top refine × k exactly
 
 
