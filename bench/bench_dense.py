@@ -218,6 +218,8 @@ def ann(args: argparse.Namespace) -> None:
     print(f"exact: {results['exact']['qps']:.1f} q/s, peak {peak:.0f} MB", file=sys.stderr)
     for kind, build, searches in (("hnsw", json.loads(args.hnsw), json.loads(args.hnsw_search)),
                                   ("ivfpq", json.loads(args.ivfpq), json.loads(args.ivfpq_search))):
+        if kind not in args.kinds.split(","):
+            continue
         report, peak = timed_worker([str(stored), str(work / "queries.npy"), kind, json.dumps(build),
                                      json.dumps(searches), base])
         for number, search in enumerate(report["searches"]):
@@ -230,7 +232,8 @@ def ann(args: argparse.Namespace) -> None:
         print(f"{kind}: built in {report['build_s']:.1f} s, {report['file_mb']:.1f} MB, peak {peak:.0f} MB",
               file=sys.stderr)
     results["load1_after"] = os.getloadavg()[0]
-    (work / f"ann-{len(vectors)}-t{THREADS}.json").write_text(json.dumps(results, indent=2))
+    name = f"ann-{len(vectors)}-t{THREADS}-{args.kinds.replace(',', '-')}.json"
+    (work / name).write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 
 
@@ -248,6 +251,7 @@ def main() -> None:
     search.add_argument("--workdir", required=True)
     search.add_argument("--passages", type=int, default=None, help="use only the first N real rows")
     search.add_argument("--synthetic", type=int, default=None, help="add synthetic rows up to N (labelled)")
+    search.add_argument("--kinds", default="hnsw,ivfpq", help="which ANN kinds to build")
     search.add_argument("--hnsw", default="{}", help='build settings as JSON, e.g. {"M": 32}')
     search.add_argument("--hnsw-search", default='[{"efSearch": 128}, {"efSearch": 256}, {"efSearch": 512}]')
     search.add_argument("--ivfpq", default="{}")

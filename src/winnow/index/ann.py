@@ -6,7 +6,8 @@
   float32: memory ≈ rows × (4·d + 8·M) bytes.
 * ``ivfpq``: an inverted file over ``nlist`` k-means cells with product-quantised residuals
   (Jégou, Douze & Schmid 2011, IEEE TPAMI 33(1)): ``m`` sub-vectors of ``nbits`` bits each, so a
-  768-dimensional vector takes m bytes; ``nprobe`` cells are visited per query. Its PQ distances
+  768-dimensional vector takes m bytes; ``nprobe`` cells are visited per query (by default one in
+  seven, at least 16: recall follows the share of cells visited, measured in docs/benchmarks.md). Its PQ distances
   are approximate, so (as in the paper's §IV.C re-ranking) the top ``refine × k`` it finds are
   re-scored exactly against the stored embeddings before the top k are kept.
 
@@ -52,7 +53,10 @@ class IvfPqSettings:
     nlist: int = 0  # 0: about 4·√rows cells, the usual rule of thumb, at least 1
     m: int = 0  # 0: dimensions / 4 sub-vectors (e.g. 96 of 4 dimensions for 384)
     nbits: int = 8
-    nprobe: int = 64  # 32 of 582 cells gave recall@100 0.878 on 21k MiniLM vectors, 64 gave 0.944
+    # 0: one cell in seven. Measured recall@100 against exact (bench/bench_dense.py, MiniLM): 21k
+    # real vectors, 330 cells: nprobe 32 → 0.878, 64 → 0.944; 200k (21k real + synthetic), 1,788
+    # cells: 128 → 0.891, 256 → 0.928. Recall follows the share of cells visited.
+    nprobe: int = 0
     refine: int = 4  # re-score the top refine × k exactly
 
 
@@ -74,7 +78,7 @@ def ann_settings(kind: str, values: Mapping[str, str | int] | None = None) -> An
             number = int(value)
         except ValueError:
             raise SettingError(f"ann.{name}", f"--ann-set {name}={value!r}: expected a whole number") from None
-        if number < (0 if name in ("nlist", "m") else 1):
+        if number < (0 if name in ("nlist", "m", "nprobe") else 1):
             raise SettingError(f"ann.{name}", f"--ann-set {name}={number}: must be at least 1")
         changes[name] = number
     return type(settings)(**{**asdict(settings), **changes})
@@ -108,7 +112,12 @@ def resolved(settings: AnnSettings, rows: int, dimensions: int) -> AnnSettings:
     if dimensions % m:
         raise SettingError("ann.m", f"--ann-set m={m}: the {dimensions} dimensions must split into m equal parts",
                            f"choose a divisor of {dimensions}")
-    return replace(settings, nlist=nlist, m=m)
+    return replace(settings, nlist=nlist, m=m, nprobe=settings.nprobe or default_nprobe(nlist))
+
+
+def default_nprobe(nlist: int) -> int:
+    """One cell in seven, and at least 16 (or all, when fewer): small indexes are cheap to scan."""
+    return max(math.ceil(nlist / 7), min(nlist, 16))
 
 
 def build_ann(stored: np.ndarray, scales: np.ndarray | None, settings: AnnSettings, out: Path, *,
@@ -164,7 +173,7 @@ class AnnSearcher:
         if isinstance(self.settings, HnswSettings):
             self.index.hnsw.efSearch = self.settings.efSearch
         else:
-            self.index.nprobe = self.settings.nprobe
+            self.index.nprobe = self.settings.nprobe or default_nprobe(self.index.nlist)
 
     @classmethod
     def open(cls, folder: Path, description: Mapping[str, Any], stored: np.ndarray, scales: np.ndarray | None,
