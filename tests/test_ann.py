@@ -129,3 +129,18 @@ def test_cli_builds_an_ann_index_later_and_searches_through_it(indexed, tmp_path
     assert len(json.loads(found.stdout)["passages"]) == 3
     refused = winnow("search", "x", "-i", str(copy), "--ann", "hnsw")
     assert refused.returncode != 0 and "--ann needs --retriever dense or hybrid" in refused.stderr
+
+
+def test_cli_index_refuses_ann_or_an_encoder_without_dense_and_unknown_presets(tmp_path):
+    source = tmp_path / "corpus.jsonl"
+    source.write_text(json.dumps({"id": "a", "text": "some words here"}) + "\n")
+    env = {**os.environ, "WINNOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def winnow(*args):
+        return subprocess.run([sys.executable, "-m", "winnow.cli", "index", str(source), "--out",
+                               str(tmp_path / "idx"), *args], capture_output=True, text=True, env=env, timeout=120)
+
+    assert "--encoder and --ann need --dense" in winnow("--ann", "hnsw").stderr
+    assert "'colbert' is not an encoder preset" in winnow("--dense", "--encoder", "colbert").stderr
+    assert "'flat' is not an ANN index kind" in winnow("--dense", "--ann", "flat").stderr
+    assert not (tmp_path / "idx").exists()
