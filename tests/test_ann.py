@@ -144,3 +144,18 @@ def test_cli_index_refuses_ann_or_an_encoder_without_dense_and_unknown_presets(t
     assert "'colbert' is not an encoder preset" in winnow("--dense", "--encoder", "colbert").stderr
     assert "'flat' is not an ANN index kind" in winnow("--dense", "--ann", "flat").stderr
     assert not (tmp_path / "idx").exists()
+
+
+def test_ann_over_int8_storage_searches_the_dequantised_vectors(indexed, tmp_path):
+    from winnow.index.ann import AnnSearcher, build_ann
+    from winnow.index.vectors import inner_products, quantise
+
+    vectors = np.load(indexed / "dense" / "embeddings.npy").astype(np.float32)
+    codes, scales = quantise(vectors, "int8")
+    queries = vectors[:20] + 0.01  # near known rows
+    exact = np.argsort(-inner_products(queries, codes, scales), axis=1, kind="stable")[:, :K]
+    for kind in ("hnsw", "ivfpq"):
+        described = build_ann(codes, scales, ann_settings(kind, {"nbits": 6} if kind == "ivfpq" else {}),
+                              tmp_path / f"ann-{kind}.faiss")
+        rows, _ = AnnSearcher.open(tmp_path, described, codes, scales).search(queries, K)
+        assert np.mean([len(set(r) & set(e)) / K for r, e in zip(rows.tolist(), exact.tolist(), strict=True)]) >= 0.9
