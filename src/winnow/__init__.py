@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .version import __version__
 
@@ -25,7 +25,7 @@ from .version import __version__
 # imported on first use (see __getattr__); the type checker sees them here.
 if TYPE_CHECKING:
     from .index import BM25Index, DenseIndex, HybridIndex
-    from .index.embedder import Embedder
+    from .index.encoders import DenseEncoder
     from .llm import load_llm as load_llm
     from .methods import build_method as build_method
 
@@ -34,30 +34,38 @@ _LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods"}
 
 
 def open_index(path: str | Path, retriever: str = "bm25", *,
-               embedder: Embedder | None = None) -> BM25Index | DenseIndex | HybridIndex:
+               embedder: DenseEncoder | None = None, ann: str | None = None) -> BM25Index | DenseIndex | HybridIndex:
     """Open an index folder made by ``winnow index`` (or :func:`build_index`) for search by
     ``retriever``: "bm25", "dense" or "hybrid", as ``winnow search --retriever`` does. Dense and
     hybrid need an index built with embeddings (``--dense``, or ``build_index(..., dense=True)``)."""
     from .index import open_retriever
 
-    return open_retriever(path, retriever, embedder=embedder)
+    return open_retriever(path, retriever, embedder=embedder, ann=ann)
 
 
 def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, dense: bool = False,
-                bm25_profile: str = "default", overwrite: bool = False, progress: bool = True) -> BM25Index:
+                bm25_profile: str = "default", encoder: str = "minilm", dense_storage: str = "float16",
+                ann: Sequence[str] = (), overwrite: bool = False, progress: bool = True) -> BM25Index:
     """Read a corpus (JSONL, TSV, Parquet, BEIR folder, text folder or ``"wiki-vital"``) in one pass,
-    index it like ``winnow index`` (with passage embeddings when ``dense``; ``bm25_profile`` "default" or
+    index it like ``winnow index`` (with passage embeddings by the ``encoder`` preset when ``dense``,
+    stored as ``dense_storage``, and the ANN indexes named in ``ann``; ``bm25_profile`` "default" or
     "pyserini", see :mod:`winnow.index.analysis`), and open it for BM25 search."""
     from .corpus import open_corpus, source_checksum
-    from .index import BM25Index, load_embedder
+    from .index import BM25Index, add_ann_index, ann_settings, load_encoder
     from .index import build_index as index_passages
+    from .index.vectors import STORAGES
 
-    embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
+    if dense_storage not in STORAGES:
+        raise ValueError(f"dense_storage must be one of {', '.join(STORAGES)} (got {dense_storage!r})")
+    wanted = [ann_settings(kind) for kind in ann]
+    embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
     corpus = open_corpus(source, chunk_words=chunk_words)
     index_passages(corpus.passages(progress=progress), Path(out), source=str(source),
                    source_checksum=lambda: source_checksum(corpus.files), load_report=lambda: corpus.report.to_dict(),
                    source_options={"chunk_words": chunk_words}, embedder=embedder, profile=bm25_profile,
-                   overwrite=overwrite, progress=progress)
+                   overwrite=overwrite, progress=progress, dense_storage=dense_storage)
+    for settings in wanted:
+        add_ann_index(out, settings, progress=progress)
     return BM25Index.open(out)
 
 

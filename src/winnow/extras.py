@@ -23,7 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "uvicorn"),
     "mcp": ("mcp",),
     "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
-    "dense": ("onnxruntime", "tokenizers"),
+    "dense": ("onnxruntime", "tokenizers", "faiss", "huggingface_hub"),
     "data": ("ir_datasets",),
     "parquet": ("pyarrow",),
     "ray": ("ray",),

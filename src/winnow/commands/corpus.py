@@ -22,7 +22,7 @@ def index(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to create.")],
     chunk_words: Annotated[int, typer.Option("--chunk-words", help="Passage size for text folders.")] = 150,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
-    dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (all-MiniLM-L6-v2) for "
+    dense: Annotated[bool, typer.Option("--dense", help="Also embed every passage (with --encoder) for "
                                                         "`search --retriever dense|hybrid`.")] = False,
     bm25_profile: Annotated[str, typer.Option("--bm25-profile", help="default (bm25s's English stop words, Snowball "
                                                                      "stemmer) or pyserini (Lucene's 33 stop words, "
@@ -35,12 +35,25 @@ def index(
                                                                             "finished shard; search merges the "
                                                                             "shards' top k exactly). For corpora of "
                                                                             "millions of passages.")] = None,
+    encoder: Annotated[str, typer.Option("--encoder", help="Dense encoder preset: minilm (packaged, the default), "
+                                                           "dpr, contriever, contriever-msmarco, dragon-plus, e5, "
+                                                           "bge (from the Hugging Face hub).")] = "minilm",
+    storage: Annotated[str, typer.Option("--dense-storage", help="float16 (default), int8 or float32.")] = "float16",
+    ann: Annotated[list[str] | None, typer.Option("--ann", help="Also build an ANN index: hnsw or ivfpq "
+                                                                "(repeatable); exact search stays the "
+                                                                "default.")] = None,
+    ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
+                                                                        "efConstruction, efSearch (hnsw); nlist, "
+                                                                        "m, nbits, nprobe, refine (ivfpq).")] = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus, source_checksum
-    from ..index import build_index, load_embedder
+    from ..index import add_ann_index, ann_settings, build_index, load_encoder
     from ..index.analysis import bm25_profile as check_profile
+    from ..index.ann import parse_assignments
     from ..index.build import check_index_out
+    from ..index.presets import get_preset
+    from ..index.vectors import STORAGES
     from ..lock import output_lock
 
     check_profile(bm25_profile)  # before anything is read
@@ -48,10 +61,16 @@ def index(
         raise WinnowError("--dense cannot be combined with --shard-size yet",
                           "build the sharded index, then add embeddings with winnow.index.add_dense_embeddings(DIR)")
     started = time.perf_counter()
+    if storage not in STORAGES:
+        raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
+    get_preset(encoder)
+    wanted = [ann_settings(kind, parse_assignments(ann_set)) for kind in ann or []]
+    if (wanted or encoder != "minilm") and not dense:
+        raise WinnowError("--encoder and --ann need --dense", "add --dense to embed the passages")
     # Locked and checked before the slow part, so a busy, unwritable or taken --out fails at once.
     with output_lock(out_dir):
         check_index_out(out_dir, overwrite=overwrite)
-        embedder = load_embedder() if dense else None  # before reading the corpus: a missing model fails fast
+        embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
         corpus = open_corpus(source, chunk_words=chunk_words)
         try:
             if shard_size is not None:
@@ -68,7 +87,8 @@ def index(
                 build_index(corpus.passages(progress=True), out_dir, source=str(source),
                             source_checksum=lambda: source_checksum(corpus.files),
                             load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                            embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True)
+                            embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True,
+                            dense_storage=storage)
         except WinnowError as error:
             if corpus.report.read and not corpus.report.kept:
                 raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
@@ -76,6 +96,9 @@ def index(
             raise
         err.print(corpus.report.summary(), soft_wrap=True)
     kept = corpus.report.kept
+    for settings in wanted:
+        built = add_ann_index(out_dir, settings)
+        err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
     if embedder is not None:
         from ..index.manifest import read_manifest
 
@@ -104,13 +127,27 @@ def search(
                                                                      "by RRF); dense and hybrid need an index "
                                                                      "built with --dense.")] = "bm25",
     as_json: JsonOption = False,
+    ann: Annotated[str | None, typer.Option("--ann", help="Dense search through this ANN index (hnsw or ivfpq, "
+                                                          "built with --ann) instead of exactly.")] = None,
+    ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="A search setting NAME=VALUE: efSearch "
+                                                                        "(hnsw), nprobe or refine (ivfpq).")] = None,
 ) -> None:
     """Search: the top k passages for QUERY (BM25 unless --retriever says otherwise)."""
-    from ..index import open_retriever
+    from ..index import DenseIndex, HybridIndex, open_retriever
+    from ..index.ann import parse_assignments
     from ..report import no_hits_note, passages_table
 
     check_text(query, "the query")
-    idx = open_retriever(index_dir, retriever)
+    if ann is not None and retriever == "bm25":
+        raise WinnowError("--ann needs --retriever dense or hybrid")
+    if ann_set and ann is None:
+        raise WinnowError("--ann-set needs --ann")
+    idx = open_retriever(index_dir, retriever, ann=ann)
+    if ann_set:
+        overrides = parse_assignments(ann_set)
+        dense_index = idx.dense if isinstance(idx, HybridIndex) else idx
+        assert isinstance(dense_index, DenseIndex) and dense_index.ann is not None
+        dense_index.ann.tune(overrides)
     started = time.perf_counter()
     hits = idx.search(query, k=k)
     seconds = time.perf_counter() - started
@@ -123,3 +160,19 @@ def search(
         out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
     if not as_json:
         err.print(f"{seconds * 1000:.1f} ms")
+
+
+@app.command("ann")
+def ann_command(
+    index_dir: Annotated[Path, typer.Argument(help="An index built with --dense.")],
+    kind: Annotated[str, typer.Option("--ann", help="hnsw or ivfpq.")],
+    ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="A setting NAME=VALUE: M, efConstruction, "
+                                                                        "efSearch (hnsw); nlist, m, nbits, nprobe, "
+                                                                        "refine (ivfpq).")] = None,
+) -> None:
+    """Build an approximate nearest-neighbour index (faiss HNSW or IVF-PQ) over an index's embeddings."""
+    from ..index import add_ann_index, ann_settings
+    from ..index.ann import parse_assignments
+
+    built = add_ann_index(index_dir, ann_settings(kind, parse_assignments(ann_set)))
+    err.print(f"built the {built['kind']} index of {index_dir} in {built['seconds']:.1f} s ({built['settings']})")

@@ -30,12 +30,14 @@ from .analysis import (
     stopword_list,
     tokenize_corpus,
 )
+from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
 from .store import STORE_DIR, PassageStore, PassageStoreWriter
+from .vectors import DEFAULT_STORAGE, Storage
 
 if TYPE_CHECKING:
-    from .embedder import Embedder
+    from .encoders import DenseEncoder
 
 OLD_PASSAGES = "passages.jsonl"  # format version 1's passages, read whole into memory
 BM25_DIR = "bm25"
@@ -70,13 +72,17 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                 source_checksum: str | Callable[[], str],
                 load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
                 profile: str = "default", k1: float | None = None, b: float | None = None,
-                embedder: Embedder | None = None, overwrite: bool = False, progress: bool = True) -> Path:
+                embedder: DenseEncoder | None = None, overwrite: bool = False, progress: bool = True,
+                dense_storage: Storage = DEFAULT_STORAGE) -> Path:
     """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
 
     Both go into the same temporary folder, so the index appears with its embeddings or not at all
     (a rebuild never leaves a window in which dense search of ``out`` fails). ``profile`` names the
     analysis and parameters (:data:`~winnow.index.analysis.PROFILES`: ``default`` or ``pyserini``);
-    ``k1`` and ``b`` override the profile's.
+    ``k1`` and ``b`` override the profile's. The embeddings are computed from the passage store just
+    written (``passages`` may be a stream read once), in shards kept beside ``out`` until it is in
+    place, so a killed build resumes them (:mod:`.embedding_shards`); ``dense_storage``: float16,
+    int8 or float32 (:mod:`.vectors`).
     """
     out = Path(out)
     chosen = bm25_profile(profile)
@@ -115,8 +121,10 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
             bar.update(task, description="embedding")
             embedding = bar.add_task("embedding passages", total=rows)
             (temp / DENSE_DIR).mkdir()
+            # Read back from the store, not from ``passages``: a streamed corpus has been consumed.
             dense = write_dense_folder(temp / DENSE_DIR, PassageStore.open(temp, rows, "rebuild it"), embedder,
-                                       progress=lambda n: bar.advance(embedding, n))
+                                       progress=lambda n: bar.advance(embedding, n), storage=dense_storage,
+                                       work=work_folder(out), report=bar.console.print)
             bar.remove_task(embedding)
         bar.update(task, advance=1, description="checksumming")
         fields: dict[str, Any] = {
@@ -135,6 +143,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
             fields["load_report"] = load_report() if callable(load_report) else load_report
         write_manifest(temp, **fields)
         bar.update(task, advance=1)
+    if embedder is not None:
+        discard_work(work_folder(out))  # the index, with its embeddings, is in place
     return out
 
 

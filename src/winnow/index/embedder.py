@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..extras import import_extra
+from ..records import Passage
 
 if TYPE_CHECKING:  # both are imported on first use: BM25-only commands need neither
     import onnxruntime
@@ -160,7 +161,17 @@ class Embedder:
             "sha256": ONNX_MODEL.sha256,
             "tokenizer_package": f"{TOKENIZER.pip_name}=={installed_version(TOKENIZER.pip_name)}",
             "tokenizer_sha256": TOKENIZER.sha256,
+            "preset": "minilm",
         }
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Queries and passages share one tower and no prefix: :meth:`embed`."""
+        return self.embed(texts)
+
+    def embed_passages(self, passages: Sequence[Passage], *,
+                       progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Each passage as it is indexed (title, a newline, then text), through :meth:`embed`."""
+        return self.embed([f"{p.title}\n{p.text}" for p in passages], progress=progress)
 
     def embed(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length embeddings, shape ``[len(texts), 384]``, float32, in the order of ``texts``.
