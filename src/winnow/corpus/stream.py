@@ -14,9 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
 from ..records import Passage
 from .meter import Meter
 from .report import LoadReport, Location, SkippedFile, keep_passages
@@ -54,6 +51,10 @@ class CorpusStream:
         if not progress:
             yield from kept
             return
+        # rich on first use: reading a corpus without a bar (the datasets, the Python API) needs only the core
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
         started = time.perf_counter()
         with Progress(TextColumn("reading {task.description}"), BarColumn(),
                       TextColumn("{task.fields[passages]:,} passages, {task.fields[rate]:,.0f}/s"),
