@@ -159,3 +159,13 @@ def test_ann_over_int8_storage_searches_the_dequantised_vectors(indexed, tmp_pat
                               tmp_path / f"ann-{kind}.faiss")
         rows, _ = AnnSearcher.open(tmp_path, described, codes, scales).search(queries, K)
         assert np.mean([len(set(r) & set(e)) / K for r, e in zip(rows.tolist(), exact.tolist(), strict=True)]) >= 0.9
+
+
+def test_ivfpq_over_fewer_passages_than_its_codewords_is_refused_naming_the_setting(indexed):
+    from winnow.index.ann import build_ann
+    from winnow.settings import SettingError
+
+    stored = np.zeros((40, 8), dtype=np.float32)
+    with pytest.raises(SettingError, match=r"nbits=8 learns 256 codewords .* this index has 40") as caught:
+        build_ann(stored, None, ann_settings("ivfpq", {}), indexed / "unused.faiss")
+    assert caught.value.setting == "nbits"

@@ -120,6 +120,19 @@ def default_nprobe(nlist: int) -> int:
     return max(math.ceil(nlist / 7), min(nlist, 16))
 
 
+def check_trainable(settings: IvfPqSettings, rows: int) -> None:
+    """IVF-PQ learns 2^nbits codewords per sub-vector and ``nlist`` cells from the stored rows: with
+    fewer rows than either, faiss stops with its own traceback, so refuse first, naming the setting."""
+    if rows < 2 ** settings.nbits:
+        raise SettingError("nbits", f"IVF-PQ with nbits={settings.nbits} learns {2 ** settings.nbits} codewords and "
+                                    f"needs at least as many passages; this index has {rows}",
+                           "lower it (--ann-set nbits=4), or use --ann hnsw or exact search for so few passages")
+    if rows < settings.nlist:
+        raise SettingError("nlist", f"IVF-PQ with nlist={settings.nlist} needs at least as many passages; this "
+                                    f"index has {rows}",
+                           "lower it with --ann-set nlist=N, or leave it at 0 (automatic)")
+
+
 def build_ann(stored: np.ndarray, scales: np.ndarray | None, settings: AnnSettings, out: Path, *,
               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Build the index of ``settings`` over the stored embeddings into the file ``out`` (atomically);
@@ -133,6 +146,7 @@ def build_ann(stored: np.ndarray, scales: np.ndarray | None, settings: AnnSettin
         index.hnsw.efConstruction = settings.efConstruction
         kind = "hnsw"
     else:
+        check_trainable(settings, rows)
         quantiser = faiss.IndexFlatIP(dimensions)
         index = faiss.IndexIVFPQ(quantiser, dimensions, settings.nlist, settings.m, settings.nbits,
                                  faiss.METRIC_INNER_PRODUCT)
