@@ -223,6 +223,13 @@ def test_serve_and_mcp_offer_every_run_option_ask_does(built):
     assert len(fields_by_name()) == len(RunOptions.__dataclass_fields__)
 
 
+def test_version_and_short_help(built):
+    from winnow.version import __version__
+
+    assert winnow("--version", env_dir=built / "cache").stdout.strip() == f"winnow {__version__}"
+    assert "ask [OPTIONS]" in winnow("ask", "-h", env_dir=built / "cache").stdout
+
+
 def test_set_and_its_own_flag_must_agree(built):
     result = winnow("ask", "--index", str(built / "idx"), "--set", "k=1", "--k", "2", "q", env_dir=built / "cache",
                     check=False)

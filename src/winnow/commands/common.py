@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound=Callable[..., Any])
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
 out = Console()
 err = Console(stderr=True)
@@ -47,8 +48,18 @@ IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder m
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from ..version import __version__
+
+        out.print(f"winnow {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _global(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False) -> None:
+def _global(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+            version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                                  help="Print Winnow's version and exit.")] = False) -> None:
     STATE["debug"] = debug
 
 
