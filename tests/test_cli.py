@@ -223,6 +223,16 @@ def test_serve_and_mcp_offer_every_run_option_ask_does(built):
     assert len(fields_by_name()) == len(RunOptions.__dataclass_fields__)
 
 
+def test_rerank_reads_passages_from_stdin(built):
+    lines = "".join(json.dumps(p) + "\n" for p in PASSAGES[:3])
+    env = {**os.environ, "WINNOW_CACHE_DIR": str(built / "cache"), "COLUMNS": "160"}
+    result = subprocess.run([sys.executable, "-m", "winnow.cli", "rerank", "--method", "embedding", "--json",
+                             "capital of france", "-"], input=lines, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["results"]) == 3
+
+
 def test_version_and_short_help(built):
     from winnow.version import __version__
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,7 +28,7 @@ from .common import (
 @app.command()
 @with_run_options()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
+    question: Annotated[str, typer.Argument(help="The question; - reads it from stdin.")],
     index_dir: IndexOption,
     options: RunOptions,
     turns: TurnOption = None,
@@ -39,6 +40,7 @@ def ask(
     from ..records import Query
     from ..report import print_answer, summary_line
 
+    question = from_stdin(question) if question == "-" else question
     check_text(question, "the question")
     dialogue = dialogue_from(turns, history)
     spec = resolve_run(options)
@@ -57,6 +59,16 @@ def ask(
     err.print(summary_line(answer.usage, answer.trace.seconds))
 
 
+def from_stdin(what: str = "the question") -> str:
+    """``-`` as an argument: the text piped in (a trailing newline dropped), refused when nothing is."""
+    from ..errors import WinnowError
+
+    if sys.stdin.isatty():
+        raise WinnowError(f"{what} is '-' but nothing is piped to stdin", "e.g. echo 'who painted the mona lisa' | "
+                                                                       "winnow ask --index IDX -")
+    return sys.stdin.read().strip()
+
+
 #: The run options a reranker without an index or method takes: which model, where, how.
 RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads",
                       "context_size", "no_cache")
@@ -66,7 +78,8 @@ RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight",
 @with_run_options(only=RERANK_RUN_OPTIONS)
 def rerank(
     query: Annotated[str, typer.Argument(help="The query to rank passages for.")],
-    passages_file: Annotated[Path, typer.Argument(help="JSONL file of {\"id\", \"title\", \"text\"}, in the "
+    passages_file: Annotated[Path, typer.Argument(help="JSONL file (- for stdin) of {\"id\", \"title\", "
+                                                       "\"text\"}, in the "
                                                        "order of your first stage.")],
     options: RunOptions,
     method: Annotated[str, typer.Option("--method", "-m", help="pointwise (RankRAG P(True)), graded (RRR 1-5), "
@@ -86,7 +99,15 @@ def rerank(
 
     check_text(query, "the query")
     settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step})
-    corpus = load_corpus(passages_file)
+    if str(passages_file) == "-":  # the corpus reader names files and lines: give stdin a file of its own
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            piped = Path(folder) / "stdin.jsonl"
+            piped.write_text(sys.stdin.read(), encoding="utf-8")
+            corpus = load_corpus(piped)
+    else:
+        corpus = load_corpus(passages_file)
     if corpus.report.kept != corpus.report.read:
         err.print(corpus.report.summary())
     count = len(corpus.passages)
