@@ -31,6 +31,7 @@ class FaultServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.released = threading.Event()  # set on stop: a hung handler returns
         self.completions = self.tokenizes = self.garbled = self.refused = self.hung = 0
+        self.seen_headers: dict[str, str] = {}  # the last POST's headers, names lower-cased
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 
@@ -66,6 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         server = self.server
+        server.seen_headers = {name.lower(): value for name, value in self.headers.items()}
         if server.dead:
             self._send(500, {"error": {"message": "internal error"}})
         elif self.path == "/tokenize":

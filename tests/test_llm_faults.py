@@ -293,3 +293,25 @@ def test_eval_with_two_batches_in_flight_answers_as_one_at_a_time(servers, index
     assert _answers(tmp_path / "two") == _answers(tmp_path / "one")
     ids = [json.loads(line)["id"] for line in (tmp_path / "two" / "answers.jsonl").read_text().splitlines()]
     assert sorted(ids) == ["q1", "q2", "q3", "q4"]
+
+
+# --- a gateway's own headers ------------------------------------------------------------------------
+
+def test_a_gateways_headers_are_sent_with_every_call(servers, monkeypatch):
+    server = servers()
+    monkeypatch.setenv("WINNOW_OPENAI_HEADERS", '{"x-gateway": "from-env", "api-key": "env-key"}')
+    backend = _backend(server.url, headers={"api-key": "given-key"}, api_key="k")
+    try:
+        backend.generate([_prompt("What is the capital of France?")], max_tokens=2)
+    finally:
+        backend.close()
+    seen = server.seen_headers
+    assert seen["x-gateway"] == "from-env" and seen["api-key"] == "given-key"  # the argument wins
+    assert seen["authorization"] == "Bearer k"
+
+
+@pytest.mark.parametrize("text", ["api-key: x", '["api-key"]', '{"api-key": 3}'])
+def test_malformed_gateway_headers_are_one_clear_error(monkeypatch, text):
+    monkeypatch.setenv("WINNOW_OPENAI_HEADERS", text)
+    with pytest.raises(BackendError, match="WINNOW_OPENAI_HEADERS"):
+        _backend("http://127.0.0.1:9/v1")

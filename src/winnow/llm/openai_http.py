@@ -11,10 +11,11 @@ several endpoints, since a server batches them far better than we can.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import BackendError
 from .base import ChoiceScores, Generation
@@ -65,7 +66,7 @@ class OpenAICompatibleBackend:
     def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
                  max_inflight: int = MAX_INFLIGHT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
                  top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None, retry: RetryPolicy | None = None,
-                 breaker: BreakerPolicy | None = None) -> None:
+                 breaker: BreakerPolicy | None = None, headers: Mapping[str, str] | None = None) -> None:
         urls = base_urls(base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
         if not urls:
             raise BackendError("no server address for the OpenAI-compatible backend",
@@ -79,9 +80,12 @@ class OpenAICompatibleBackend:
         self._base_url = ",".join(urls)
         self.max_inflight = max_inflight
         self._top_logprobs = top_logprobs
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # A gateway's own headers (Azure's api-key, a proxy's token): ``headers``, or WINNOW_OPENAI_HEADERS as JSON.
+        sent = {**gateway_headers(os.environ.get("WINNOW_OPENAI_HEADERS", "")), **dict(headers or {})}
+        if api_key:
+            sent.setdefault("Authorization", f"Bearer {api_key}")
         self.timeout = timeout  # seconds per attempt of one call (each retry gets as long again)
-        self.dispatcher = Dispatcher([Endpoint(url, headers, timeout, max_inflight) for url in urls],
+        self.dispatcher = Dispatcher([Endpoint(url, sent, timeout, max_inflight) for url in urls],
                                      max_inflight, retry, breaker=breaker)
         self._requested_context = checked_context_size(context_size)
         self._server: ServerFacts | None = None
@@ -172,3 +176,19 @@ class OpenAICompatibleBackend:
 
     def close(self) -> None:
         self.dispatcher.close()
+
+
+def gateway_headers(text: str) -> dict[str, str]:
+    """``WINNOW_OPENAI_HEADERS``: a JSON object of header name -> value sent with every request
+    (e.g. ``{"api-key": "…"}`` for Azure OpenAI); empty for none, one clear error when malformed."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise BackendError(f"WINNOW_OPENAI_HEADERS is not JSON: {exc}",
+                           'give a JSON object, e.g. WINNOW_OPENAI_HEADERS=\'{"api-key": "KEY"}\'') from exc
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise BackendError("WINNOW_OPENAI_HEADERS must be a JSON object of header name to text value",
+                           'e.g. WINNOW_OPENAI_HEADERS=\'{"api-key": "KEY"}\'')
+    return value
