@@ -100,10 +100,10 @@ def default_batch_size(backend: str, slots: int | None, max_inflight: int | None
     return 8
 
 
-def batches_in_flight(pipeline: Any) -> int:
+def batches_in_flight(pipeline: Pipeline) -> int:
     """How many batches to ask at once: two when every model is a server that takes concurrent callers
     (so one batch's stage tails, its retrieval and its writing overlap the other's calls), else one."""
-    llms = getattr(pipeline, "llms", [])
+    llms = pipeline.llms
     concurrent = bool(llms) and all(getattr(llm.backend, "concurrent_callers", False) for llm in llms)
     return SERVER_BATCHES_IN_FLIGHT if concurrent else 1
 
