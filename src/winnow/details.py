@@ -57,6 +57,22 @@ class RankingDetails(StageDetails):
 
 
 @dataclass(slots=True)
+class CrossEncoderDetails(StageDetails):
+    """A trained reranker (a cross-encoder's logit, monoT5's P("true"); RankRAG Table 6, RRR Tables 1-3).
+
+    ``model`` is the model folder or hub id; ``scores`` every passage's score by id, those a ``keep``
+    cut away included; ``ranked_ids`` the whole order when only the top k went on (as for
+    :class:`RankingDetails`); ``truncated`` the passages cut to fit the model's ``max_length``.
+    """
+
+    kinds: ClassVar[tuple[str, ...]] = ("cross-encoder", "monot5")
+    model: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
+    ranked_ids: list[str] | None = None
+    truncated: int = 0
+
+
+@dataclass(slots=True)
 class PredictorDetails(StageDetails):
     """MAIN-RAG Agent-1: the answer given from each document alone, by passage id."""
 
@@ -162,8 +178,8 @@ class ReaderDetails(StageDetails):
 
 
 DETAIL_RECORDS: tuple[type[StageDetails], ...] = (
-    RetrievalDetails, RankingDetails, PredictorDetails, JudgeDetails, FilterDetails, YesNoDetails, GradedDetails,
-    ListwiseDetails, RewriteDetails, PoolDetails, ReaderDetails)
+    RetrievalDetails, RankingDetails, CrossEncoderDetails, PredictorDetails, JudgeDetails, FilterDetails, YesNoDetails,
+    GradedDetails, ListwiseDetails, RewriteDetails, PoolDetails, ReaderDetails)
 
 #: The details record of each stage kind.
 DETAILS_BY_KIND: dict[str, type[StageDetails]] = {kind: record for record in DETAIL_RECORDS for kind in record.kinds}

@@ -31,6 +31,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "langchain": ("langchain_core", "langchain_classic"),
     "llamaindex": ("llama_index",),
     "haystack": ("haystack",),
+    # Cross-encoder and monoT5 rerankers (winnow.models.rerankers): torch and transformers alone.
+    "rerankers": ("torch", "transformers"),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

@@ -1,8 +1,11 @@
 """The rerank use case: a query and passages in the caller's order in, the same passages reranked out.
 
 Winnow as a reranker inside someone else's pipeline: ``winnow rerank`` (a JSONL file), ``POST
-/v1/rerank`` (a hosted-rerank-API body) and the Python API all come here, so the four methods, their
-defaults and the shape of the result are defined once.
+/v1/rerank`` (a hosted-rerank-API body) and the Python API all come here, so the methods, their
+defaults and the shape of the result are defined once. Besides the three LLM rerankers and the
+embedding baseline, ``cross-encoder`` and ``monot5`` run the trained rerankers the papers compare
+against (RankRAG Table 6; RRR Tables 1-3; :mod:`winnow.models.rerankers`), on the model named by
+``model`` (a folder or hub id; the kind's default when empty).
 """
 
 from __future__ import annotations
@@ -25,17 +28,22 @@ RERANK_METHODS = {
     "graded": "RRR relevance grade 1-5, expected over the next-token probabilities",
     "listwise": "RankGPT sliding-window permutation (window, step)",
     "embedding": "all-MiniLM-L6-v2 cosine; no LLM",
+    "cross-encoder": "a trained cross-encoder's relevance logit (MS MARCO MiniLM, BGE-reranker); no LLM",
+    "monot5": 'monoT5\'s P("true") (Nogueira et al., 2020); no LLM',
 }
 
+#: The methods that run a trained reranker model rather than an LLM or the embedder.
+MODEL_RERANK_METHODS = ("cross-encoder", "monot5")
 
-RerankMethod = Literal["pointwise", "graded", "listwise", "embedding"]
+RerankMethod = Literal["pointwise", "graded", "listwise", "embedding", "cross-encoder", "monot5"]
 
 
 @dataclass
 class RerankSettings(Settings):
     """A reranker's settings, as ``winnow rerank``, ``/v1/rerank``, the MCP rerank tool and the
-    integrations give them: the ``method``, how many to ``keep`` (None: all), and the listwise
-    sliding window (RankGPT's w and s; RRR §4(D): w = 10, s = 5)."""
+    integrations give them: the ``method``, how many to ``keep`` (None: all), the listwise
+    sliding window (RankGPT's w and s; RRR §4(D): w = 10, s = 5), and the ``model`` of the
+    ``cross-encoder`` and ``monot5`` methods (a folder or hub id; "" for the kind's default)."""
 
     owner: ClassVar[str] = "rerank"
     upper_bounds: ClassVar[dict[str, float]] = {"window": 100_000}
@@ -44,6 +52,7 @@ class RerankSettings(Settings):
     keep: int | None = None
     window: int = 10
     step: int = 5
+    model: str = ""
 
     def check(self) -> None:
         if self.keep is not None:
@@ -59,10 +68,15 @@ def check_rerank_method(method: str) -> str:
 
 def reranker(settings: RerankSettings, *, llm: LLM | None = None, embedder: Embedder | None = None) -> ListStage:
     """The stage that reranks by ``settings.method``: an LLM for the three LLM methods, an embedder for
-    ``embedding``."""
+    ``embedding``, the model ``settings.model`` for ``cross-encoder`` and ``monot5``."""
     from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
 
     keep = settings.keep
+    if settings.method in MODEL_RERANK_METHODS:
+        from .models.rerankers import load_pair_scorer
+        from .stages import CrossEncoderReranker
+
+        return CrossEncoderReranker(load_pair_scorer(settings.method, settings.model), keep=keep)
     if settings.method == "embedding":
         if embedder is None:
             raise WinnowError("the embedding reranker needs an embedder", "winnow.index.load_embedder()")
@@ -93,12 +107,13 @@ class Reranked:
 
 def rerank(query: str, passages: Sequence[Passage], method: str | RerankSettings = "pointwise", *,
            llm: LLM | None = None, embedder: Embedder | None = None, keep: int | None = None, window: int = 10,
-           step: int = 5) -> Reranked:
+           step: int = 5, model: str = "") -> Reranked:
     """Rerank ``passages`` for ``query`` with ``method`` (see :data:`RERANK_METHODS`): a method's name
-    with ``keep``/``window``/``step``, or checked :class:`RerankSettings`."""
+    with ``keep``/``window``/``step``/``model``, or checked :class:`RerankSettings`."""
     if isinstance(method, str):
         check_rerank_method(method)
-        method = RerankSettings.from_values({"method": method, "keep": keep, "window": window, "step": step})
+        method = RerankSettings.from_values({"method": method, "keep": keep, "window": window, "step": step,
+                                             "model": model})
     stage = reranker(method, llm=llm, embedder=embedder)
     trace = Trace()
     started = time.perf_counter()
@@ -113,4 +128,8 @@ def relevance_score(method: str, score: float, rank: int, count: int) -> float:
         return (score - 1.0) / 4.0
     if method == "listwise":
         return 1.0 - (rank - 1) / count
+    if method in MODEL_RERANK_METHODS:
+        from .models.rerankers import relevance_of
+
+        return relevance_of(method, score)
     return score

@@ -83,8 +83,12 @@ def rerank(
                                                        "order of your first stage.")],
     options: RunOptions,
     method: Annotated[str, typer.Option("--method", "-m", help="pointwise (RankRAG P(True)), graded (RRR 1-5), "
-                                                               "listwise (RankGPT) or embedding (MiniLM cosine, "
-                                                               "no LLM).")] = "pointwise",
+                                                               "listwise (RankGPT), embedding (MiniLM cosine, "
+                                                               "no LLM), or the papers' trained baselines: "
+                                                               "cross-encoder (--model: a folder or hub id; "
+                                                               "default cross-encoder/ms-marco-MiniLM-L-6-v2) "
+                                                               "and monot5 (default castorini/monot5-base-"
+                                                               "msmarco).")] = "pointwise",
     top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
     window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
     step: Annotated[int, typer.Option("--step", help="listwise: step.")] = 5,
@@ -94,11 +98,14 @@ def rerank(
     from ..corpus import load_corpus
     from ..llm import load_llm
     from ..report import passages_table, summary_line, usage_table
-    from ..rerank import RerankSettings
+    from ..rerank import MODEL_RERANK_METHODS, RerankSettings, check_rerank_method
     from ..rerank import rerank as rerank_passages
 
     check_text(query, "the query")
-    settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step})
+    check_rerank_method(method)
+    trained = method in MODEL_RERANK_METHODS  # --model names the reranker model, not an LLM
+    settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step,
+                                           "model": (options.model or "") if trained else ""})
     if str(passages_file) == "-":  # the corpus reader names files and lines: give stdin a file of its own
         import tempfile
 
@@ -115,6 +122,11 @@ def rerank(
         from ..index import load_embedder
 
         done = rerank_passages(query, corpus.passages, settings, embedder=load_embedder())
+    elif trained:  # a cross-encoder or monoT5: loaded with transformers, no LLM
+        from ..models.rerankers import DEFAULT_RERANKER_MODELS
+
+        with err.status(f"{method} reranking with {settings.model or DEFAULT_RERANKER_MODELS[method]}"):
+            done = rerank_passages(query, corpus.passages, settings)
     else:
         progress = StageProgress(err)
         model = options.model or DEFAULT_MODEL

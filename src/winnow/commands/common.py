@@ -89,6 +89,26 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seco
                                                                            "use the model.")]
 MaxQuestionCharsOption = Annotated[int, typer.Option("--max-question-chars", min=1)]
 MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help="Per rerank request.")]
+RerankModelOption = Annotated[Optional[list[str]], typer.Option(
+    "--rerank-model", metavar="METHOD=MODEL", show_default=False,
+    help="The model of the cross-encoder or monot5 rerank method (repeatable): a folder or hub id, e.g. "
+         "cross-encoder=BAAI/bge-reranker-v2-m3. Default: cross-encoder/ms-marco-MiniLM-L-6-v2 and "
+         "castorini/monot5-base-msmarco, loaded on first use.")]
+
+
+def rerank_models(values: list[str] | None) -> dict[str, str]:
+    """``--rerank-model METHOD=MODEL`` values as {method: model}, a bad one refused naming the option."""
+    from ..errors import WinnowError
+    from ..rerank import MODEL_RERANK_METHODS
+
+    chosen: dict[str, str] = {}
+    for value in values or ():
+        method, _, model = value.partition("=")
+        if method not in MODEL_RERANK_METHODS or not model.strip():
+            raise WinnowError(f"--rerank-model {value!r}: expected METHOD=MODEL with METHOD one of "
+                              f"{', '.join(MODEL_RERANK_METHODS)}", "e.g. --rerank-model cross-encoder=./my-reranker")
+        chosen[method] = model.strip()
+    return chosen
 MaxDocumentCharsOption = Annotated[int, typer.Option("--max-document-chars", min=1)]
 MaxNOption = Annotated[int, typer.Option("--max-n", min=1, help="Largest N (and search k) a request may ask.")]
 MaxKOption = Annotated[int, typer.Option("--max-k", min=1)]

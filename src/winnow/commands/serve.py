@@ -20,10 +20,12 @@ from .common import (
     MaxNOption,
     MaxPendingOption,
     MaxQuestionCharsOption,
+    RerankModelOption,
     TimeoutOption,
     app,
     err,
     open_pipeline,
+    rerank_models,
     with_run_options,
 )
 
@@ -89,6 +91,7 @@ def serve(
     max_k: MaxKOption = 50,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
+    rerank_model: RerankModelOption = None,
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
     require("serve", "winnow serve")
@@ -98,13 +101,15 @@ def serve(
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
 
+    trained_models = rerank_models(rerank_model)  # checked before any model loads
     spec = resolve_run(options, agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
                     timeout=timeout, max_body_bytes=max_body_bytes)
     sock = _bind(host, port)
     pipeline = open_pipeline(spec, index_dir, options)
-    service = Service(pipeline, limits=limits, cache=options.cache, trace_capacity=traces)
+    service = Service(pipeline, limits=limits, cache=options.cache, rerank_models=trained_models,
+                      trace_capacity=traces)
     if not api_key and not _is_loopback(host):
         err.print(f"[bold yellow]warning:[/] listening on {host} without an API key: anyone who can reach it "
                   f"can use the model (set WINNOW_API_KEY or --api-key)")

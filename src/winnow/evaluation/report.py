@@ -299,7 +299,8 @@ def paired_table(runs: Sequence[LoadedRun]) -> str | None:
 PAIRED_SCORES = ("accuracy", "em", "f1")
 
 # Stage kinds whose job is to reorder the list; one that hands back the order it was given did nothing.
-REORDERING_KINDS = ("pointwise-true", "listwise", "noisy-document-judge", "score-fusion", "embedding-cosine")
+REORDERING_KINDS = ("pointwise-true", "listwise", "noisy-document-judge", "score-fusion", "embedding-cosine",
+                    "cross-encoder", "monot5")
 
 
 def unchanged_stages(run: LoadedRun) -> list[str]:

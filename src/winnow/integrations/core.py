@@ -10,12 +10,15 @@ pointwise       RankRAG's P("True") per document (§4.3, App. D.1): rerank
 graded          RRR's relevance grade 1-5, expected over the next-token probabilities (App. A.2): rerank
 listwise        RankGPT's sliding-window permutation (window, step): rerank
 embedding       all-MiniLM-L6-v2 cosine, no LLM: rerank
+cross-encoder   a trained cross-encoder's relevance logit (``model``: a folder or hub id), no LLM: rerank
+monot5          monoT5's P("true") (``model``: a folder or hub id), no LLM: rerank (RankRAG Table 6 and
+                RRR Tables 1-3 compare with both)
 judge_filter    MAIN-RAG's Agent-1 answers, Agent-2's judge s = log P("Yes") - log P("No"), and the
                 adaptive judge bar τ = mean(s) - n·std(s) ("Adaptive Judge Bar"): filter
 graded_filter   RRR's σ, keeping σ > τ (Algorithm 1 line 6; τ = 1, §4(D)): filter, kept ranked by E[σ]
 ==============  ==================================================================================
 
-The four rerankers are :func:`winnow.rerank.rerank` itself; the two filters are the stages MAIN-RAG
+The six rerankers are :func:`winnow.rerank.rerank` itself; the two filters are the stages MAIN-RAG
 and RRR build (:func:`~winnow.methods.mainrag.judge_filter_stages`,
 :func:`~winnow.methods.rrr.relevance_filter_stages`). :meth:`Winnower.run` returns a
 :class:`Winnowed`: the kept items (their input index, the stage's score, a 0-1 relevance, rank and
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import WinnowError
 from ..llm.client import LLM
 from ..records import Answer, Candidate, Passage, Query, Trace, Usage
-from ..rerank import RERANK_METHODS, relevance_score, rerank
+from ..rerank import MODEL_RERANK_METHODS, RERANK_METHODS, relevance_score, rerank
 from ..settings import LayeredSettingError, SettingError, SettingsLayer, resolve_layers
 from ..stages.contract import QuestionState, run_stages
 from ..text import text_problem
@@ -264,7 +267,9 @@ class Winnower:
     :func:`winnow.load_llm` with ``backend`` ("llama.cpp" in-process, "openai" for an
     OpenAI-compatible server at ``base_url``); a model loaded here is closed by :meth:`close`.
     ``judge_llm`` (or ``judge_model``, loaded like ``model``) gives MAIN-RAG's judge its own model.
-    ``embedding`` uses ``embedder`` or loads all-MiniLM-L6-v2 (the ``dense`` extra). ``top_k`` keeps
+    ``embedding`` uses ``embedder`` or loads all-MiniLM-L6-v2 (the ``dense`` extra); ``cross-encoder``
+    and ``monot5`` load ``model`` as the reranker (a folder or hub id; left out, the kind's default;
+    the ``rerankers`` extra), with no LLM. ``top_k`` keeps
     the best k of what the stage keeps; ``judge_n`` is the adaptive bar's n,
     ``max_document_answer_tokens`` Agent-1's answer budget, ``tau`` the graded filter's τ,
     ``window``/``step`` the listwise window. :meth:`config` is every argument as plain values.
@@ -295,7 +300,7 @@ class Winnower:
         self._given_model = model
         self._model = (model or DEFAULT_MODEL, backend, base_url, api_key, cache)
         self._owned: list[LLM] = [m for m in self._adopted if m is not None]
-        if self.stage != "embedding" and self.llm is None:
+        if self.stage != "embedding" and self.stage not in MODEL_RERANK_METHODS and self.llm is None:
             check_backend(backend, base_url)
         if not lazy:
             self.load()
@@ -304,6 +309,11 @@ class Winnower:
         """Load what the stage needs and was not handed: the embedder, or the LLM from ``model``.
         Done at construction, or with ``lazy=True`` here or at the first :meth:`run` (Haystack's
         ``warm_up``)."""
+        if self.stage in MODEL_RERANK_METHODS:  # a trained reranker, loaded once per process
+            from ..models.rerankers import load_pair_scorer
+
+            load_pair_scorer(self.stage, self._given_model or "")
+            return
         if self.stage == "embedding":
             if self.embedder is None:
                 from ..index import load_embedder
@@ -355,8 +365,9 @@ class Winnower:
         self.load()
         started = time.perf_counter()
         if self.stage in RERANK_METHODS:
+            trained_model = (self._given_model or "") if self.stage in MODEL_RERANK_METHODS else ""
             done = rerank(query, passages, self.stage, llm=self.llm, embedder=self.embedder, window=self.window,
-                          step=self.step)
+                          step=self.step, model=trained_model)
             ranked, trace = list(done.ranked), done.trace
             reasons: dict[int, tuple[Candidate, str]] = {}
         else:

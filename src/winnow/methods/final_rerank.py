@@ -10,6 +10,12 @@ h, which we implement using the technique of Sun et al. (2023)"; prompt in App. 
   trace's ``windows_unchanged`` counts it). These score one passage per call instead, which such
   models do better: P("True") with RankRAG's context-ranking prompt (App. D.1), or the expected
   grade 1..5 with RRR's relevance prompt (App. A.2). Run labels and reports mark them as deviations.
+- ``cross-encoder`` / ``monot5``: NOT the papers' h but the trained rerankers they compare with
+  (RankRAG Table 6: monoT5, BGE-Reranker-v2-m3, RankBERT over the top 100; RRR Tables 1-3: monoT5
+  220M and 3B, monoBERT): the model of ``rerank_model`` (a folder or hub id; "" loads
+  cross-encoder/ms-marco-MiniLM-L-6-v2 or castorini/monot5-base-msmarco) scores each passage, no
+  LLM (:mod:`winnow.stages.cross_encoder`). RankGPT with one of these is the "retrieve, rerank with
+  a trained reranker, answer from the top k" baseline pipeline.
 - ``none`` (RRR only): no final re-ranker, S as ordered by σ — the ablation of RRR §5.3 (i),
   Table 7 ("Is the final re-ranker h necessary? Can we instead only rely on the relevance scores
   obtained using σ to re-rank S?").
@@ -27,7 +33,13 @@ from typing import Any, Mapping, Protocol
 from ..llm.client import LLM
 from ..prompts import listwise_prompt
 from ..settings import at_least
-from ..stages import GradedRelevanceReranker, HeadReranker, ListwiseReranker, PointwiseTrueReranker
+from ..stages import (
+    CrossEncoderReranker,
+    GradedRelevanceReranker,
+    HeadReranker,
+    ListwiseReranker,
+    PointwiseTrueReranker,
+)
 from ..stages.listwise import check_listwise_prompt
 
 #: The re-rankers that are no paper's h, and why they are offered.
@@ -36,7 +48,14 @@ FALLBACK_RERANKERS = {
                  "small models that cannot follow the listwise format)",
     "graded": "RRR's relevance grade 1-5 per passage instead of the paper's listwise re-ranker (a fallback for "
               "small models that cannot follow the listwise format)",
+    "cross-encoder": "a trained cross-encoder (rerank_model) instead of the paper's LLM re-ranker: the baseline of "
+                     "RankRAG Table 6 (BGE-Reranker-v2-m3) and RRR Table 3 (monoBERT)",
+    "monot5": "monoT5 (rerank_model) instead of the paper's LLM re-ranker: the baseline of RankRAG Table 6 and "
+              "RRR Tables 1-3",
 }
+
+#: The ``rerank`` choices that run a trained reranker model (no LLM) on ``rerank_model``.
+TRAINED_RERANKERS = ("cross-encoder", "monot5")
 
 #: The roles the final re-ranker brings to a method: role -> what it does.
 RERANK_ROLES = {"rerank": "the final re-ranker h (first pass)",
@@ -58,6 +77,8 @@ class FinalRerankSettings(Protocol):
     def listwise_prompt(self) -> str: ...
     @property
     def second_pass_depth(self) -> int: ...
+    @property
+    def rerank_model(self) -> str: ...
 
 
 def check_final_rerank(settings: Any) -> None:
@@ -68,6 +89,13 @@ def check_final_rerank(settings: Any) -> None:
     settings.require(not (settings.second_pass_depth and settings.rerank == "none"), "second_pass_depth",
                      "setting 'second_pass_depth' needs a final re-ranker, but 'rerank' is 'none'",
                      "set rerank=listwise (the paper) or second_pass_depth=0")
+    settings.require(not (settings.second_pass_depth and settings.rerank in TRAINED_RERANKERS), "second_pass_depth",
+                     f"setting 'second_pass_depth' re-ranks the head again with an LLM (the rerank2 role), but "
+                     f"'rerank' is {settings.rerank!r}, a trained reranker with no LLM",
+                     "set second_pass_depth=0, or rerank=listwise (the paper)")
+    settings.require(not (settings.rerank_model and settings.rerank not in TRAINED_RERANKERS), "rerank_model",
+                     f"setting 'rerank_model' names the model of rerank=cross-encoder or monot5, but 'rerank' is "
+                     f"{settings.rerank!r}", "set rerank=cross-encoder or rerank=monot5, or leave rerank_model out")
 
 
 def rerank_deviations(settings: FinalRerankSettings) -> dict[str, str]:
@@ -75,7 +103,7 @@ def rerank_deviations(settings: FinalRerankSettings) -> dict[str, str]:
     return {"rerank": FALLBACK_RERANKERS[settings.rerank]} if settings.rerank in FALLBACK_RERANKERS else {}
 
 
-Reranker = PointwiseTrueReranker | GradedRelevanceReranker | ListwiseReranker
+Reranker = PointwiseTrueReranker | GradedRelevanceReranker | ListwiseReranker | CrossEncoderReranker
 
 
 def final_reranker(settings: FinalRerankSettings, llm: LLM, *, name: str | None = None,
@@ -85,6 +113,10 @@ def final_reranker(settings: FinalRerankSettings, llm: LLM, *, name: str | None 
     choice = settings.rerank
     if choice == "none":
         return None
+    if choice in TRAINED_RERANKERS:
+        from ..models.rerankers import load_pair_scorer
+
+        return CrossEncoderReranker(load_pair_scorer(choice, settings.rerank_model), name=name or choice)
     if choice == "pointwise":
         return PointwiseTrueReranker(llm, name=name or "rerank")
     if choice == "graded":

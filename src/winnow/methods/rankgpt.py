@@ -40,7 +40,8 @@ class RankGPTSettings(RerankingSettings):
     step: int = 5
     max_passage_words: int = 300
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # stages.listwise.LISTWISE_PROMPTS
-    rerank: Literal["listwise", "pointwise", "graded"] = "listwise"  # listwise is the paper's; final_rerank
+    rerank: Literal["listwise", "pointwise", "graded", "cross-encoder", "monot5"] = "listwise"  # final_rerank
+    rerank_model: str = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
     second_pass_depth: int = 0  # re-rank the top d again on the rerank2 model (RRR §4(C): 30); 0 is off
 
     def check(self) -> None:

@@ -80,7 +80,9 @@ class RRRSettings(MethodSettings):
     max_passage_words: int = 300  # RankGPT truncates passages to 300 words
     max_rewrite_tokens: int = 20  # Table 4: "Rewriter g … token limit 20"
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # App. A.3 as printed, or RankGPT's released prompt
-    rerank: Literal["listwise", "pointwise", "graded", "none"] = "listwise"  # h; none: Table 7 ablation
+    # h; none: Table 7 ablation; cross-encoder/monot5: the trained baselines of Tables 1-3 (final_rerank)
+    rerank: Literal["listwise", "pointwise", "graded", "cross-encoder", "monot5", "none"] = "listwise"
+    rerank_model: str = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
     second_pass_depth: int = 0  # §4(C): re-rank the top 30 again with the rerank2 model; 0 is off
     feedback: Literal["retriever", "relevance", "none"] = "retriever"  # Step 11; Table 9, Table 5 ablations
     relevance_query: Literal["original", "rewrite"] = "original"  # σ against q; Table 8 ablation: q_t

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..llm.client import LLM
 from ..pipeline import Pipeline
 from ..records import Query
-from ..rerank import RERANK_METHODS, relevance_score, rerank
+from ..rerank import MODEL_RERANK_METHODS, RERANK_METHODS, relevance_score, rerank
 from .cache_only import CacheMiss, cache_only
 from .limits import (
     ApiError,
@@ -89,8 +89,12 @@ def documents_seen(trace: Any) -> dict[str, dict[str, str]]:
 
 class Service:
     def __init__(self, pipeline: Pipeline, *, limits: Limits | None = None, cache: bool = True,
-                 trace_capacity: int = 256, answer_capacity: int = 1024) -> None:
+                 trace_capacity: int = 256, answer_capacity: int = 1024,
+                 rerank_models: dict[str, str] | None = None) -> None:
         self.pipeline = pipeline
+        # The cross-encoder and monoT5 models `winnow serve --rerank-model` named (a request cannot
+        # name a folder on this machine); a method left out loads its default hub id on first use.
+        self.rerank_models = {method: (rerank_models or {}).get(method, "") for method in MODEL_RERANK_METHODS}
         self.limits = limits or Limits()
         self.models = Models(pipeline.llm, dict(pipeline.agents))
         twins = {id(llm): cache_only(llm) for llm in pipeline.llms} if cache else {}
@@ -134,6 +138,11 @@ class Service:
         base = spec.settings if method == spec.method else profile_settings(spec.profile, method)
         overrides = request_overrides(request.n, request.k, request.options, container=container)
         settings = check_settings(method, base, overrides, limits, container=container, profile=request.profile)
+        if request.options.get("rerank_model") not in (None, ""):
+            raise invalid(f"{container}.rerank_model", "a request cannot name a reranker model folder on this server: "
+                                                       "it runs the models of its --rerank-model")
+        if settings.get("rerank") in MODEL_RERANK_METHODS and not settings.get("rerank_model"):
+            settings["rerank_model"] = self.rerank_models[settings["rerank"]]  # the server's, or "": the default
         history = check_history(request.history, settings["task"], limits, container=container, method=method)
         turns = [turn.to_dict() for turn in history]
         key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
@@ -184,15 +193,19 @@ class Service:
         window, step = self._listwise_options(method, request.options)
         ignored = sorted(request.model_extra or {})
         notes = []
-        if request.model and request.model not in {m["model"] for m in self._identity["models"]}:
-            notes.append(f"model {request.model!r} ignored: this server reranks with {self.pipeline.spec.model}")
-        model_name = "all-MiniLM-L6-v2" if method == "embedding" else self.pipeline.spec.model
-        key = (_key("rerank", self._identity if method != "embedding" else "embedding", method, window, step, query,
-                    [p.to_dict() for p in passages]) if self.answers.capacity else None)
+        trained = method in MODEL_RERANK_METHODS  # a cross-encoder or monoT5: no LLM
+        model_name = ("all-MiniLM-L6-v2" if method == "embedding" else self.rerank_model_name(method) if trained
+                      else self.pipeline.spec.model)
+        if request.model and request.model not in {m["model"] for m in self._identity["models"]} | {model_name}:
+            notes.append(f"model {request.model!r} ignored: this server reranks with "
+                         f"{model_name if trained else self.pipeline.spec.model}")
+        key = (_key("rerank", self._identity if method != "embedding" and not trained else model_name, method, window,
+                    step, query, [p.to_dict() for p in passages]) if self.answers.capacity else None)
 
         def compute(models: Models | None) -> dict[str, Any]:
             done = rerank(query, passages, method, llm=models.llm if models else None,
-                          embedder=self.embedder() if method == "embedding" else None, window=window, step=step)
+                          embedder=self.embedder() if method == "embedding" else None, window=window, step=step,
+                          model=self.rerank_models.get(method, ""))
             trace = done.trace
             results = [{"index": int(c.passage.id), "relevance_score": relevance_score(method, c.score, rank, count),
                         "score": c.score} for rank, c in enumerate(done.ranked, start=1)]
@@ -220,7 +233,7 @@ class Service:
                 body["trace"] = payload["trace"]
             return body
 
-        return Plan("rerank", key, compute, method != "embedding",
+        return Plan("rerank", key, compute, method != "embedding" and not trained,
                     {"query": query, "method": method, "documents": count, "top_n": top_n},
                     self._timeout(request.timeout), shape)
 
@@ -243,6 +256,12 @@ class Service:
         except LayeredSettingError as exc:
             raise invalid(exc.field, str(exc)) from exc
         return settings.window, settings.step
+
+    def rerank_model_name(self, method: str) -> str:
+        """The model a ``cross-encoder`` or ``monot5`` rerank request runs: the server's, or the default."""
+        from ..models.rerankers import DEFAULT_RERANKER_MODELS
+
+        return self.rerank_models.get(method) or DEFAULT_RERANKER_MODELS[method]
 
     def embedder(self) -> Embedder:
         """The MiniLM embedder for `embedding` reranking, loaded on first use."""

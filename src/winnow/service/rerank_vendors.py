@@ -18,7 +18,8 @@ Hugging Face TEI       ``POST /rerank``             ``{query, texts, raw_scores?
                                                     ``[{index, score, text?}]``, best first
 =====================  ===========================  ==================================================
 
-Every shape also takes Winnow's ``method`` (pointwise, graded, listwise, embedding). A field
+Every shape also takes Winnow's ``method`` (pointwise, graded, listwise, embedding, cross-encoder,
+monot5). A field
 a vendor shape cannot honour is refused naming it; each refusal names the vendor's field
 (``top_k``, ``texts[2]``), not the Winnow field it became. Winnow cuts a document too long for its
 model's context to fit whatever ``truncation``/``truncate`` say (the trace records what was cut).
@@ -112,14 +113,15 @@ class TeiRerankRequest(BaseModel):
     query: StrictStr
     texts: list[StrictStr] = Field(description="The documents, in your first stage's order.")
     raw_scores: StrictBool = Field(False, description="The method's own score (pointwise P(True), graded "
-                                                      "E[grade], listwise 1/rank, embedding cosine) instead "
+                                                      "E[grade], listwise 1/rank, embedding cosine, a cross-"
+                                                      "encoder's logit, monoT5's P(true)) instead "
                                                       "of the relevance in [0, 1].")
     return_text: StrictBool = Field(False, description="Include each text in its result.")
     truncate: Optional[StrictBool] = Field(None, description="Accepted; Winnow always cuts a text too long "
                                                              "for its model to fit.")
     truncation_direction: Optional[Literal["Left", "Right", "left", "right"]] = None
-    method: Optional[StrictStr] = Field(None, description="Winnow's: pointwise (default), graded, listwise or "
-                                                          "embedding.")
+    method: Optional[StrictStr] = Field(None, description="Winnow's: pointwise (default), graded, listwise, "
+                                                          "embedding, cross-encoder or monot5.")
 
 
 class TeiRerankResult(BaseModel):

@@ -61,7 +61,9 @@ class RerankRequest(BaseModel):
     documents: list[Union[StrictStr, RerankDocumentObject]] = Field(description="Texts, or {id, title, text}, in "
                                                                                 "your first stage's order.")
     method: Optional[StrictStr] = Field(None, description="pointwise (RankRAG P(True), default), graded (RRR 1-5), "
-                                                          "listwise (RankGPT) or embedding (MiniLM cosine, no LLM).")
+                                                          "listwise (RankGPT), embedding (MiniLM cosine, no LLM), "
+                                                          "cross-encoder or monot5 (the papers' trained baselines, "
+                                                          "on the server's --rerank-model; no LLM).")
     top_n: Optional[StrictInt] = Field(None, description="Return only the best top_n.")
     top_k: Optional[StrictInt] = Field(None, description="Voyage's name for top_n: a body with top_k or "
                                                          "truncation is answered in Voyage's shape.")

@@ -410,9 +410,11 @@ function renderStages(trace) {
 
 // ---- stage details: one renderer per kind of detail -------------------------------------------
 
-// The P("True") a pointwise reranker gave a passage it did not pass on: its LLM calls follow the
-// input order, one per passage.
+// The score a reranker gave a passage it did not pass on: a trained reranker (cross-encoder,
+// monot5) keeps every score by id; a pointwise reranker's LLM calls follow the input order, one per passage.
 function cutScore(stage, id) {
+  const kept = (stage.details || {}).scores;
+  if ((stage.kind === "cross-encoder" || stage.kind === "monot5") && kept && id in kept) return kept[id];
   if (stage.llm_calls.length !== stage.input.length) return null;
   const call = stage.llm_calls[stage.input.findIndex((c) => c.id === id)];
   return call && call.output && typeof call.output === "object" ? call.output.True : null;
@@ -461,7 +463,8 @@ function stageBody(stage, ctx, showSettings) {
     (showSettings || (k !== "round" && k !== "query")));
   if (settings.length) parts.push(h("div", { class: "kv small" }, settings.map(([k, v]) =>
     h("span", {}, h("span", { class: "muted" }, `${k} `), typeof v === "object" ? JSON.stringify(v) : String(v)))));
-  const ranker = ["bm25", "dense", "hybrid", "pointwise-true", "embedding-cosine", "fusion"].includes(stage.kind);
+  const ranker = ["bm25", "dense", "hybrid", "pointwise-true", "embedding-cosine", "fusion", "cross-encoder",
+    "monot5"].includes(stage.kind);
   if (ranker || (stage.name === "retrieve" && !d.grades)) parts.push(rankedList(stageRanking(stage), ctx.titleOf));
   if (stage.kind === "per-document-predictor") parts.push(perDocumentAnswers(d.answers, ctx));
   if (stage.kind === "adaptive-judge-bar" && d.tau != null) {
