@@ -77,36 +77,50 @@ def _offline_hint(kind: str, name: str) -> str:
             f"--model DIR (winnow rerank --method {kind}), or rerank_model=DIR")
 
 
-def _pretrained(loader: Any, name: str, kind: str, what: str) -> Any:
-    """``loader.from_pretrained(name)``: a folder as it is; a hub id from the hub, or from the cache
-    alone (at once, no retries) when the hub cannot be reached."""
+def model_folder(name: str, kind: str) -> Path:
+    """The folder ``name`` names: a local folder as it is; a hub id downloaded into (or, offline,
+    found in) the huggingface_hub cache. Downloading here rather than in ``from_pretrained`` keeps an
+    offline machine from transformers' retries (its adapter lookup asks the hub even when told to use
+    local files only) and fetches one copy of the weights (safetensors where the repo has them)."""
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelError(f"{kind} model folder {path} has no config.json",
                              "give a Hugging Face model folder (config.json, weights, tokenizer files)")
-        try:
-            return loader.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ModelError(f"{kind} model {path}: the {what} cannot be loaded: {exc}".split("\n")[0],
-                             "give a folder saved by save_pretrained (config.json, weights, tokenizer files)") from exc
+        return path
     if not HUB_ID.match(name):
         raise ModelError(f"{kind} model {name!r} is neither a folder nor a hub id (owner/name)",
                          f"give a model folder, or a hub id such as {DEFAULT_RERANKER_MODELS[kind]}")
+    import huggingface_hub
+
     from .resolve import DEFAULT_HF_ENDPOINT, _hub_unreachable
 
-    endpoint = os.environ.get("HF_ENDPOINT") or os.environ.get("WINNOW_HF_ENDPOINT") or DEFAULT_HF_ENDPOINT
+    endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_HF_ENDPOINT).rstrip("/")
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
-    unreachable = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable(endpoint.rstrip("/"))
+    unreachable = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable(endpoint)
     try:
-        return loader.from_pretrained(name, local_files_only=unreachable is not None)
-    except (OSError, ValueError) as exc:
+        if unreachable:
+            return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
+        files = huggingface_hub.list_repo_files(name)
+        weights = [f for f in files if f.endswith(".safetensors")] or [f for f in files if f.endswith(".bin")]
+        return Path(huggingface_hub.snapshot_download(name, allow_patterns=["*.json", "*.model", "*.txt", *weights]))
+    except Exception as exc:  # huggingface_hub's errors differ by version; each one means "not here"
         if unreachable:
             raise ModelError(f"{kind} model {name!r} cannot be loaded: the Hugging Face hub cannot be reached "
                              f"({unreachable.split(':')[0]}) and it is not in the huggingface_hub cache",
                              _offline_hint(kind, name)) from exc
-        raise ModelError(f"{kind} model {name!r}: the {what} cannot be loaded from the hub: {exc}".split("\n")[0],
+        raise ModelError(f"{kind} model {name!r} cannot be downloaded from {endpoint}: "
+                         f"{type(exc).__name__}: {exc}".split("\n")[0],
                          "check the hub id (and HF_TOKEN for a gated model)") from exc
+
+
+def _pretrained(loader: Any, folder: Path, kind: str, what: str) -> Any:
+    """``loader.from_pretrained(folder)``, a failure named as the model's."""
+    try:
+        return loader.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"{kind} model {folder}: the {what} cannot be loaded: {exc}".split("\n")[0],
+                         "give a folder saved by save_pretrained (config.json, weights, tokenizer files)") from exc
 
 
 class _TransformersScorer:
@@ -115,8 +129,11 @@ class _TransformersScorer:
 
     kind: PairScorerKind
 
-    def __init__(self, name: str, model: Any, tokenizer: Any, *, max_length: int, batch_size: int | None) -> None:
+    def __init__(self, name: str, folder: Path, model: Any, tokenizer: Any, *, max_length: int,
+                 batch_size: int | None) -> None:
         import torch
+
+        from .loading import folder_sha256
 
         self.name = name
         self._torch = torch
@@ -126,14 +143,7 @@ class _TransformersScorer:
         self.max_length = max_length
         self.batch_size = batch_size or (64 if self._device == "cuda" else 16)
         self._lock = threading.Lock()
-        revision = getattr(model.config, "_commit_hash", None)
-        path = Path(name).expanduser()
-        if path.is_dir():
-            from .loading import folder_sha256
-
-            self.identity: dict[str, str] = {"model": name, "sha256": folder_sha256(path)}
-        else:
-            self.identity = {"model": name, **({"revision": revision} if revision else {})}
+        self.identity = {"model": name, "sha256": folder_sha256(folder)}
 
     def score(self, query: str, passages: Sequence[str]) -> PairScores:
         scores: list[float] = []
@@ -158,13 +168,14 @@ class CrossEncoderScorer(_TransformersScorer):
     def __init__(self, name: str, *, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int | None = None) -> None:
         import transformers
 
-        model = _pretrained(transformers.AutoModelForSequenceClassification, name, self.kind, "model")
-        tokenizer = _pretrained(transformers.AutoTokenizer, name, self.kind, "tokenizer")
+        folder = model_folder(name, self.kind)
+        model = _pretrained(transformers.AutoModelForSequenceClassification, folder, self.kind, "model")
+        tokenizer = _pretrained(transformers.AutoTokenizer, folder, self.kind, "tokenizer")
         labels = int(getattr(model.config, "num_labels", 1))
         if labels not in (1, 2):
             raise ModelError(f"cross-encoder model {name!r} has {labels} output labels",
                              "a reranker has one (a relevance logit) or two (not relevant, relevant)")
-        super().__init__(name, model, tokenizer, max_length=max_length, batch_size=batch_size)
+        super().__init__(name, folder, model, tokenizer, max_length=max_length, batch_size=batch_size)
 
     def _batch(self, query: str, passages: Sequence[str]) -> tuple[list[float], int]:
         queries = [query] * len(passages)
@@ -186,13 +197,14 @@ class MonoT5Scorer(_TransformersScorer):
     def __init__(self, name: str, *, max_length: int = DEFAULT_MAX_LENGTH, batch_size: int | None = None) -> None:
         import transformers
 
-        model = _pretrained(transformers.AutoModelForSeq2SeqLM, name, self.kind, "model")
-        tokenizer = _pretrained(transformers.AutoTokenizer, name, self.kind, "tokenizer")
+        folder = model_folder(name, self.kind)
+        model = _pretrained(transformers.AutoModelForSeq2SeqLM, folder, self.kind, "model")
+        tokenizer = _pretrained(transformers.AutoTokenizer, folder, self.kind, "tokenizer")
         if not getattr(model.config, "is_encoder_decoder", False):
             raise ModelError(f"monot5 model {name!r} is not an encoder-decoder (T5) model",
                              "give a monoT5 checkpoint such as castorini/monot5-base-msmarco")
         self.true_id, self.false_id = (_word_token(tokenizer, word, name) for word in ("true", "false"))
-        super().__init__(name, model, tokenizer, max_length=max_length, batch_size=batch_size)
+        super().__init__(name, folder, model, tokenizer, max_length=max_length, batch_size=batch_size)
         start = model.config.decoder_start_token_id
         self._start = int(start if start is not None else model.config.pad_token_id)
 
@@ -251,9 +263,12 @@ def load_pair_scorer(kind: str, name: str = "", *, max_length: int = DEFAULT_MAX
     key = (kind, str(Path(name).expanduser().resolve()) if Path(name).expanduser().is_dir() else name, max_length)
     with _LOADING:
         if key not in _LOADED:
-            from .loading import quiet_libraries
+            import transformers
 
-            quiet_libraries()
+            # Winnow's own progress and errors speak; transformers' advice would interleave (its
+            # datasets-silencing sibling, loading.quiet_libraries, costs seconds importing datasets).
+            transformers.utils.logging.set_verbosity_error()
+            transformers.utils.logging.disable_progress_bar()
             scorer_type = CrossEncoderScorer if kind == "cross-encoder" else MonoT5Scorer
             _LOADED[key] = scorer_type(name, max_length=max_length)
         return _LOADED[key]
