@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from small_corpus import PASSAGES  # noqa: E402
+
 from winnow.errors import ModelError  # noqa: E402
 from winnow.models.rerankers import MONOT5_TEMPLATE, load_pair_scorer  # noqa: E402
 from winnow.records import Passage  # noqa: E402
@@ -119,7 +120,7 @@ def test_scores_and_order_match_transformers_and_the_trace_keeps_cut_scores(kind
     assert stage.kind == kind and stage.settings["model"] == str(folder) and len(stage.output) == 2
     details = stage.to_dict()["details"]
     assert details["ranked_ids"] == order_of(expected)  # the whole order, the three cut included
-    assert details["scores"] == pytest.approx({p.id: s for p, s in zip(DOCS, expected)}, abs=1e-5)
+    assert details["scores"] == pytest.approx({p.id: s for p, s in zip(DOCS, expected, strict=True)}, abs=1e-5)
     assert details["model"] == str(folder) and details["truncated"] == 0
     if kind == "monot5":
         assert all(0.0 < s < 1.0 for s in expected)

@@ -127,7 +127,7 @@ def test_the_three_tools_and_their_input_schemas(client):
     assert enum_of(ask["method"]) == ["vanilla", "rankrag", "mainrag", "rrr", "rankgpt"]
     assert ask["method"]["default"] == "rankrag"  # the server's --method
     assert "paper" in enum_of(ask["profile"]) and "paper-70b" in enum_of(ask["profile"])
-    assert enum_of(rerank_["method"]) == ["pointwise", "graded", "listwise", "embedding"]
+    assert enum_of(rerank_["method"]) == ["pointwise", "graded", "listwise", "embedding", "cross-encoder", "monot5"]
     assert (search["k"]["minimum"], search["k"]["maximum"], search["k"]["default"]) == (1, 8, 8)
     assert (rerank_["documents"]["minItems"], rerank_["documents"]["maxItems"]) == (1, 4)
     assert ask["settings"]["properties"]["n"]["maximum"] == 8
@@ -141,7 +141,7 @@ def test_the_three_tools_and_their_input_schemas(client):
     assert {"passages"} <= set(tools["search"].output_schema["properties"])
     for method in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt"):
         assert method in schemas["ask"]["properties"]["method"]["description"]
-    for method in ("pointwise", "graded", "listwise", "embedding"):
+    for method in ("pointwise", "graded", "listwise", "embedding", "cross-encoder", "monot5"):
         assert method in schemas["rerank"]["properties"]["method"]["description"]
 
 

@@ -96,7 +96,8 @@ def test_health_models_methods_and_schema(client):
     assert "all-MiniLM-L6-v2" in [m["id"] for m in models["data"]]
     methods = client.get("/v1/methods").json()
     assert {"vanilla", "rankrag", "mainrag", "rrr", "rankgpt"} <= {m["name"] for m in methods["methods"]}
-    assert [m["name"] for m in methods["rerank_methods"]] == ["pointwise", "graded", "listwise", "embedding"]
+    assert [m["name"] for m in methods["rerank_methods"]] == ["pointwise", "graded", "listwise", "embedding",
+                                                             "cross-encoder", "monot5"]
     assert methods["default"] == "rankrag" and methods["limits"]["max_n"] == 100
     schema = client.get("/openapi.json").json()
     assert {"/v1/ask", "/v1/rerank", "/v1/search", "/v1/traces/{trace_id}", "/v1/models", "/v1/methods",
