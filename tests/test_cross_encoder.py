@@ -160,6 +160,8 @@ def test_the_cli_reranks_a_jsonl_file_with_a_model_folder(cross_encoder_dir, ref
     expected = reference("cross-encoder", QUERY, [pair_text(p) for p in DOCS])
     assert [r["id"] for r in data["results"]] == order_of(expected)[:3]
     assert data["usage"]["calls"] == 0 and data["trace"]["stages"][0]["kind"] == "cross-encoder"
+    refused = CliRunner().invoke(app, ["rerank", "--method", "monot5", "--backend", "openai", QUERY, str(passages)])
+    assert "--backend applies to an LLM, and --method monot5 runs none" in str(refused.exception)
 
 
 @pytest.fixture(scope="module")

@@ -104,6 +104,18 @@ def rerank(
     check_text(query, "the query")
     check_rerank_method(method)
     trained = method in MODEL_RERANK_METHODS  # --model names the reranker model, not an LLM
+    if trained:  # no LLM runs: an LLM option given would be dropped unseen
+        from ..errors import WinnowError
+
+        given = [flag for flag, value in (("--backend", options.backend), ("--base-url", options.base_url),
+                                          ("--api-key", options.api_key), ("--max-inflight", options.max_inflight),
+                                          ("--timeout", options.timeout), ("--slots", options.slots),
+                                          ("--threads", options.threads), ("--context-size", options.context_size))
+                 if value]
+        if given:
+            raise WinnowError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to an LLM, and "
+                              f"--method {method} runs none", f"leave {', '.join(given)} out; --model names the "
+                                                              f"{method} model (a folder or hub id)")
     settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step,
                                            "model": (options.model or "") if trained else ""})
     if str(passages_file) == "-":  # the corpus reader names files and lines: give stdin a file of its own

@@ -58,7 +58,8 @@ from haystack import Document, component, default_from_dict, default_to_dict  # 
 class WinnowRanker:
     """A Winnow stage as a Haystack ranker (see the module docstring).
 
-    ``stage``: pointwise, graded, listwise, embedding (rerankers) or judge_filter, graded_filter
+    ``stage``: pointwise, graded, listwise, embedding, cross-encoder, monot5 (rerankers; the last two load
+    ``model`` as the reranker, no LLM) or judge_filter, graded_filter
     (filters); ``llm`` a :class:`winnow.llm.LLM` on any backend, or ``model`` loaded with ``backend``
     ("llama.cpp" or "openai" at ``base_url``); ``top_k`` keeps the best k (``run``'s own ``top_k``
     overrides it); ``judge_n``, ``tau``, ``window``, ``step`` and ``max_document_answer_tokens`` as in

@@ -21,7 +21,8 @@ Dropped = TypeVar("Dropped")
 class StageModel(BaseModel, Generic[Dropped]):
     """A Winnow stage's options (see :class:`~winnow.integrations.core.Winnower`) and its last result.
 
-    ``stage``: pointwise, graded, listwise, embedding (rerankers) or judge_filter, graded_filter
+    ``stage``: pointwise, graded, listwise, embedding, cross-encoder, monot5 (rerankers; the last two load
+    ``model`` as the reranker, no LLM) or judge_filter, graded_filter
     (filters). ``llm`` is a :class:`winnow.llm.LLM` on any backend, or ``model`` is loaded with
     ``backend`` ("llama.cpp" or "openai" at ``base_url``); ``judge_llm`` or ``judge_model`` gives
     MAIN-RAG's judge its own. ``top_n`` (the name LangChain's and LlamaIndex's rerankers use) or
