@@ -122,6 +122,9 @@ def test_scores_and_order_match_transformers_and_the_trace_keeps_cut_scores(kind
     assert details["ranked_ids"] == order_of(expected)  # the whole order, the three cut included
     assert details["scores"] == pytest.approx({p.id: s for p, s in zip(DOCS, expected, strict=True)}, abs=1e-5)
     assert details["model"] == str(folder) and details["truncated"] == 0
+    if kind == "cross-encoder":  # past the model's 64 positions a pair is cut, not an index error
+        long = rerank(QUERY, [Passage("long", "paris " * 200)], kind, model=str(folder))
+        assert long.trace.stages[0].details.truncated == 1 and long.trace.stages[0].settings["max_length"] == 64
     if kind == "monot5":
         assert all(0.0 < s < 1.0 for s in expected)
 

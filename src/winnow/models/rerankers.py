@@ -175,6 +175,10 @@ class CrossEncoderScorer(_TransformersScorer):
         if labels not in (1, 2):
             raise ModelError(f"cross-encoder model {name!r} has {labels} output labels",
                              "a reranker has one (a relevance logit) or two (not relevant, relevant)")
+        # A model trained on shorter inputs has no position past its own: never feed it more.
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if isinstance(positions, int) and 0 < positions < max_length:
+            max_length = positions
         super().__init__(name, folder, model, tokenizer, max_length=max_length, batch_size=batch_size)
 
     def _batch(self, query: str, passages: Sequence[str]) -> tuple[list[float], int]:
