@@ -73,3 +73,15 @@ def test_traces_carry_the_schema_version_and_each_kind_its_record():
     assert data["schema"] == TRACE_SCHEMA == details_schema()["version"]
     assert set(data["stages"][0]["details"]) == {f.name for f in fields(JudgeDetails)}
     assert set(data["stages"][1]["details"]) == {"fitted", "warning"}
+
+
+def test_trained_rerankers_keep_every_score_and_the_whole_order():
+    """The cross-encoder and monoT5 stages (RankRAG Table 6, RRR Tables 1-3): the inspector reads a
+    cut passage's score from ``scores``, Recall@k after reranking reads ``ranked_ids``."""
+    from winnow.details import CrossEncoderDetails
+
+    assert DETAILS_BY_KIND["cross-encoder"] is DETAILS_BY_KIND["monot5"] is CrossEncoderDetails
+    assert {"model", "scores", "ranked_ids", "truncated"} <= {f.name for f in fields(CrossEncoderDetails)}
+    assert 'stage.kind === "monot5"' in APP_JS and "(stage.details || {}).scores" in APP_JS
+    evaluation = (PACKAGE / "evaluation" / "report.py").read_text(encoding="utf-8")
+    assert '"cross-encoder", "monot5")' in evaluation  # a reranker that changed nothing is reported
