@@ -194,7 +194,7 @@ def served(tmp_path_factory, cross_encoder_dir, monot5_dir):
     service.worker.close()
 
 
-def test_v1_rerank_and_tei_shape_run_the_servers_models(served, cross_encoder_dir, reference):
+def test_v1_rerank_and_tei_shape_run_the_servers_models(served, cross_encoder_dir, monot5_dir, reference):
     client, _, _ = served
     texts = [p.text for p in DOCS]  # bare strings: no titles
     response = client.post("/v1/rerank", json={"query": QUERY, "documents": texts, "method": "cross-encoder",
@@ -213,6 +213,8 @@ def test_v1_rerank_and_tei_shape_run_the_servers_models(served, cross_encoder_di
     expected = reference("monot5", QUERY, texts)
     assert [r["index"] for r in tei.json()] == [int(pid[1]) for pid in order_of(expected)]
     assert [r["score"] for r in tei.json()] == pytest.approx(sorted(expected, reverse=True), abs=1e-5)
+    listed = {m["id"]: m["role"] for m in client.get("/v1/models").json()["data"]}
+    assert listed[str(monot5_dir)] == "rerank method 'monot5' (loaded on first use)"
     refused = client.post("/v1/ask", json={"question": QUERY, "options": {"rerank": "cross-encoder",
                                                                           "rerank_model": "/etc"}})
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "options.rerank_model"

@@ -302,6 +302,8 @@ class Service:
                  "role": roles.get(id(llm), "agent"), "identity": llm.identity} for llm in self.pipeline.llms]
         data.append({"id": "all-MiniLM-L6-v2", "object": "model", "owned_by": "winnow",
                      "role": "rerank method 'embedding' (loaded on first use)"})
+        data += [{"id": self.rerank_model_name(method), "object": "model", "owned_by": "winnow",
+                  "role": f"rerank method {method!r} (loaded on first use)"} for method in MODEL_RERANK_METHODS]
         return {"object": "list", "data": data}
 
     def method_list(self) -> dict[str, Any]:
