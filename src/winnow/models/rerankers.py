@@ -90,7 +90,7 @@ def model_folder(name: str, kind: str) -> Path:
         return path
     if not HUB_ID.match(name):
         raise ModelError(f"{kind} model {name!r} is neither a folder nor a hub id (owner/name)",
-                         f"give a model folder, or a hub id such as {DEFAULT_RERANKER_MODELS[kind]}")
+                         f"give a model folder, or a hub id: {', '.join(KNOWN_RERANKER_MODELS[kind])}")
     import huggingface_hub
 
     from .resolve import DEFAULT_HF_ENDPOINT, _hub_unreachable
