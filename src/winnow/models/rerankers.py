@@ -93,10 +93,11 @@ def model_folder(name: str, kind: str) -> Path:
                          f"give a model folder, or a hub id: {', '.join(KNOWN_RERANKER_MODELS[kind])}")
     import huggingface_hub
 
-    from .resolve import DEFAULT_HF_ENDPOINT, _hub_unreachable
+    from .resolve import _hub_unreachable
 
-    endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_HF_ENDPOINT).rstrip("/")
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    endpoint = str(huggingface_hub.constants.ENDPOINT).rstrip("/")  # where huggingface_hub will ask (HF_ENDPOINT)
+    offline = bool(huggingface_hub.constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").lower() in {
+        "1", "true", "yes", "on"}
     unreachable = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable(endpoint)
     try:
         if unreachable:
