@@ -119,13 +119,16 @@ def test_methods_lists_every_method_with_its_defaults(built):
 @pytest.mark.parametrize("method", ["mainrag", "rrr", "rankgpt"])
 def test_every_method_answers_from_the_cli(built, method):
     extra = {"rrr": ["--set", "rewrites=2", "--set", "window=3", "--set", "step=2"],
-             "rankgpt": ["--set", "window=3", "--set", "step=2"], "mainrag": []}[method]
+             "rankgpt": ["--set", "window=3", "--set", "step=2", "--set", "second_pass_depth=3"], "mainrag": []}[method]
     result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", method, "--n", "4",
                     "--k", "2", *extra, "--json", "capital of france", env_dir=built / "cache")
     data = json.loads(result.stdout)
     assert data["method"] == method and data["answer"]
     assert data["settings"]["n"] == 4 and data["settings"]["retriever"] == "bm25"
     assert data["trace"]["stages"][0]["name"] == "retrieve"
+    if method == "rankgpt":  # the method's notice, printed once before it runs (not as a Python warning)
+        assert result.stderr.count("no rerank2 model was given") == 1 and "note:" in result.stderr
+        assert "WinnowWarning" not in result.stderr
 
 
 @pytest.mark.llm

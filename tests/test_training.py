@@ -18,6 +18,7 @@ from winnow.errors import InputError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
 from winnow.prompts import prompt
 from winnow.records import Passage
+from winnow.settings import SettingError
 from winnow.training.blend import build_blend, component_counts
 from winnow.training.pseudo_relevance import label_chunks, ngram_recall, word_chunks
 
@@ -346,6 +347,7 @@ def test_training_loss_falls_and_the_run_folder_is_complete(tuned):
     assert (out / "curve.png").stat().st_size > 0
     record = json.loads((out / "model" / "winnow-model.json").read_text())
     assert record["finetune"] == "lora" and record["steps"] == 6 and record["base"]["spec"] == "smollm2-135m"
+    assert record["framing"] == "chat" and json.loads((out / "run.json").read_text())["settings"]["framing"] == "chat"
     assert (out / "model" / "adapter_model.safetensors").is_file()
     # The Adam betas reach the optimizer (β2 0.98 as in RankRAG §5.1; transformers' default is 0.999).
     import torch
@@ -358,7 +360,6 @@ def test_training_loss_falls_and_the_run_folder_is_complete(tuned):
 def test_paper_presets_hold_section_5_1_values_and_explicit_options_win(tmp_path):
     """RankRAG §5.1: Stage-I batch 128, 1000 steps, lr 5e-6; Stage-II lr 3e-7 (8B) / 2e-7 (70B),
     batch 64, 3300 steps; Adam β1 = 0.9, β2 = 0.98; both stages tune every weight."""
-    from winnow.settings import SettingError
     from winnow.training.presets import apply_preset
     from winnow.training.sft import SFTSettings
 
@@ -486,6 +487,24 @@ def test_transformers_backend_sends_a_plain_prompt_without_the_chat_template(tra
     assert abs(ours.probability("True") - theirs.probability("True")) < 0.1
 
 
+def test_the_plain_framing_trains_on_the_tokens_evaluation_sends(ranking_blend, transformers_backend):
+    """`winnow train sft --framing plain`: the prompt tokens are those of App. D's text as the
+    transformers backend sends it, and the loss falls on " True"/" False" and the end of text."""
+    from winnow.training.examples import plain_example
+    from winnow.training.sft import read_blend, tokenise
+
+    rows = read_blend(ranking_blend, limit=4, framing="plain")
+    tokenizer = transformers_backend._tokenizer
+    blend = tokenise(rows, tokenizer, 2048, framing="plain")
+    assert len(blend.input_ids) == 4 and blend.prompt_mismatch == 0
+    for row, ids, mask in zip(rows, blend.input_ids, blend.completion_mask, strict=True):
+        prompt_text, completion = plain_example(row["messages"], row["context_chars"])
+        shared = mask.index(1)
+        assert ids[:shared] == transformers_backend.token_ids(prompt_text)
+        assert tokenizer.decode(ids[shared:]) == completion + tokenizer.eos_token
+        assert completion in (" True", " False")
+
+
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):
     import winnow
 
@@ -499,6 +518,9 @@ def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, 
         # Trained on True/False for exactly this prompt, the tuned model puts the Japan passage first.
         assert list(answer.passages)[0].passage.id == "japan"
         assert answer.trace.usage.calls == 5
+        # Trained on chat turns, it is not prompted in the plain framing (--profile paper's).
+        with pytest.raises(SettingError, match="--framing chat"):
+            winnow.build_method("rankrag", index=BM25Index.open(capitals / "index"), llm=llm, framing="plain")
     finally:
         llm.close()
 

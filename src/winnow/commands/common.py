@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -179,9 +179,30 @@ def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
     from ..pipeline import Pipeline
 
     api_key = options.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
-    with spinner_while_loading(spec.backend) as loading:
-        return Pipeline(spec, index_dir, api_key=api_key, cache=options.cache, progress=progress, loading=loading,
-                        threads=options.threads, retriever=retriever)
+    with spinner_while_loading(spec.backend) as loading, quiet_notices():
+        pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=options.cache, progress=progress,
+                            loading=loading, threads=options.threads, retriever=retriever)
+    print_notices(pipeline.method.notices)
+    return pipeline
+
+
+@contextmanager
+def quiet_notices() -> Iterator[None]:
+    """Hold back the :class:`WinnowWarning` a method raises for Python callers while it is built: a
+    command prints the method's notices itself, once, as a line of its own (:func:`print_notices`)."""
+    import warnings
+
+    from ..errors import WinnowWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WinnowWarning)
+        yield
+
+
+def print_notices(notices: Sequence[str]) -> None:
+    """What the user should know about how the method was built, before it runs (once per run)."""
+    for notice in notices:
+        err.print(f"[yellow]note:[/] {notice}", highlight=False)
 
 
 def dialogue_from(turns: list[str] | None, history_file: Path | None) -> tuple[Turn, ...]:

@@ -52,7 +52,8 @@ def data_list(as_json: JsonOption = False) -> None:
     out.print(table)
     err.print("Also: a BEIR folder (its queries.jsonl and qrels/<split>.tsv) or irds:<ir_datasets id>, "
               "e.g. irds:beir/scifact/test (needs ir_datasets and a network); a downloaded benchmark file as "
-              "kilt:FILE, asqa:FILE[#SPLIT], arc:FILE, mirage:FILE[#SET], popqa:FILE or popqa-longtail:FILE.")
+              "kilt:FILE, asqa:FILE[#SPLIT], arc:FILE, mirage:FILE[#SET], popqa:FILE, popqa-longtail:FILE, "
+              "topiocqa:FILE, inscit:FILE or doc2dial:FILE (conversational: questions with their history).")
 
 
 def qrels_path_for(questions_file: Path) -> Path:
@@ -65,7 +66,8 @@ def qrels_path_for(questions_file: Path) -> Path:
 def data_export(
     name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, "
                                              "irds:<ir_datasets id>, or a downloaded benchmark file as LAYOUT:PATH "
-                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail; "
+                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, topiocqa, inscit, "
+                                             "doc2dial; "
                                              "asqa:FILE#SPLIT, mirage:FILE#SET).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="QA JSONL file to write; retrieval sets also "
                                                                "get qrels.<name>.txt beside it.")],
@@ -73,6 +75,7 @@ def data_export(
 ) -> None:
     """Write a dataset's questions as QA JSONL (and its qrels as a TREC file beside them)."""
     from ..datasets import load_dataset, write_qa_jsonl, write_qrels
+    from ..datasets.benchmarks import is_benchmark_file
 
     started = time.perf_counter()
     with err.status(f"loading {name}"):
@@ -84,6 +87,8 @@ def data_export(
         judgments = write_qrels(dataset.qrels, qrels_file)
         wrote += f" and {judgments:,} judgments to {qrels_file}"
     err.print(f"{wrote} in {time.perf_counter() - started:.1f} s (licence: {dataset.licence})")
+    if is_benchmark_file(name):  # what was read, and what was left out of it and why
+        err.print(f"read from the {dataset.source}", highlight=False)
 
 
 @bench_app.command("build")

@@ -31,6 +31,8 @@ from .common import (
     err,
     open_pipeline,
     out,
+    print_notices,
+    quiet_notices,
     spinner_while_loading,
     with_run_options,
 )
@@ -331,10 +333,11 @@ def _evaluate_sweep(spec: RunSpec, sweep: str, given: set[str], index_dir: Path,
                   f"questions each, {sum(len(p) for p in pending.values())} to ask in all", highlight=False)
         if any(pending.values()):
             stages = StageProgress(err)
-            with spinner_while_loading(spec.backend) as loading:
+            with spinner_while_loading(spec.backend) as loading, quiet_notices():
                 pipeline = Pipeline(runs.points[0].run.spec, index_dir, api_key=options.api_key or "",
                                     progress=stages, cache=runs.cache_path if options.no_cache else True,
                                     loading=loading, threads=options.threads)
+            print_notices(pipeline.method.notices)
 
             def hooks(point: Any, count: int) -> dict[str, Any]:
                 return {"on_answer": RunProgress(stages, f"{spec.method} {point.label}", len(point.run.selected),

@@ -78,8 +78,12 @@ def blend(
 PRESET_HELP = ("Start from a named recipe; options given explicitly override it. "
                "paper-stage1: RankRAG Stage-I SFT (§4.1, §5.1): full, lr 5e-6, batch 128, 1,000 steps; "
                "paper-stage2-8b: Stage-II (§4.2, §5.1): full, lr 3e-7, batch 64, 3,300 steps; "
-               "paper-stage2-70b: the same with lr 2e-7. All three: Adam β1 0.9, β2 0.98; the batch is "
-               "global (--global-batch).")
+               "paper-stage2-70b: the same with lr 2e-7. All three: Adam β1 0.9, β2 0.98, --framing plain "
+               "(App. C); the batch is global (--global-batch).")
+FRAMING_HELP = ("How examples are rendered, as evaluation's --framing: chat (the model's chat template) or plain "
+                "(RankRAG App. C's 'System: … User: … Assistant:' text, what --profile paper evaluates) "
+                "\\[default: chat; the paper presets: plain]. Recorded with the model: evaluating it in the "
+                "other framing is refused.")
 
 
 @train_app.command("sft")
@@ -89,6 +93,7 @@ def sft(
     data: Annotated[Path, typer.Option("--data", help="Blend folder from `winnow train blend` (or its train.jsonl).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Run folder: checkpoints, curve, model/.")],
     preset: Annotated[Optional[str], typer.Option("--preset", help=PRESET_HELP)] = None,
+    framing: Annotated[Optional[str], typer.Option("--framing", help=FRAMING_HELP)] = None,
     lora: Annotated[Optional[bool], typer.Option("--lora/--full", help="Train a LoRA adapter or all weights "
                                                                        "\\[default: LoRA].")] = None,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Optimizer steps "
@@ -130,9 +135,9 @@ def sft(
     """
     from ..training.presets import apply_preset
 
-    given = dict(base=base, data=str(data), out=str(out_dir), lora=lora, max_steps=max_steps, epochs=epochs, lr=lr,
-                 batch_size=batch_size, grad_accum=grad_accum, global_batch=global_batch, adam_beta1=adam_beta1,
-                 adam_beta2=adam_beta2, max_length=max_length, seed=seed, save_steps=save_steps,
+    given = dict(base=base, data=str(data), out=str(out_dir), framing=framing, lora=lora, max_steps=max_steps,
+                 epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, global_batch=global_batch,
+                 adam_beta1=adam_beta1, adam_beta2=adam_beta2, max_length=max_length, seed=seed, save_steps=save_steps,
                  warmup_steps=warmup_steps, lora_r=lora_r, lora_alpha=lora_alpha, threads=threads, limit=limit,
                  resume=resume)
     require("train", "winnow train sft")  # before the progress bar takes the terminal

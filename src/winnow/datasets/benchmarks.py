@@ -20,6 +20,8 @@
 * ``popqa:`` / ``popqa-longtail:`` PopQA (Mallen et al. 2023): its TSV (or JSONL with the same
   fields). The long tail is the questions whose subject has fewer than 100 monthly Wikipedia page
   views (``s_pop < 100``: 1,399 of 14,267), the subset Self-RAG and RankRAG report.
+* ``topiocqa:`` / ``inscit:`` / ``doc2dial:`` RankRAG's conversational QA sets, each question with
+  its dialogue's earlier turns as ``history`` (:mod:`.dialogues`).
 
 A multiple-choice question (ARC, MIRAGE) keeps its options in ``metadata.choices`` (letter → text)
 and its gold answer is the letter; the question text the method sees is the question followed by
@@ -40,6 +42,7 @@ from ..answers import CHOICES, LONG_ANSWERS, QA_PAIRS
 from ..corpus.jsonl import json_type, read_json_lines, require_object
 from ..errors import InputError, WinnowError
 from .dataset import QA, Dataset
+from .dialogues import DIALOGUE_HINTS, DIALOGUE_READERS
 from .qa import QAItem
 
 POPQA_LONG_TAIL = 100  # s_pop below this is the long tail (Mallen et al. 2023; Self-RAG §4.1)
@@ -258,7 +261,7 @@ def read_popqa(path: Path, name: str, *, long_tail: bool) -> tuple[list[QAItem],
 
 # --- LAYOUT:PATH --------------------------------------------------------------------------------------
 
-LAYOUTS = ("kilt", "asqa", "arc", "mirage", "popqa", "popqa-longtail")
+LAYOUTS = ("kilt", "asqa", "arc", "mirage", "popqa", "popqa-longtail", *DIALOGUE_READERS)
 
 
 def is_benchmark_file(name: str) -> bool:
@@ -284,6 +287,11 @@ def load_benchmark_file(name: str) -> Dataset:
     }
     if layout in readers:
         questions = readers[layout]()
+    elif layout in DIALOGUE_READERS:
+        read = DIALOGUE_READERS[layout](path, _load_json(path, DIALOGUE_HINTS[layout]), layout)
+        questions = read.questions
+        if read.counts:
+            source += f": {len(questions):,} questions; {read.describe()}"
     else:
         long_tail = layout == "popqa-longtail"
         questions, total = read_popqa(path, "popqa-longtail" if long_tail else "popqa", long_tail=long_tail)

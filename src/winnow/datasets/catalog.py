@@ -121,7 +121,8 @@ def find_spec(name: str) -> DatasetSpec:
 def load_dataset(name: str, *, split: str = "test") -> Dataset:
     """A dataset by name: a name from :func:`dataset_specs` (read from the Pyserini jar), ``irds:<id>``
     (an ``ir_datasets`` id, downloaded), the path of a BEIR folder (its ``split`` queries and qrels),
-    or ``LAYOUT:PATH``, a benchmark file as downloaded (KILT, ASQA, ARC, MIRAGE, PopQA: :mod:`.benchmarks`)."""
+    or ``LAYOUT:PATH``, a benchmark file as downloaded (KILT, ASQA, ARC, MIRAGE, PopQA, TopiOCQA,
+    INSCIT, Doc2Dial: :mod:`.benchmarks`)."""
     if is_benchmark_file(name):
         return load_benchmark_file(name)
     if name.startswith(IRDS_PREFIX):

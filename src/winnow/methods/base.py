@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from ..errors import WinnowError, WinnowWarning
 from ..llm.client import LLM
+from ..models.loading import check_trained_framing
 from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
 from ..stages.contract import QuestionState, Stage, run_stages
@@ -130,6 +131,11 @@ class Method:
         self.stage_roles: dict[str, str] = {}
         #: What the user should know about how the method was built (a front door prints them).
         self.notices: list[str] = []
+        # A fine-tuned model is prompted in the framing it learnt (RankRAG App. C and D).
+        models = {DEFAULT_ROLE: llm, **self.agents}
+        for notice in check_trained_framing(self.name, settings.framing, settings.framings,
+                                            {role: getattr(m.backend, "source", None) for role, m in models.items()}):
+            self.notice(notice)
 
     def notice(self, text: str) -> None:
         """Keep ``text`` in :attr:`notices` and raise it as a :class:`WinnowWarning` for Python callers."""

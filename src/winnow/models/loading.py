@@ -21,7 +21,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..atomic import staged_folder
 from ..errors import ModelError, WinnowError
@@ -72,6 +72,44 @@ def locate_model(spec: str) -> ModelSource:
 
     resolved = resolve_model(spec)
     return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256)
+
+
+def trained_framing(source: ModelSource | None) -> str | None:
+    """The framing a ``winnow train sft`` model learnt its prompts in (its ``winnow-model.json``; a
+    record written before the setting existed: ``chat``, the only framing training had), or None for
+    a model Winnow did not train."""
+    if source is None or source.record is None:
+        return None
+    return str(source.record.get("framing", "chat"))
+
+
+def check_trained_framing(method: str, framing: str, framings: Sequence[str],
+                          sources: Mapping[str, ModelSource | None]) -> list[str]:
+    """Refuse a run whose prompts are framed otherwise than its fine-tuned models learnt them.
+
+    ``sources`` maps an agent role to its model. A model tuned in one framing and scored in another
+    answers a format it never saw (RankRAG: trained on App. C's plain text, evaluated in App. D's),
+    so where the method has the trained framing the run is refused, naming the flag that fixes it.
+    A method whose prompts exist in one framing only (chat turns: MAIN-RAG, RRR) cannot follow the
+    model; that is returned as a notice instead, since refusing would leave the model unusable there.
+    """
+    from ..settings import SettingError
+
+    notices = []
+    for role, source in sources.items():
+        trained = trained_framing(source)
+        if trained is None or trained == framing or source is None:
+            continue
+        whose = f"model {source.name}" + ("" if role == "default" else f" (role {role})")
+        if trained in framings:
+            raise SettingError("framing", f"{whose} was trained in the {trained} framing (its {MODEL_RECORD}), but "
+                                          f"method {method} would prompt it in the {framing} framing, a format it "
+                                          "never saw",
+                               f"pass --framing {trained} (setting framing = \"{trained}\"), or use a model trained "
+                               f"with `winnow train sft --framing {framing}`")
+        notices.append(f"{whose} was trained in the {trained} framing, but method {method}'s prompts are "
+                       f"{framing} only: it answers in a format it never saw")
+    return notices
 
 
 def _read_record(folder: Path) -> dict[str, Any] | None:

@@ -51,6 +51,28 @@ def render_turns(messages: Messages) -> str:
     return "\n".join(f"{m['role']}:\n{m['content']}" for m in messages)
 
 
+def plain_layout(messages: Messages, context_chars: int = 0) -> str:
+    """A chat prompt in the plain framing: RankRAG's "System: … User: … Assistant:" text (App. D for
+    inference; App. C prints the training prompts the same way), ChatQA's layout.
+
+    Every turn becomes one block "Role: text", blocks are separated by one blank line, and the text
+    ends in "Assistant:" for the model to continue. The context, which the chat turns carry at the
+    start of the first turn after the system's (``context_chars`` characters, then a blank line:
+    :meth:`PromptTemplate.messages`), is a block of its own between "System:" and the turns, where
+    the appendix prints it. Evaluation and training both render through this one function.
+    """
+    turns = [dict(m) for m in messages]
+    first = 1 if turns and turns[0]["role"] == "system" else 0
+    blocks = []
+    if context_chars and len(turns) > first:
+        text = turns[first]["content"]
+        blocks.append(text[:context_chars])
+        turns[first]["content"] = text[context_chars:].removeprefix("\n\n")
+    blocks = [f"{t['role'].capitalize()}: {t['content']}" for t in turns[:first]] + blocks
+    blocks += [f"{t['role'].capitalize()}: {t['content']}" for t in turns[first:]]
+    return "\n\n".join([*blocks, "Assistant:"])
+
+
 def format_passage(passage: Passage) -> str:
     """How a passage reads inside a prompt: its title on the first line, then its text."""
     return f"{passage.title}\n{passage.text}" if passage.title else passage.text
@@ -98,12 +120,9 @@ class PromptTemplate:
 
     def render_plain(self, question: str, passages: Sequence[Passage], history: Sequence[Turn] = ()) -> str:
         """The paper's plain-text form of the prompt: blocks separated by a blank line, ending in
-        "Assistant:" for the model to continue."""
-        context = self.context(passages)
-        blocks = [f"System: {self.system}", *([context] if context else [])]
-        blocks += [f"{t.role.capitalize()}: {t.text}" for t in self._history(history)]
-        blocks += [f"User: {self.user.format(question=self._question(question))}", "Assistant:"]
-        return "\n\n".join(blocks)
+        "Assistant:" for the model to continue. It is :func:`plain_layout` of :meth:`messages`, the
+        function ``winnow train sft --framing plain`` renders training examples with."""
+        return plain_layout(self.messages(question, passages, history), len(self.context(passages)))
 
     def render(self, question: str, passages: Sequence[Passage], *, history: Sequence[Turn] = (),
                framing: str = "chat") -> Messages | str:

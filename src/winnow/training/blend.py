@@ -264,7 +264,8 @@ def mix(config: BlendConfig, pools: Sequence[ComponentPool]) -> tuple[list[dict[
             "pool": sizes[name], "taken": counts[name], "repeats": max(0, counts[name] - sizes[name]),
             "skipped": dict(pool.skipped), "contaminated": dict(pool.contaminated),
             **({"targets": dict(targets)} if targets is not None else {}),
-            "samples": [ex.render_plain(pool.examples[i].messages) for i in drawn[:SAMPLES_PER_COMPONENT]],
+            "samples": [ex.render_plain(pool.examples[i].messages, pool.examples[i].context_chars)
+                        for i in drawn[:SAMPLES_PER_COMPONENT]],
         }
     random.Random(f"{config.seed}:blend").shuffle(rows)
     stats = {"format": FORMAT, "config": str(config.path), "seed": config.seed, "size": len(rows),

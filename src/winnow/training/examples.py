@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from ..prompts import PromptTemplate, prompt
+from ..prompts import PromptTemplate, plain_layout, prompt
 from ..records import Passage, Turn
 
 Messages = list[dict[str, str]]
@@ -38,9 +38,13 @@ class ChatExample:
     component: str
     messages: Messages
     question: str  # the bare question, for the contamination check
+    #: The first user turn opens with this many characters of context (then a blank line): what the
+    #: plain framing sets apart as its own block (:func:`winnow.prompts.plain_layout`).
+    context_chars: int = 0
 
     def to_dict(self, example_id: str) -> dict[str, Any]:
-        return {"id": example_id, "component": self.component, "messages": self.messages}
+        return {"id": example_id, "component": self.component, "messages": self.messages,
+                "context_chars": self.context_chars}
 
 
 def conversation(template: PromptTemplate, question: str, passages: Sequence[Passage], answer: str,
@@ -57,11 +61,16 @@ def conversation(template: PromptTemplate, question: str, passages: Sequence[Pas
     return [*with_dialogue.messages(question, passages, turns), {"role": "assistant", "content": answer}]
 
 
+def _example(component: str, template: PromptTemplate, question: str, passages: Sequence[Passage], answer: str,
+             history: Sequence[dict[str, str]] = ()) -> ChatExample:
+    return ChatExample(component, conversation(template, question, passages, answer, history), question,
+                       len(template.context(passages)))
+
+
 def context_qa(component: str, question: str, passage: Passage, answer: str, *, style: str = "short",
                history: Sequence[dict[str, str]] = ()) -> ChatExample:
     """Context-rich QA (§4.2 part 2): a gold passage, the question, a short answer."""
-    template = prompt(f"rankrag_train.context_qa_{style}")
-    return ChatExample(component, conversation(template, question, [passage], answer, history), question)
+    return _example(component, prompt(f"rankrag_train.context_qa_{style}"), question, [passage], answer, history)
 
 
 def rag_qa(component: str, question: str, passages: Sequence[Passage], answer: str, *,
@@ -71,16 +80,14 @@ def rag_qa(component: str, question: str, passages: Sequence[Passage], answer: s
     ``wording`` picks the prompt from :data:`RAG_QA_PROMPTS`: "training" is Appendix C.2 2) with
     Table 1's question ("Answer the following question from context. {question}").
     """
-    template = prompt(RAG_QA_PROMPTS[wording])
-    return ChatExample(component, conversation(template, question, passages, answer), question)
+    return _example(component, prompt(RAG_QA_PROMPTS[wording]), question, passages, answer)
 
 
 def context_ranking(component: str, question: str, passage: Passage, relevant: bool,
                     history: Sequence[dict[str, str]] = ()) -> ChatExample:
     """Context ranking (§4.2 part 4): one query-passage pair labelled "True" or "False"."""
     target = TRUE if relevant else FALSE
-    messages = conversation(prompt("rankrag.context_ranking"), question, [passage], target, history)
-    return ChatExample(component, messages, question)
+    return _example(component, prompt("rankrag.context_ranking"), question, [passage], target, history)
 
 
 def rag_ranking(component: str, question: str, passages: Sequence[Passage], relevant: Sequence[bool]) -> ChatExample:
@@ -92,8 +99,7 @@ def rag_ranking(component: str, question: str, passages: Sequence[Passage], rele
     """
     ids = [str(number) for number, keep in enumerate(relevant, start=1) if keep]
     target = ", ".join(ids) if ids else "None"
-    messages = conversation(prompt("rankrag_train.rag_ranking"), question, passages, target)
-    return ChatExample(component, messages, question)
+    return _example(component, prompt("rankrag_train.rag_ranking"), question, passages, target)
 
 
 def chat_sft(component: str, messages: Messages) -> ChatExample:
@@ -106,6 +112,14 @@ def chat_sft(component: str, messages: Messages) -> ChatExample:
     return ChatExample(component, turns, question)
 
 
-def render_plain(messages: Messages) -> str:
-    """The paper's "System: … User: … Assistant: …" layout of a conversation, for stats samples."""
-    return "\n\n".join(f"{m['role'].capitalize()}: {m['content']}" for m in messages)
+def plain_example(messages: Messages, context_chars: int = 0) -> tuple[str, str]:
+    """A training conversation in the plain framing, as (prompt, completion): the prompt is every
+    turn but the last in the text evaluation sends (:func:`winnow.prompts.plain_layout`, ending in
+    "Assistant:"), the completion the target after one space ("Assistant: True", App. C)."""
+    return plain_layout(messages[:-1], context_chars), f" {messages[-1]['content']}"
+
+
+def render_plain(messages: Messages, context_chars: int = 0) -> str:
+    """The paper's "System: … User: … Assistant: …" layout of a conversation, for stats samples:
+    the text ``winnow train sft --framing plain`` trains on."""
+    return "".join(plain_example(messages, context_chars))

@@ -23,7 +23,9 @@ from typing import Any, Mapping
 
 from ..settings import SettingError
 
-PAPER_ADAM = {"adam_beta1": 0.9, "adam_beta2": 0.98}  # §5.1, both stages
+# §5.1, both stages. App. C prints the training prompts as plain "System: … User: … Assistant:"
+# text, the framing --profile paper evaluates in (App. D).
+PAPER_ADAM = {"adam_beta1": 0.9, "adam_beta2": 0.98, "framing": "plain"}
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,13 @@ class TrainingPreset:
 
 PRESETS: dict[str, TrainingPreset] = {preset.name: preset for preset in (
     TrainingPreset("paper-stage1", "RankRAG §5.1, Stage-I",
-                   "full fine-tuning, lr 5e-6, batch 128, 1,000 steps, Adam β 0.9/0.98",
+                   "full fine-tuning, lr 5e-6, batch 128, 1,000 steps, Adam β 0.9/0.98, plain framing",
                    {"lora": False, "lr": 5e-6, "global_batch": 128, "max_steps": 1000, **PAPER_ADAM}),
     TrainingPreset("paper-stage2-8b", "RankRAG §5.1, Stage-II 8B",
-                   "full fine-tuning, lr 3e-7, batch 64, 3,300 steps, Adam β 0.9/0.98",
+                   "full fine-tuning, lr 3e-7, batch 64, 3,300 steps, Adam β 0.9/0.98, plain framing",
                    {"lora": False, "lr": 3e-7, "global_batch": 64, "max_steps": 3300, **PAPER_ADAM}),
     TrainingPreset("paper-stage2-70b", "RankRAG §5.1, Stage-II 70B",
-                   "full fine-tuning, lr 2e-7, batch 64, 3,300 steps, Adam β 0.9/0.98",
+                   "full fine-tuning, lr 2e-7, batch 64, 3,300 steps, Adam β 0.9/0.98, plain framing",
                    {"lora": False, "lr": 2e-7, "global_batch": 64, "max_steps": 3300, **PAPER_ADAM}),
 )}
 

@@ -2,9 +2,14 @@
 
 "For each sample … we use the previous turns of conversation between the user and the assistant as
 the context, and compute the loss only at the last response from the assistant" (§4.1): every
-example is tokenised with the model's own chat template as prompt (all turns but the last, plus the
-generation prompt — exactly the tokens the transformers backend sends at inference) and completion
-(the last assistant turn), and only the completion's tokens carry labels.
+example is tokenised as prompt (all turns but the last) and completion (the last assistant turn),
+and only the completion's tokens carry labels. The ``framing`` setting is evaluation's: ``chat``
+renders the prompt with the model's own chat template plus the generation prompt (exactly the tokens
+the transformers backend sends at inference); ``plain`` renders App. C's "System: … User: …
+Assistant:" text, which App. D's prompts continue at inference (:func:`winnow.prompts.plain_layout`,
+the one function both use), the completion being " target" and the end-of-text token. The framing is
+recorded in ``winnow-model.json``, and a method run in the other framing is refused
+(:func:`winnow.models.loading.check_trained_framing`): a model is scored in the format it learnt.
 
 Training runs on transformers' Trainer through TRL's ``SFTTrainer``, with a LoRA adapter (PEFT) by
 default or all weights. The run folder holds ``checkpoints/`` (resumed automatically: the same
@@ -32,10 +37,12 @@ from ..corpus.jsonl import read_json_lines
 from ..errors import InputError, WinnowError
 from ..extras import require
 from ..models.loading import MODEL_RECORD, TRAINED_MODEL_DIR, load_model, locate_model, quiet_libraries
+from ..prompts import FRAMINGS
 from ..settings import Settings, at_least
 from ..version import __version__
 from .blend import TRAIN_FILE
 from .curves import write_curve
+from .examples import plain_example
 from .presets import AppliedPreset, preset
 
 RUN_RECORD = "run.json"
@@ -77,6 +84,9 @@ class SFTSettings(Settings):
     limit: int | None = None  # train on the first N examples of the blend only
     resume: bool = True
     preset: str | None = None  # the preset the values came from (a label: the values are above)
+    # How examples are rendered: "chat" (the model's chat template) or "plain" (App. C's text), as
+    # evaluation's framing setting; the paper presets train plain, as --profile paper evaluates.
+    framing: str = "chat"
 
     @property
     def learning_rate(self) -> float:
@@ -97,6 +107,8 @@ class SFTSettings(Settings):
         for name in ("adam_beta1", "adam_beta2", "lora_dropout"):
             value = getattr(self, name)
             self.require(0 <= value < 1, name, f"setting {name!r} must be in [0, 1) (got {value})")
+        self.require(self.framing in FRAMINGS, "framing", f"unknown framing {self.framing!r}",
+                     f"choose one of: {', '.join(FRAMINGS)}")
         if self.preset is not None:
             preset(self.preset)  # a known name, or a SettingError listing them
 
@@ -131,7 +143,8 @@ def describe_run(settings: SFTSettings, applied: AppliedPreset | None, processes
     accumulation = settings.accumulation(processes)
     batch = settings.batch_size * accumulation * processes
     steps = f"{settings.max_steps:,} steps" if settings.max_steps is not None else f"{settings.epochs:g} epoch(s)"
-    values = (f"{'LoRA' if settings.lora else 'full'} fine-tuning, lr {settings.learning_rate:g}, batch {batch} "
+    values = (f"{'LoRA' if settings.lora else 'full'} fine-tuning, {settings.framing} framing, "
+              f"lr {settings.learning_rate:g}, batch {batch} "
               f"({settings.batch_size} per device × {accumulation} accumulated × {processes} process(es)), {steps}, "
               f"Adam β1 {settings.adam_beta1:g} β2 {settings.adam_beta2:g}")
     if applied is None:
@@ -177,8 +190,11 @@ class SFTReport:
 StepHook = Callable[[int, int, dict[str, Any]], None]  # (step, max steps, latest log) after each step
 
 
-def read_blend(data: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """The rows of a blend folder's ``train.jsonl``, checked (a bad line names the file and line)."""
+def read_blend(data: Path, limit: int | None = None, framing: str = "chat") -> list[dict[str, Any]]:
+    """The rows of a blend folder's ``train.jsonl``, checked (a bad line names the file and line).
+
+    The plain framing needs to know where a row's context ends (``context_chars``, written by
+    ``winnow train blend``); a row of a passage task without it is from an older blend."""
     path = data / TRAIN_FILE if data.is_dir() else data
     if not path.is_file():
         raise WinnowError(f"no blend at {data}: {path} is missing", "make one with `winnow train blend`")
@@ -194,6 +210,15 @@ def read_blend(data: Path, limit: int | None = None) -> list[dict[str, Any]]:
         if messages[-1]["role"] != "assistant":
             raise InputError(path, "the last turn must be the assistant's (the target)", line=line,
                              field="messages", hint=hint)
+        context_chars = row.get("context_chars", 0)
+        if not isinstance(context_chars, int) or isinstance(context_chars, bool) or context_chars < 0:
+            raise InputError(path, f"context_chars must be a count of characters (got {context_chars!r})",
+                             line=line, field="context_chars")
+        if framing == "plain" and "context_chars" not in row and row.get("kind", "sft") != "sft":
+            raise InputError(path, "the row does not say where its context ends, which the plain framing "
+                                   "sets apart", line=line, field="context_chars",
+                             hint="the blend was built by an older winnow: build it again with `winnow train "
+                                  "blend`, or train with --framing chat")
         rows.append(row)
         if limit is not None and len(rows) >= limit:
             break
@@ -202,13 +227,17 @@ def read_blend(data: Path, limit: int | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def tokenise(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> TokenisedBlend:
-    """Prompt and completion tokens for each row; the completion mask marks the last assistant turn."""
+def tokenise(rows: list[dict[str, Any]], tokenizer: Any, max_length: int, framing: str = "chat") -> TokenisedBlend:
+    """Prompt and completion tokens for each row in ``framing``; the completion mask marks the last
+    assistant turn."""
     out = TokenisedBlend([], [])
     for row in rows:
-        prompt, target = row["messages"][:-1], row["messages"][-1]
-        prompt_ids = _chat_ids(tokenizer, prompt, generation_prompt=True)
-        full_ids = _chat_ids(tokenizer, [*prompt, target], generation_prompt=False)
+        if framing == "plain":
+            prompt_ids, full_ids = plain_ids(tokenizer, row["messages"], row.get("context_chars", 0))
+        else:
+            prompt, target = row["messages"][:-1], row["messages"][-1]
+            prompt_ids = _chat_ids(tokenizer, prompt, generation_prompt=True)
+            full_ids = _chat_ids(tokenizer, [*prompt, target], generation_prompt=False)
         shared = 0
         while shared < min(len(prompt_ids), len(full_ids)) and prompt_ids[shared] == full_ids[shared]:
             shared += 1
@@ -221,6 +250,18 @@ def tokenise(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> Tok
         out.completion_mask.append([0] * shared + [1] * (len(full_ids) - shared))
         out.components[row.get("component", "?")] += 1
     return out
+
+
+def plain_ids(tokenizer: Any, messages: list[dict[str, str]], context_chars: int = 0) -> tuple[list[int], list[int]]:
+    """The plain framing's prompt tokens (as the transformers backend tokenizes a plain prompt: the
+    text with the tokenizer's special tokens) and the whole example's, ending in end-of-text so the
+    model learns where its answer stops."""
+    prompt, completion = plain_example(messages, context_chars)
+    prompt_ids = list(tokenizer(prompt, add_special_tokens=True, verbose=False)["input_ids"])
+    full_ids = list(tokenizer(prompt + completion, add_special_tokens=True, verbose=False)["input_ids"])
+    if tokenizer.eos_token_id is not None and (not full_ids or full_ids[-1] != tokenizer.eos_token_id):
+        full_ids.append(tokenizer.eos_token_id)
+    return prompt_ids, full_ids
 
 
 def _chat_ids(tokenizer: Any, messages: list[dict[str, str]], *, generation_prompt: bool) -> list[int]:
@@ -288,7 +329,7 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     settings = settings.resolved(process_count())
     status = on_status or (lambda message: None)
     out, data = Path(settings.out).expanduser(), Path(settings.data).expanduser()
-    rows = read_blend(data, settings.limit)
+    rows = read_blend(data, settings.limit, settings.framing)
     base = locate_model(settings.base)
     data_file = data / TRAIN_FILE if data.is_dir() else data
     record = _run_record(settings, base, data_file, applied_preset)
@@ -309,7 +350,7 @@ def train_sft(settings: SFTSettings, *, overwrite: bool = False, on_step: StepHo
     status(f"loading {base.name}")
     model, tokenizer = load_model(base)
     status(f"tokenising {len(rows)} examples")
-    blend = tokenise(rows, tokenizer, settings.max_length)
+    blend = tokenise(rows, tokenizer, settings.max_length, settings.framing)
     if not blend.input_ids:
         raise WinnowError(f"every example is longer than --max-length {settings.max_length} tokens",
                           "raise --max-length")
@@ -447,6 +488,6 @@ def _save_model(trainer: Any, tokenizer: Any, out: Path, record: dict[str, Any],
         model_record = {"format": 1, "finetune": "lora" if settings.lora else "full", "base": record["base"],
                         "data": record["data"], "steps": trainer.state.global_step,
                         "learning_rate": settings.learning_rate, "examples": len(blend.input_ids),
-                        "preset": (record["preset"] or {}).get("name"),
+                        "preset": (record["preset"] or {}).get("name"), "framing": settings.framing,
                         "built_by": f"winnow {__version__}"}
         (temp / MODEL_RECORD).write_text(json.dumps(model_record, indent=2) + "\n", encoding="utf-8")
