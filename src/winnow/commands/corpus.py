@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..errors import WinnowError
 from ..text import check_text
 from .common import IndexOption, JsonOption, app, err, out
+
+if TYPE_CHECKING:
+    from ..index.ray_encoding import RayEncoding
 
 
 @app.command()
@@ -45,6 +48,24 @@ def index(
     ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
                                                                         "efConstruction, efSearch (hnsw); nlist, "
                                                                         "m, nbits, nprobe, refine (ivfpq).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="--dense: local (this process) or ray (the embedding "
+                                                         "shards shared out over the workers of a Ray cluster, one "
+                                                         "encoder each; needs the \\[ray] extra and --out on a "
+                                                         "filesystem every node sees).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's HOST:PORT "
+                                                                             "(default: RAY_ADDRESS, or a new "
+                                                                             "cluster on this machine).")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="--engine ray: workers, each with its "
+                                                                             "own encoder \\[default: one per GPU, "
+                                                                             "else one per --ray-cpus-per-worker "
+                                                                             "CPUs].")] = None,
+    ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
+                                                                          "(its encoder's threads).")] = 1,
+    ray_gpus: Annotated[Optional[float], typer.Option("--ray-gpus-per-worker", help="--engine ray: GPUs each worker "
+                                                                                    "holds \\[default: 1 where the "
+                                                                                    "cluster has one per worker and "
+                                                                                    "the encoder runs with torch, "
+                                                                                    "else 0].")] = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus, source_checksum
@@ -64,6 +85,7 @@ def index(
     if storage not in STORAGES:
         raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
     get_preset(encoder)
+    ray = _ray_encoding(engine, dense=dense, address=ray_address, workers=ray_workers, cpus=ray_cpus, gpus=ray_gpus)
     wanted = [ann_settings(kind, parse_assignments(ann_set)) for kind in ann or []]
     if (wanted or encoder != "minilm") and not dense:
         raise WinnowError("--encoder and --ann need --dense", "add --dense to embed the passages")
@@ -88,7 +110,7 @@ def index(
                             source_checksum=lambda: source_checksum(corpus.files),
                             load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
                             embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True,
-                            dense_storage=storage)
+                            dense_storage=storage, ray=ray)
         except WinnowError as error:
             if corpus.report.read and not corpus.report.kept:
                 raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
@@ -104,8 +126,33 @@ def index(
 
         stats = read_manifest(out_dir)["dense"]
         err.print(f"embedded {kept} passages with {stats['model']} in {stats['seconds']:.1f} s "
-                  f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
+                  f"({stats['passages_per_second']:.0f} passages/s, "
+                  + (f"{embedder.threads} threads)" if ray is None else "on the Ray cluster's workers)"))
     err.print(f"indexed {kept} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+
+
+def _ray_encoding(engine: str, *, dense: bool, address: str | None, workers: int | None, cpus: float,
+                  gpus: float | None) -> RayEncoding | None:
+    """``--engine`` and its ``--ray-*`` options, checked before anything is read or loaded."""
+    from ..extras import require
+    from ..index.ray_encoding import RayEncoding
+    from ..ray_cluster import check_reachable
+
+    if engine not in ("local", "ray"):
+        raise WinnowError(f"--engine {engine!r} is not one of local, ray")
+    given = [name for name, value in (("--ray-address", address), ("--ray-workers", workers),
+                                      ("--ray-cpus-per-worker", cpus != 1), ("--ray-gpus-per-worker", gpus))
+             if value]
+    if engine != "ray":
+        if given:
+            raise WinnowError(f"{', '.join(given)} only apply with --engine ray")
+        return None
+    if not dense:
+        raise WinnowError("--engine ray shares out the embedding of passages", "add --dense")
+    require("ray", "winnow index --dense --engine ray")
+    if address:
+        check_reachable(address)
+    return RayEncoding(address=address, workers=workers, cpus_per_worker=cpus, gpus_per_worker=gpus)
 
 
 def _checksum(source: str, files: list[Path]) -> str:
