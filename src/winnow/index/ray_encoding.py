@@ -67,12 +67,14 @@ class RayEncoding:
 
 @dataclass
 class WorkerRate:
-    """What one worker did: shards, passages and seconds spent embedding (for passages/s per worker)."""
+    """What one worker did: shards, passages, and the wall-clock and CPU seconds its process spent
+    embedding them (passages/s per worker; per CPU-second where the machine is shared)."""
 
     host: str
     shards: int = 0
     passages: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def passages_per_second(self) -> float:
@@ -98,7 +100,7 @@ class ShardEncoder:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         host = f"{socket.gethostname()}:{os.getpid()}"  # one worker: a process on a node
-        seconds = []
+        seconds, cpu = [], []
         for start, stop, path in zip(batch["start"].tolist(), batch["stop"].tolist(), batch["path"].tolist(),
                                      strict=True):
             passages = [self.store[row] for row in range(start, stop)]
@@ -106,12 +108,14 @@ class ShardEncoder:
                 raise WinnowError(f"the Ray worker on {host} reads other passages at {self.store.folder} than the "
                                   "driver", "give every node the same index folder at the same path (a shared "
                                         "filesystem)")
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             vectors = self.encoder.embed_passages(passages)
             seconds.append(time.perf_counter() - began)
+            cpu.append(time.process_time() - began_cpu)
             write_shard(Path(path), vectors)
         return {"shard": batch["shard"], "rows": batch["stop"] - batch["start"],
-                "seconds": np.asarray(seconds, dtype=np.float64), "host": np.asarray([host] * len(seconds))}
+                "seconds": np.asarray(seconds, dtype=np.float64), "cpu_seconds": np.asarray(cpu, dtype=np.float64),
+                "host": np.asarray([host] * len(seconds))}
 
 
 def gpus_for(setting: RayEncoding, identity: dict[str, Any], cluster_gpus: float, workers: int | None) -> float:
@@ -194,6 +198,7 @@ def _run_on(ray: Any, setting: RayEncoding, store: PassageStore, identity: dict[
             rate.shards += 1
             rate.passages += int(row["rows"])
             rate.seconds += float(row["seconds"])
+            rate.cpu_seconds += float(row["cpu_seconds"])
     except ray.exceptions.GetTimeoutError as exc:
         raise WinnowError(f"the {workers} Ray worker(s) did not all start in {ACTORS_START_SECONDS} s",
                           "check that the cluster has the CPUs and GPUs they ask for (`ray status`)") from exc
