@@ -319,3 +319,38 @@ def test_winnow_index_engine_options_are_checked_before_anything_is_read(tmp_pat
                                                      f"127.0.0.1:{free_port()}")
     with pytest.raises(WinnowError, match="must be at least 1"):
         RayEncoding(workers=0)
+
+
+def test_a_worker_reading_other_passages_is_refused_in_one_line_through_ray_s_wrapping(tmp_path):
+    """What each actor runs, called here without Ray: a shard whose passages are not the driver's (its
+    file name carries their digest) is refused, and the driver finds that refusal inside Ray's wrappers."""
+    import numpy as np
+    from small_corpus import PASSAGES
+
+    from winnow.errors import WinnowError
+    from winnow.index import build_bm25_index, load_embedder
+    from winnow.index.ray_encoding import ShardEncoder, winnow_cause
+    from winnow.records import Passage
+
+    index = build_bm25_index([Passage(p["id"], p["text"], title=p["title"]) for p in PASSAGES], tmp_path / "index",
+                             source="test", source_checksum="x", progress=False)
+    worker = ShardEncoder(str(index), len(PASSAGES), load_embedder(threads=1).identity, threads=1)
+    batch = {"shard": np.array([0]), "start": np.array([0]), "stop": np.array([4]),
+             "path": np.array([str(tmp_path / "000000-0123456789abcdef.npy")])}
+    with pytest.raises(WinnowError, match="reads other passages") as refused:
+        worker(batch)
+    assert not (tmp_path / "000000-0123456789abcdef.npy").exists()
+
+    class RayTaskError(Exception):  # the shape of Ray's wrappers: the task's exception as .cause
+        def __init__(self, cause):
+            super().__init__("ray traceback…")
+            self.cause = cause
+
+    try:
+        try:
+            raise RayTaskError(refused.value)
+        except RayTaskError as wrapped:
+            raise RuntimeError("UserCodeException") from wrapped
+    except RuntimeError as outer:
+        assert winnow_cause(outer) is refused.value
+    assert winnow_cause(RuntimeError("no winnow error")) is None

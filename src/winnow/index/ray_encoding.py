@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import WinnowError
+from ..extras import import_extra
 from ..ray_cluster import connect, worker_error
 from .embedding_shards import Shard, ShardRunner, shard_digest, write_shard
 from .encoders import DenseEncoder, encoder_for_identity
@@ -171,9 +172,7 @@ def _run_on(ray: Any, setting: RayEncoding, store: PassageStore, identity: dict[
     if report is not None:
         report(f"encoding {len(pending)} shard(s) on {workers} Ray worker(s) "
                f"({setting.cpus_per_worker:g} CPU{f', {gpus:g} GPU' if gpus else ''} each)")
-    import importlib
-
-    data = importlib.import_module("ray.data")
+    data = import_extra("ray.data", "ray", FEATURE)  # Ray Data needs pyarrow and pandas: ray[data]
     context = data.DataContext.get_current()
     context.enable_progress_bars = False  # the driver's own bar counts passages
     context.print_on_execution_start = False
@@ -202,8 +201,29 @@ def _run_on(ray: Any, setting: RayEncoding, store: PassageStore, identity: dict[
     except ray.exceptions.GetTimeoutError as exc:
         raise WinnowError(f"the {workers} Ray worker(s) did not all start in {ACTORS_START_SECONDS} s",
                           "check that the cluster has the CPUs and GPUs they ask for (`ray status`)") from exc
-    except ray.exceptions.RayError as exc:
+    except Exception as exc:  # Ray wraps what a worker raised (RayTaskError, Ray Data's UserCodeException)
+        own = winnow_cause(exc)
+        if own is not None:  # a worker's own one-line refusal (other encoder files, other passages)
+            raise WinnowError(own.message, own.hint) from exc
+        if not isinstance(exc, ray.exceptions.RayError):
+            raise
         raise WinnowError(f"encoding on the Ray cluster failed: {worker_error(exc)}",
                           "the shards written so far are kept: run the same command again to resume") from exc
     if rates is not None:
         rates.extend(by_host.values())
+
+
+def winnow_cause(exc: BaseException) -> WinnowError | None:
+    """The WinnowError a worker raised, found among the exceptions Ray wrapped it in, else None."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        found = todo.pop()
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, WinnowError):
+            return found
+        cause = getattr(found, "cause", None)
+        todo.extend([cause if isinstance(cause, BaseException) else None, found.__cause__, found.__context__])
+    return None
