@@ -248,3 +248,22 @@ def test_eval_records_ann_in_the_run_identity_and_will_not_resume_without_it(ind
     exact = evaluate()
     assert isinstance(exact.exception, WinnowError), exact.output
     assert 'spec.ann: "ivfpq" → null' in str(exact.exception), str(exact.exception)
+
+
+def test_winnow_embed_adds_embeddings_and_an_ann_index_to_a_sharded_bm25_index(tmp_path):
+    """A corpus too large for one BM25 build is indexed in shards, which --dense cannot join: its
+    passages are embedded afterwards by `winnow embed`, then searched densely through HNSW."""
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n"
+                              for p in sentences(20)))
+    index = tmp_path / "sharded"
+    built = run_cli("index", source, "--out", index, "--shard-size", "8")
+    assert built.exit_code == 0, built.output
+    refused = run_cli("ask", "q", "--index", index, "--retriever", "dense", "--ann", "hnsw", "--backend", "openai",
+                      "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert isinstance(refused.exception, WinnowError) and f"`winnow embed {index} --ann hnsw`" in refused.exception.hint
+    embedded = run_cli("embed", index, "--ann", "hnsw", "--dense-storage", "int8")
+    assert embedded.exit_code == 0, embedded.output
+    assert "built the hnsw index" in embedded.stderr
+    found = DenseIndex.open(index, ann="hnsw").search(sentences(20)[3].text, k=1)
+    assert [c.passage.id for c in found] == [sentences(20)[3].id]

@@ -16,6 +16,37 @@ if TYPE_CHECKING:
     from ..index.ray_encoding import RayEncoding
 
 
+# The options of encoding (`winnow index --dense`, `winnow embed`), declared once.
+EncoderOption = Annotated[str, typer.Option("--encoder", help="Dense encoder preset: minilm (packaged, the default), "
+                                                              "dpr, contriever, contriever-msmarco, dragon-plus, e5, "
+                                                              "bge (from the Hugging Face hub).")]
+StorageOption = Annotated[str, typer.Option("--dense-storage", help="float16 (default), int8 or float32.")]
+AnnBuildOption = Annotated[Optional[list[str]], typer.Option("--ann", help="Also build an ANN index: hnsw or ivfpq "
+                                                                           "(repeatable); exact search stays the "
+                                                                           "default.")]
+AnnSetOption = Annotated[Optional[list[str]], typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
+                                                                             "efConstruction, efSearch (hnsw); nlist, "
+                                                                             "m, nbits, nprobe, refine (ivfpq).")]
+EngineOption = Annotated[str, typer.Option("--engine", help="--dense: local (this process) or ray (the embedding "
+                                                            "shards shared out over the workers of a Ray cluster, "
+                                                            "one encoder each; needs the \\[ray] extra and the "
+                                                            "index on a filesystem every node sees).")]
+RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's "
+                                                                               "HOST:PORT (default: RAY_ADDRESS, or "
+                                                                               "a new cluster on this machine).")]
+RayWorkersOption = Annotated[Optional[int], typer.Option("--ray-workers", help="--engine ray: workers, each with its "
+                                                                               "own encoder \\[default: one per "
+                                                                               "GPU, else one per "
+                                                                               "--ray-cpus-per-worker CPUs].")]
+RayCpusOption = Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
+                                                                            "(its encoder's threads).")]
+RayGpusOption = Annotated[Optional[float], typer.Option("--ray-gpus-per-worker", help="--engine ray: GPUs each "
+                                                                                      "worker holds \\[default: 1 "
+                                                                                      "where the cluster has one per "
+                                                                                      "worker and the encoder runs "
+                                                                                      "with torch, else 0].")]
+
+
 @app.command()
 def index(
     source: Annotated[str, typer.Argument(help="A .jsonl(.gz) file, a .tsv(.gz) collection (DPR's psgs_w100.tsv or "
@@ -38,34 +69,15 @@ def index(
                                                                             "finished shard; search merges the "
                                                                             "shards' top k exactly). For corpora of "
                                                                             "millions of passages.")] = None,
-    encoder: Annotated[str, typer.Option("--encoder", help="Dense encoder preset: minilm (packaged, the default), "
-                                                           "dpr, contriever, contriever-msmarco, dragon-plus, e5, "
-                                                           "bge (from the Hugging Face hub).")] = "minilm",
-    storage: Annotated[str, typer.Option("--dense-storage", help="float16 (default), int8 or float32.")] = "float16",
-    ann: Annotated[list[str] | None, typer.Option("--ann", help="Also build an ANN index: hnsw or ivfpq "
-                                                                "(repeatable); exact search stays the "
-                                                                "default.")] = None,
-    ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
-                                                                        "efConstruction, efSearch (hnsw); nlist, "
-                                                                        "m, nbits, nprobe, refine (ivfpq).")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="--dense: local (this process) or ray (the embedding "
-                                                         "shards shared out over the workers of a Ray cluster, one "
-                                                         "encoder each; needs the \\[ray] extra and --out on a "
-                                                         "filesystem every node sees).")] = "local",
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's HOST:PORT "
-                                                                             "(default: RAY_ADDRESS, or a new "
-                                                                             "cluster on this machine).")] = None,
-    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="--engine ray: workers, each with its "
-                                                                             "own encoder \\[default: one per GPU, "
-                                                                             "else one per --ray-cpus-per-worker "
-                                                                             "CPUs].")] = None,
-    ray_cpus: Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
-                                                                          "(its encoder's threads).")] = 1,
-    ray_gpus: Annotated[Optional[float], typer.Option("--ray-gpus-per-worker", help="--engine ray: GPUs each worker "
-                                                                                    "holds \\[default: 1 where the "
-                                                                                    "cluster has one per worker and "
-                                                                                    "the encoder runs with torch, "
-                                                                                    "else 0].")] = None,
+    encoder: EncoderOption = "minilm",
+    storage: StorageOption = "float16",
+    ann: AnnBuildOption = None,
+    ann_set: AnnSetOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus: RayCpusOption = 1,
+    ray_gpus: RayGpusOption = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus, source_checksum
@@ -80,7 +92,7 @@ def index(
     check_profile(bm25_profile)  # before anything is read
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
-                          "build the sharded index, then add embeddings with winnow.index.add_dense_embeddings(DIR)")
+                          "build the sharded index, then embed its passages: `winnow embed DIR`")
     started = time.perf_counter()
     if storage not in STORAGES:
         raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
@@ -129,6 +141,50 @@ def index(
                   f"({stats['passages_per_second']:.0f} passages/s, "
                   + (f"{embedder.threads} threads)" if ray is None else "on the Ray cluster's workers)"))
     err.print(f"indexed {kept} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+
+
+@app.command()
+def embed(
+    index_dir: Annotated[Path, typer.Argument(help="An index made by `winnow index` (a sharded one included).")],
+    encoder: EncoderOption = "minilm",
+    storage: StorageOption = "float16",
+    ann: AnnBuildOption = None,
+    ann_set: AnnSetOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus: RayCpusOption = 1,
+    ray_gpus: RayGpusOption = None,
+) -> None:
+    """Embed the passages of an existing index for dense and hybrid search (replacing embeddings it has).
+
+    The vectors are computed in shards kept beside the index, so a killed run resumes; with
+    --engine ray the shards are computed by the workers of a Ray cluster.
+    """
+    from ..index import add_ann_index, add_dense_embeddings, ann_settings, load_encoder
+    from ..index.ann import parse_assignments
+    from ..index.presets import get_preset
+    from ..index.ray_encoding import WorkerRate
+    from ..index.vectors import STORAGES
+
+    if storage not in STORAGES:
+        raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
+    get_preset(encoder)
+    ray = _ray_encoding(engine, dense=True, address=ray_address, workers=ray_workers, cpus=ray_cpus, gpus=ray_gpus)
+    wanted = [ann_settings(kind, parse_assignments(ann_set)) for kind in ann or []]
+    if not (index_dir / "manifest.json").is_file():
+        raise WinnowError(f"{index_dir} is not an index (no manifest.json)", "build one with `winnow index`")
+    embedder = load_encoder(encoder)
+    rates: list[WorkerRate] = []
+    stats = add_dense_embeddings(index_dir, embedder=embedder, storage=storage, ray=ray, rates=rates)
+    for rate in rates:
+        err.print(f"  Ray worker {rate.host}: {rate.shards} shards, {rate.passages} passages, "
+                  f"{rate.passages_per_second:.1f} passages/s", highlight=False)
+    err.print(f"embedded the passages of {index_dir} with {stats['model']} in {stats['seconds']:.1f} s "
+              f"({stats['passages_per_second']:.0f} passages/s)", highlight=False)
+    for settings in wanted:
+        built = add_ann_index(index_dir, settings)
+        err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
 
 
 def _ray_encoding(engine: str, *, dense: bool, address: str | None, workers: int | None, cpus: float,

@@ -59,9 +59,7 @@ def check_ann_built(index_dir: Path, ann: str) -> None:
     dense = read_manifest(index_dir).get("dense")
     if not dense:
         raise WinnowError(f"--ann {ann}: {index_dir} has no embeddings to search",
-                          f"embed the passages first: `winnow index SOURCE --out {index_dir} --dense --ann {ann} "
-                          f"--overwrite`, or winnow.index.add_dense_embeddings(DIR) then `winnow ann {index_dir} "
-                          f"--ann {ann}`")
+                          f"embed the passages first: `winnow embed {index_dir} --ann {ann}`")
     if ann not in (dense.get("ann") or {}):
         raise WinnowError(f"--ann {ann}: {index_dir} has no {ann} index",
                           f"build it: `winnow ann {index_dir} --ann {ann}`, or leave --ann out for exact search")

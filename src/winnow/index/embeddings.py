@@ -33,8 +33,8 @@ EMBEDDINGS_FILE = "embeddings.npy"
 MODEL_FILE = "model.json"
 SCALES_FILE = "scales.npy"
 DTYPE = "float32"  # indexes written before the storage choice
-BUILD_DENSE = "build an index with embeddings: `winnow index SOURCE --out DIR --dense` (add --overwrite to replace " \
-              "this one), or call winnow.index.add_dense_embeddings(DIR)"
+BUILD_DENSE = "embed the index's passages: `winnow embed DIR` (or build it with `winnow index SOURCE --out DIR " \
+              "--dense --overwrite`)"
 
 
 def write_dense_folder(folder: Path, passages: Sequence[Passage], embedder: DenseEncoder, *,
