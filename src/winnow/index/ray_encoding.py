@@ -23,6 +23,7 @@ the CPU); Ray then sets ``CUDA_VISIBLE_DEVICES`` and the torch runtime finds CUD
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -175,6 +176,7 @@ def _run_on(ray: Any, setting: RayEncoding, store: PassageStore, identity: dict[
     data = import_extra("ray.data", "ray", FEATURE)  # Ray Data needs pyarrow and pandas: ray[data]
     context = data.DataContext.get_current()
     context.enable_progress_bars = False  # the driver's own bar counts passages
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # and no note that Ray Data's bars are off
     context.print_on_execution_start = False
     # Every worker loads its encoder before the first shard is handed out, so the work is shared from
     # the start, and a worker that cannot load it (or a cluster that cannot hold it) stops the run.
