@@ -27,10 +27,11 @@ AnnBuildOption = Annotated[Optional[list[str]], typer.Option("--ann", help="Also
 AnnSetOption = Annotated[Optional[list[str]], typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
                                                                              "efConstruction, efSearch (hnsw); nlist, "
                                                                              "m, nbits, nprobe, refine (ivfpq).")]
-EngineOption = Annotated[str, typer.Option("--engine", help="--dense: local (this process) or ray (the embedding "
-                                                            "shards shared out over the workers of a Ray cluster, "
-                                                            "one encoder each; needs the \\[ray] extra and the "
-                                                            "index on a filesystem every node sees).")]
+EngineOption = Annotated[str, typer.Option("--engine", help="Where the passages are embedded: local (this process) "
+                                                            "or ray (the embedding shards shared out over the "
+                                                            "workers of a Ray cluster, one encoder each; needs the "
+                                                            "\\[ray] extra and the index on a filesystem every node "
+                                                            "sees).")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's "
                                                                                "HOST:PORT (default: RAY_ADDRESS, or "
                                                                                "a new cluster on this machine).")]
