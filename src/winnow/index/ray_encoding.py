@@ -87,13 +87,10 @@ class ShardEncoder:
     """One Ray actor: an encoder and the passage store, turning shards into shard files."""
 
     def __init__(self, index: str, rows: int, identity: dict[str, Any], threads: int) -> None:
-        from .encoders import load_encoder
-
         self.store = PassageStore.open(Path(index), rows, "rebuild the index")
-        name = identity.get("preset", PACKAGED_PRESET)
-        # The packaged MiniLM takes its threads; a hub preset is rebuilt from the recorded identity.
-        self.encoder = load_encoder(name, threads=threads) if name == PACKAGED_PRESET \
-            else encoder_for_identity(identity)
+        # The driver's encoder, rebuilt from its identity (a hub preset's recorded models, sizes and
+        # limits); on the CPU it uses the CPUs its actor holds, not every core of the node.
+        self.encoder = encoder_for_identity(identity, threads=threads)
         mine = self.encoder.identity
         if (mine["sha256"], mine["tokenizer_sha256"]) != (identity["sha256"], identity["tokenizer_sha256"]):
             raise WinnowError(f"the Ray worker on {socket.gethostname()} loaded other encoder files than the driver "
