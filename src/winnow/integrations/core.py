@@ -693,7 +693,8 @@ class MethodRunner:
         agents.update({role: describe_llm(llm)["model"] for role, llm in self._agent_llms.items()})
         index = self._index
         folder = str(index) if isinstance(index, (str, Path)) else getattr(index, "path", None)
-        retriever = getattr(index, "name", spec.retriever)
+        # An opened index names its retriever; a folder's path has a .name too, which is not one.
+        retriever = spec.retriever if isinstance(index, (str, Path)) else getattr(index, "name", spec.retriever)
         described: dict[str, Any] = {"method": spec.method, "index": None if folder is None else str(folder),
                                      **model, "retriever": retriever if isinstance(retriever, str) else spec.retriever,
                                      "settings": dict(spec.settings)}
