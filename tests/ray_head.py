@@ -63,7 +63,9 @@ def ray_head(cpus: int = 2, startup_seconds: float = 120, env: dict[str, str] | 
         finally:
             head.send_signal(signal.SIGTERM)
             try:
-                head.wait(timeout=20)
+                # An idle head stops in about 3 s; one whose workers ran jobs waits out Ray's 16 s grace
+                # period before killing them itself, which the loop below does sooner.
+                head.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
             for pid in session_members(head.pid):  # what a slow shutdown left behind

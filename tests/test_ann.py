@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_index import reseal_file
 
-from winnow.errors import IndexLoadError
+from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import DenseIndex, add_ann_index, ann_settings, build_index, load_embedder
 from winnow.index.ann import parse_assignments
 from winnow.records import Passage
@@ -169,3 +169,101 @@ def test_ivfpq_over_fewer_passages_than_its_codewords_is_refused_naming_the_sett
     with pytest.raises(SettingError, match=r"nbits=8 learns 256 codewords .* this index has 40") as caught:
         build_ann(stored, None, ann_settings("ivfpq", {}), indexed / "unused.faiss")
     assert caught.value.setting == "nbits"
+
+
+# --- --ann as a run option of ask / eval (and serve, mcp: the same RunOptions) ------------------------
+
+@pytest.fixture(scope="module")
+def llm_server():
+    from fault_server import FaultServer
+
+    server = FaultServer()  # a real OpenAI-compatible server on loopback; answers are a function of the prompt
+    yield server
+    server.stop()
+
+
+def run_cli(*args):
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def ask_json(index, server, *extra):
+    result = run_cli("ask", "a famous painter of the renaissance", "--index", index, "--backend", "openai",
+                     "--base-url", server.url, "--model", "m", "--method", "vanilla", "--n", "5", "--k", "5",
+                     "--no-cache", "--json", *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_ask_with_ann_answers_from_the_passages_exact_search_finds(indexed, llm_server):
+    exact = ask_json(indexed, llm_server, "--retriever", "dense")
+    approximate = ask_json(indexed, llm_server, "--retriever", "dense", "--ann", "hnsw", "--ann-set", "efSearch=64")
+    assert [p["id"] for p in approximate["passages"]] == [p["id"] for p in exact["passages"]]
+    assert len(exact["passages"]) == 5
+    assert approximate["settings"]["ann"] == "hnsw" and approximate["settings"]["ann_set"] == {"efSearch": 64}
+    assert "ann" not in exact["settings"]
+
+
+def test_ask_with_ann_is_refused_where_there_is_nothing_to_search_it_with(tmp_path, embedder):
+    bm25_only = build_index(sentences(20), tmp_path / "bm25", source="test", source_checksum="x", progress=False)
+    exact_only = build_index(sentences(20), tmp_path / "dense", source="test", source_checksum="x",
+                             embedder=embedder, progress=False)
+
+    def refusal(index, *extra):
+        result = run_cli("ask", "q", "--index", index, "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                         "--model", "m", *extra)
+        assert isinstance(result.exception, WinnowError), result.output  # the CLI prints it as one line, exit 2
+        return f"{result.exception.message} {result.exception.hint}"
+
+    assert ("--ann hnsw: " + str(tmp_path / "bm25") + " has no embeddings to search"
+            in refusal(bm25_only, "--retriever", "dense", "--ann", "hnsw"))
+    said = refusal(exact_only, "--retriever", "hybrid", "--ann", "ivfpq")
+    assert "has no ivfpq index" in said and f"winnow ann {tmp_path / 'dense'} --ann ivfpq" in said
+    assert "but the retriever is 'bm25'" in refusal(exact_only, "--ann", "hnsw")
+    assert "not a search setting of hnsw" in refusal(exact_only, "--retriever", "dense", "--ann", "hnsw",
+                                                        "--ann-set", "M=8")
+    assert "no --ann is given" in refusal(exact_only, "--retriever", "dense", "--ann-set", "efSearch=8")
+
+
+def test_eval_records_ann_in_the_run_identity_and_will_not_resume_without_it(indexed, llm_server, tmp_path):
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "the largest planet", "golden_answers": ["Jupiter"]})
+                         + "\n")
+    out = tmp_path / "run"
+
+    def evaluate(*extra):
+        return run_cli("eval", "--index", indexed, "--queries", questions, "--out", out, "--backend", "openai",
+                       "--base-url", llm_server.url, "--model", "m", "--method", "vanilla", "--n", "4", "--k", "2",
+                       "--no-cache", "--retriever", "dense", *extra)
+
+    first = evaluate("--ann", "ivfpq", "--ann-set", "nprobe=2")
+    assert first.exit_code == 0, first.output
+    identity = json.loads((out / "config.json").read_text())["identity"]
+    assert identity["spec"]["ann"] == "ivfpq" and identity["spec"]["ann_set"] == {"nprobe": 2}
+    assert "dense/ann-ivfpq.faiss" in identity["index"]["dense"]
+    assert "dense/ann-hnsw.faiss" not in identity["index"]["dense"]  # another ANN index does not change this run
+    exact = evaluate()
+    assert isinstance(exact.exception, WinnowError), exact.output
+    assert 'spec.ann: "ivfpq" → null' in str(exact.exception), str(exact.exception)
+
+
+def test_winnow_embed_adds_embeddings_and_an_ann_index_to_a_sharded_bm25_index(tmp_path):
+    """A corpus too large for one BM25 build is indexed in shards, which --dense cannot join: its
+    passages are embedded afterwards by `winnow embed`, then searched densely through HNSW."""
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n"
+                              for p in sentences(20)))
+    index = tmp_path / "sharded"
+    built = run_cli("index", source, "--out", index, "--shard-size", "8")
+    assert built.exit_code == 0, built.output
+    refused = run_cli("ask", "q", "--index", index, "--retriever", "dense", "--ann", "hnsw", "--backend", "openai",
+                      "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert isinstance(refused.exception, WinnowError) and f"`winnow embed {index} --ann hnsw`" in refused.exception.hint
+    embedded = run_cli("embed", index, "--ann", "hnsw", "--dense-storage", "int8")
+    assert embedded.exit_code == 0, embedded.output
+    assert "built the hnsw index" in embedded.stderr
+    found = DenseIndex.open(index, ann="hnsw").search(sentences(20)[3].text, k=1)
+    assert [c.passage.id for c in found] == [sentences(20)[3].id]

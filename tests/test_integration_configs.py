@@ -154,6 +154,19 @@ def test_method_runner_resolves_options_once_and_names_a_bad_one(index, remote_l
         MethodRunner("rankrag", index=index, llm=remote_llm, profile="no-such-profile")
 
 
+def test_method_runner_takes_ann_and_saves_it(index, remote_llm):
+    runner = MethodRunner("vanilla", index=index.path, llm=remote_llm, retriever="dense", ann="hnsw",
+                          ann_set=["efSearch=64"], lazy=True)
+    assert (runner.spec.ann, runner.spec.ann_set) == ("hnsw", {"efSearch": 64})
+    saved = runner.config()
+    assert (saved["ann"], saved["ann_set"]) == ("hnsw", ["efSearch=64"])
+    loaded = MethodRunner(index=index.path, lazy=True, **{key: value for key, value in saved.items()
+                                                          if key != "index"}).spec
+    assert (loaded.retriever, loaded.ann, loaded.ann_set) == ("dense", "hnsw", {"efSearch": 64})
+    with pytest.raises(ValueError, match="ann: --ann hnsw searches embeddings, but the retriever is 'bm25'"):
+        MethodRunner("vanilla", index=index.path, llm=remote_llm, ann="hnsw", lazy=True)
+
+
 # --- the frameworks' own chat models ---------------------------------------------------------------
 
 def test_a_frameworks_openai_compatible_chat_model_is_taken_on_its_server():

@@ -129,3 +129,52 @@ def test_eval_given_its_own_first_stage_run_answers_as_when_retrieving(tmp_path)
     failed = winnow(*eval_args(bench, tmp_path / "partial", "--method", "vanilla", "--limit", "2", "--run", missing),
                     check=False)
     assert "the run has no ranking for query id 'q2'" in failed.stderr
+
+
+# --- winnow ask --run: one free-text question answered from a run's ranking ---------------------------
+
+@pytest.fixture(scope="module")
+def llm_server():
+    from fault_server import FaultServer
+
+    server = FaultServer()  # a real OpenAI-compatible server on loopback; answers are a function of the prompt
+    yield server
+    server.stop()
+
+
+def ask(built, server, *extra):
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    return CliRunner().invoke(app, ["ask", "which ice moves", "--index", str(built), "--backend", "openai",
+                                    "--base-url", server.url, "--model", "m", "--method", "vanilla", "--k", "2",
+                                    "--no-cache", "--json", *map(str, extra)])
+
+
+def test_ask_answers_from_the_run_s_ranking_for_the_question_id_given(built, llm_server, tmp_path):
+    trec = tmp_path / "run.trec"
+    write_run({"q1": [("saturn", 9.0), ("glacier", 8.0), ("chess", 7.0)], "q2": [("chess", 1.0)]}, trec)
+    result = ask(built, llm_server, "--run", trec, "--qid", "q1")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert [p["id"] for p in answer["passages"]] == ["saturn", "glacier"]  # the run's order, not BM25's
+    assert answer["settings"]["retriever"] == "run"
+
+    for extra, message in ((("--run", trec), "give the question's id in the run with --qid ID"),
+                           (("--run", trec, "--qid", "q9"), "the run has no ranking for query id 'q9'"),
+                           (("--qid", "q1"), "--qid names the question in a --run file")):
+        refused = ask(built, llm_server, *extra)
+        assert isinstance(refused.exception, WinnowError), refused.output
+        assert message in f"{refused.exception.message} {refused.exception.hint}"
+
+
+def test_ask_finds_the_question_in_a_rank_llm_run_by_its_text(built, llm_server, tmp_path):
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps({"query": {"text": "which ice moves", "qid": "7"},
+                                "candidates": [{"docid": "glacier", "score": 2.0}, {"docid": "gone", "score": 1.5},
+                                               {"docid": "chess", "score": 1.0}]}) + "\n")
+    result = ask(built, llm_server, "--run", path)
+    assert result.exit_code == 0, result.output
+    assert [p["id"] for p in json.loads(result.stdout)["passages"]] == ["glacier", "chess"]
+    assert "--run: 1 document" in result.stderr and "'gone'" in result.stderr  # counted and named, not hidden

@@ -243,3 +243,113 @@ def test_the_driver_turns_token_mode_on_when_a_token_is_at_hand(tmp_path):
     (tmp_path / ".ray").mkdir()
     (tmp_path / ".ray" / "auth_token").write_text("t")  # what any local ray.init() leaves, and ray start reads
     assert token_auth_mode({}, tmp_path) == "token"
+
+
+# --- winnow index --dense --engine ray: the passages embedded by the cluster's workers ---------------
+# On the same cluster (its start-up is the cost): two workers, each with the packaged MiniLM (int8 ONNX).
+
+ENCODING_SHARD_ROWS = 8  # 40 passages: five shards, so both workers get some
+# The driver runs in a process of its own, as `winnow index` would: this one imported Ray before the
+# cluster's token mode was known, and Ray reads it on import.
+ENCODE_ON_RAY = """
+import json, sys
+from winnow.index import add_dense_embeddings, load_embedder
+from winnow.index.ray_encoding import RayEncoding
+rates = []
+add_dense_embeddings(sys.argv[1], embedder=load_embedder(threads=1), shard_rows=int(sys.argv[3]), progress=False,
+                     ray=RayEncoding(address=sys.argv[2], workers=2), rates=rates)
+print(json.dumps([[r.host, r.shards, r.passages, r.passages_per_second] for r in rates]))
+"""
+
+
+def test_ray_workers_resume_a_killed_encoding_and_write_the_single_process_embeddings(cluster, tmp_path):
+    import shutil
+
+    import numpy as np
+    from small_corpus import PASSAGES
+
+    from winnow.errors import WinnowError
+    from winnow.index import build_bm25_index, load_embedder
+    from winnow.index.embedding_shards import embed_in_shards, local_runner, work_folder
+    from winnow.index.store import PassageStore
+    from winnow.records import Passage
+
+    passages = [Passage(f"{p['id']}-{n}", f"{p['text']} ({'abcde'[n]} {n * 7})", title=p["title"])
+                for n in range(5) for p in PASSAGES]  # 40 distinct passages
+    bm25 = build_bm25_index(passages, tmp_path / "bm25", source="test", source_checksum="x", progress=False)
+    embedder = load_embedder(threads=1)
+    index = shutil.copytree(bm25, tmp_path / "ray")
+
+    # A run killed after two of its five shards (by whichever engine: the shards are the same files).
+    store = PassageStore.open(index, len(passages), "rebuild")
+    single = local_runner(store, embedder)
+    with pytest.raises(WinnowError, match="3 embedding shard"):
+        embed_in_shards(store, embedder, work_folder(index), shard_rows=ENCODING_SHARD_ROWS,
+                        runner=lambda pending, progress: single(pending[:2], progress))
+    done = subprocess.run([sys.executable, "-c", ENCODE_ON_RAY, str(index), cluster, str(ENCODING_SHARD_ROWS)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0, done.stderr
+    assert "resumed: 2 of 5 embedding shards were already done" in done.stderr
+    rates = json.loads(done.stdout.strip().splitlines()[-1])  # [worker, shards, passages, passages/s]
+    assert sum(r[2] for r in rates) == 3 * ENCODING_SHARD_ROWS and sum(r[1] for r in rates) == 3  # the 3 missing
+    assert len(rates) == 2 and all(r[3] > 0 for r in rates)  # an encoder per worker, both used
+    stored = np.load(index / "dense" / "embeddings.npy").astype(np.float32)
+    assert np.allclose(stored, embedder.embed_passages(passages), atol=2e-3)  # the single process's, as float16
+    assert not work_folder(index).exists()  # the shards are gone once the index holds them
+
+
+def test_winnow_index_engine_options_are_checked_before_anything_is_read(tmp_path):
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+    from winnow.errors import WinnowError
+    from winnow.index.ray_encoding import RayEncoding
+
+    def refused(*args):
+        result = CliRunner().invoke(app, ["index", str(tmp_path / "nothing.jsonl"), "--out", str(tmp_path / "i"),
+                                          *args])
+        assert isinstance(result.exception, WinnowError), result.output
+        return str(result.exception)
+
+    assert "add --dense" in refused("--engine", "ray")
+    assert "--ray-workers only apply with --engine ray" in refused("--dense", "--ray-workers", "2")
+    assert "'spark' is not one of local, ray" in refused("--dense", "--engine", "spark")
+    assert "no Ray cluster answers there" in refused("--dense", "--engine", "ray", "--ray-address",
+                                                     f"127.0.0.1:{free_port()}")
+    with pytest.raises(WinnowError, match="must be at least 1"):
+        RayEncoding(workers=0)
+
+
+def test_a_worker_reading_other_passages_is_refused_in_one_line_through_ray_s_wrapping(tmp_path):
+    """What each actor runs, called here without Ray: a shard whose passages are not the driver's (its
+    file name carries their digest) is refused, and the driver finds that refusal inside Ray's wrappers."""
+    import numpy as np
+    from small_corpus import PASSAGES
+
+    from winnow.errors import WinnowError
+    from winnow.index import build_bm25_index, load_embedder
+    from winnow.index.ray_encoding import ShardEncoder, winnow_cause
+    from winnow.records import Passage
+
+    index = build_bm25_index([Passage(p["id"], p["text"], title=p["title"]) for p in PASSAGES], tmp_path / "index",
+                             source="test", source_checksum="x", progress=False)
+    worker = ShardEncoder(str(index), len(PASSAGES), load_embedder(threads=1).identity, threads=1)
+    batch = {"shard": np.array([0]), "start": np.array([0]), "stop": np.array([4]),
+             "path": np.array([str(tmp_path / "000000-0123456789abcdef.npy")])}
+    with pytest.raises(WinnowError, match="reads other passages") as refused:
+        worker(batch)
+    assert not (tmp_path / "000000-0123456789abcdef.npy").exists()
+
+    class RayTaskError(Exception):  # the shape of Ray's wrappers: the task's exception as .cause
+        def __init__(self, cause):
+            super().__init__("ray traceback…")
+            self.cause = cause
+
+    try:
+        try:
+            raise RayTaskError(refused.value)
+        except RayTaskError as wrapped:
+            raise RuntimeError("UserCodeException") from wrapped
+    except RuntimeError as outer:
+        assert winnow_cause(outer) is refused.value
+    assert winnow_cause(RuntimeError("no winnow error")) is None

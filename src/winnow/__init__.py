@@ -34,13 +34,16 @@ _LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods"}
 
 
 def open_index(path: str | Path, retriever: str = "bm25", *,
-               embedder: DenseEncoder | None = None, ann: str | None = None) -> BM25Index | DenseIndex | HybridIndex:
+               embedder: DenseEncoder | None = None, ann: str | None = None,
+               ann_set: dict[str, str | int] | None = None) -> BM25Index | DenseIndex | HybridIndex:
     """Open an index folder made by ``winnow index`` (or :func:`build_index`) for search by
     ``retriever``: "bm25", "dense" or "hybrid", as ``winnow search --retriever`` does. Dense and
-    hybrid need an index built with embeddings (``--dense``, or ``build_index(..., dense=True)``)."""
+    hybrid need an index built with embeddings (``--dense``, or ``build_index(..., dense=True)``);
+    ``ann`` ("hnsw", "ivfpq") searches them through that ANN index, its search settings changed by
+    ``ann_set`` (``{"efSearch": 512}``), as ``winnow search --ann`` does."""
     from .index import open_retriever
 
-    return open_retriever(path, retriever, embedder=embedder, ann=ann)
+    return open_retriever(path, retriever, embedder=embedder, ann=ann, ann_overrides=ann_set)
 
 
 def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, dense: bool = False,

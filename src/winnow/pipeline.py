@@ -57,7 +57,8 @@ class Pipeline:
         self.spec = spec
         self.index_dir = Path(index_dir)
         # ``retriever``: a first stage given instead of the index's own (a precomputed run).
-        self.index = retriever if retriever is not None else open_retriever(index_dir, spec.retriever)
+        self.index = retriever if retriever is not None else open_retriever(
+            index_dir, spec.retriever, ann=spec.ann or None, ann_overrides=dict(spec.ann_set))
         self.llms: list[LLM] = []  # every model in use, the method's first (run folders record them in this order)
         self.owns_models = True  # this pipeline loaded them, and closes them
 
@@ -150,6 +151,9 @@ class Pipeline:
         described: dict[str, Any] = {"model": self.spec.model, "backend": self.spec.backend,
                                      "index": str(self.index_dir), "retriever": self.retriever_name}
         described.update({f"{role}_model": model for role, model in self.spec.agents.items()})
+        if self.spec.ann:
+            described["ann"] = self.spec.ann
+            described.update({"ann_set": dict(self.spec.ann_set)} if self.spec.ann_set else {})
         return described
 
     def close(self) -> None:

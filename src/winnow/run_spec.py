@@ -73,6 +73,12 @@ class RunOptions:
                                                              "cut to fit, and the trace says so.")
     retriever: str | None = option("--retriever", help="bm25 (default), dense or hybrid (dense needs `winnow index "
                                                        "--dense`).")
+    ann: str | None = option("--ann", help="--retriever dense or hybrid: search the embeddings through the index's "
+                                           "ANN index, hnsw or ivfpq (built by `winnow ann IDX --ann KIND`), "
+                                           "instead of exactly.")
+    ann_set: tuple[str, ...] | None = option("--ann-set", metavar="NAME=VALUE",
+                                             help="With --ann, an ANN search setting NAME=VALUE (repeatable): "
+                                                  "efSearch (hnsw); nprobe, refine (ivfpq).")
     n: int | None = option("--n", setting=True, help="Passages to retrieve (default 20).")
     k: int | None = option("--k", setting=True, help="Passages to answer from (default 5).")
     fusion_alpha: float | None = option("--fusion-alpha", setting=True,
@@ -144,6 +150,10 @@ class RunSpec:
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
     profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
+    #: Dense search through this ANN index of the index ("hnsw", "ivfpq"), "" for exact search
+    ann: str = ""
+    #: The ANN index's search settings changed for this run (``{"efSearch": 512}``), checked by :func:`checked_ann`
+    ann_set: dict[str, int] = field(default_factory=dict)
     #: A precomputed first stage read instead of retrieving (``winnow eval --run``): "PATH sha256:HEX", "" for none
     first_stage_run: str = ""
     #: setting -> the source that gave it ("profile 'paper'", "config run.toml", "--set and flags")
@@ -186,6 +196,7 @@ class RunSpec:
             spec.timeout = coerce_value("timeout", float, spec.timeout)
             if spec.timeout <= 0:
                 raise SettingError("timeout", f"setting 'timeout' must be more than 0 seconds (got {spec.timeout})")
+        spec.ann, spec.ann_set = checked_ann(spec.ann, spec.ann_set, spec.retriever, config or "--ann-set")
         if not isinstance(spec.profile, str):
             raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
         layers = config_layers(file_settings, spec.method, config) if config else []
@@ -210,7 +221,7 @@ class RunSpec:
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
                      if key not in ("agents", "max_inflight", "timeout", "provenance")
-                     and not (key in ("context_size", "profile", "first_stage_run") and not value)
+                     and not (key in ("context_size", "profile", "first_stage_run", "ann", "ann_set") and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({name: self.agents.get(role) for name, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}
@@ -236,6 +247,10 @@ def resolve_run(options: RunOptions, *, agents_for_method: bool = True) -> RunSp
             raise WinnowError(f"--set {key}={assigned[key]!r} and {flag} {named[key]!r} disagree",
                               "give the value once")
     values = {**assigned, **named}
+    if isinstance(values.get("ann_set"), (list, tuple)):  # --ann-set repeated: NAME=VALUE each
+        from .index.ann import parse_assignments
+
+        values["ann_set"] = parse_assignments(list(values["ann_set"]))
     if isinstance(values.get("base_url"), (list, tuple)):  # --base-url repeated: the endpoints, comma-separated
         values["base_url"] = ",".join(values["base_url"])
     if options.agents:
@@ -269,6 +284,38 @@ def checked_run_slots(value: Any, backend: str) -> int:
                            "a server's parallel slots are set on the server (llama-server --parallel N); "
                            "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
     return slots
+
+
+#: The settings of each ANN index kind that apply when searching (the others shape the index when it is built).
+ANN_SEARCH_SETTINGS = {"hnsw": ("efSearch",), "ivfpq": ("nprobe", "refine")}
+
+
+def checked_ann(kind: Any, values: Any, retriever: str, source: str | Path) -> tuple[str, dict[str, int]]:
+    """The run options ``ann`` and ``ann_set`` checked before anything is opened: a known kind, for a
+    retriever that searches embeddings, and only settings that apply when searching, as whole numbers."""
+    from .index.ann import ANN_KINDS, ann_settings
+
+    kind = kind or ""
+    if not isinstance(kind, str) or (kind and kind not in ANN_KINDS):
+        raise SettingError("ann", f"--ann {kind!r} is not an ANN index kind", f"choose one of {', '.join(ANN_KINDS)}")
+    if values in (None, "", (), []):
+        values = {}
+    if not isinstance(values, dict):
+        raise InputError(source, "ann_set must be a table of setting = value, e.g. efSearch = 512", field="ann_set")
+    if kind and retriever not in ("dense", "hybrid"):
+        raise SettingError("ann", f"--ann {kind} searches embeddings, but the retriever is {retriever!r}",
+                           "add --retriever dense or --retriever hybrid, or leave --ann out")
+    if values and not kind:
+        raise SettingError("ann_set", "--ann-set changes an ANN index's search settings, but no --ann is given",
+                           "add --ann hnsw or --ann ivfpq")
+    allowed = ANN_SEARCH_SETTINGS.get(kind, ())
+    for name in values:
+        if name not in allowed:
+            raise SettingError(f"ann.{name}", f"--ann-set {name}: not a search setting of {kind}",
+                               f"its search settings are {', '.join(allowed)}; the others are chosen when the "
+                               f"index is built (`winnow ann IDX --ann {kind} --ann-set ...`)")
+    checked = ann_settings(kind, {name: str(value) for name, value in values.items()}) if kind else None
+    return kind, {name: int(getattr(checked, name)) for name in values}
 
 
 def agent_models(value: Any, source: str | Path) -> dict[str, str]:

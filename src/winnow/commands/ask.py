@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import WinnowError
 from ..run_spec import DEFAULT_BACKEND, DEFAULT_MODEL, RunOptions, resolve_run
 from ..text import check_text
 from .common import (
@@ -34,6 +35,13 @@ def ask(
     turns: TurnOption = None,
     history: HistoryOption = None,
     as_json: JsonOption = False,
+    first_stage_run: Annotated[Optional[Path], typer.Option("--run", help="A precomputed first stage to use instead "
+                                                                         "of retrieving: a TREC run, rank_llm's "
+                                                                         "JSON/JSONL or FlashRAG's retrieval cache; "
+                                                                         "its ids are looked up in --index.")] = None,
+    qid: Annotated[Optional[str], typer.Option("--qid", help="--run: the question's query id in the run (needed "
+                                                             "for a TREC run; rank_llm and FlashRAG runs are also "
+                                                             "matched by the question's text).")] = None,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
     from ..methods.base import check_dialogue
@@ -45,10 +53,25 @@ def ask(
     dialogue = dialogue_from(turns, history)
     spec = resolve_run(options)
     check_dialogue(spec.method_settings(), 1 if dialogue else 0)  # before loading a model
+    query, served = Query(question, history=dialogue), None
+    if first_stage_run is not None:  # retrieval skipped: the run's ranking for the question, read first
+        from ..index.precomputed import PrecomputedRun
+
+        if spec.ann:
+            raise WinnowError(f"--run and --ann {spec.ann}: a precomputed first stage is read, not searched",
+                              "leave --ann out with --run")
+        served = PrecomputedRun.open(index_dir, first_stage_run)
+        found = served.run.query_for(question, qid)
+        query = Query(question, id=found.id, history=dialogue)
+        served.search(query, 1)  # a query the run lacks is refused now, naming it, before a model loads
+    elif qid is not None:
+        raise WinnowError("--qid names the question in a --run file", "add --run FILE, or leave --qid out")
     progress = StageProgress(err)
-    pipeline = open_pipeline(spec, index_dir, options, progress=progress)
+    pipeline = open_pipeline(spec, index_dir, options, progress=progress, retriever=served)
     with pipeline, progress.bar:
-        answer = pipeline.ask(Query(question, history=dialogue))
+        answer = pipeline.ask(query)
+    if served is not None and (note := served.summary()):
+        err.print(f"--run: {note}", highlight=False, soft_wrap=True)
     if as_json:
         payload = answer.to_dict()
         payload["settings"].update(pipeline.describe())
@@ -61,7 +84,6 @@ def ask(
 
 def from_stdin(what: str = "the question") -> str:
     """``-`` as an argument: the text piped in (a trailing newline dropped), refused when nothing is."""
-    from ..errors import WinnowError
 
     if sys.stdin.isatty():
         raise WinnowError(f"{what} is '-' but nothing is piped to stdin", "e.g. echo 'who painted the mona lisa' | "

@@ -4,13 +4,48 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..errors import WinnowError
 from ..text import check_text
 from .common import IndexOption, JsonOption, app, err, out
+
+if TYPE_CHECKING:
+    from ..index.ray_encoding import RayEncoding
+
+
+# The options of encoding (`winnow index --dense`, `winnow embed`), declared once.
+EncoderOption = Annotated[str, typer.Option("--encoder", help="Dense encoder preset: minilm (packaged, the default), "
+                                                              "dpr, contriever, contriever-msmarco, dragon-plus, e5, "
+                                                              "bge (from the Hugging Face hub).")]
+StorageOption = Annotated[str, typer.Option("--dense-storage", help="float16 (default), int8 or float32.")]
+AnnBuildOption = Annotated[Optional[list[str]], typer.Option("--ann", help="Also build an ANN index: hnsw or ivfpq "
+                                                                           "(repeatable); exact search stays the "
+                                                                           "default.")]
+AnnSetOption = Annotated[Optional[list[str]], typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
+                                                                             "efConstruction, efSearch (hnsw); nlist, "
+                                                                             "m, nbits, nprobe, refine (ivfpq).")]
+EngineOption = Annotated[str, typer.Option("--engine", help="Where the passages are embedded: local (this process) "
+                                                            "or ray (the embedding shards shared out over the "
+                                                            "workers of a Ray cluster, one encoder each; needs the "
+                                                            "\\[ray] extra and the index on a filesystem every node "
+                                                            "sees).")]
+RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's "
+                                                                               "HOST:PORT (default: RAY_ADDRESS, or "
+                                                                               "a new cluster on this machine).")]
+RayWorkersOption = Annotated[Optional[int], typer.Option("--ray-workers", help="--engine ray: workers, each with its "
+                                                                               "own encoder \\[default: one per "
+                                                                               "GPU, else one per "
+                                                                               "--ray-cpus-per-worker CPUs].")]
+RayCpusOption = Annotated[float, typer.Option("--ray-cpus-per-worker", help="--engine ray: CPUs each worker holds "
+                                                                            "(its encoder's threads).")]
+RayGpusOption = Annotated[Optional[float], typer.Option("--ray-gpus-per-worker", help="--engine ray: GPUs each "
+                                                                                      "worker holds \\[default: 1 "
+                                                                                      "where the cluster has one per "
+                                                                                      "worker and the encoder runs "
+                                                                                      "with torch, else 0].")]
 
 
 @app.command()
@@ -35,16 +70,15 @@ def index(
                                                                             "finished shard; search merges the "
                                                                             "shards' top k exactly). For corpora of "
                                                                             "millions of passages.")] = None,
-    encoder: Annotated[str, typer.Option("--encoder", help="Dense encoder preset: minilm (packaged, the default), "
-                                                           "dpr, contriever, contriever-msmarco, dragon-plus, e5, "
-                                                           "bge (from the Hugging Face hub).")] = "minilm",
-    storage: Annotated[str, typer.Option("--dense-storage", help="float16 (default), int8 or float32.")] = "float16",
-    ann: Annotated[list[str] | None, typer.Option("--ann", help="Also build an ANN index: hnsw or ivfpq "
-                                                                "(repeatable); exact search stays the "
-                                                                "default.")] = None,
-    ann_set: Annotated[list[str] | None, typer.Option("--ann-set", help="An ANN setting NAME=VALUE: M, "
-                                                                        "efConstruction, efSearch (hnsw); nlist, "
-                                                                        "m, nbits, nprobe, refine (ivfpq).")] = None,
+    encoder: EncoderOption = "minilm",
+    storage: StorageOption = "float16",
+    ann: AnnBuildOption = None,
+    ann_set: AnnSetOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus: RayCpusOption = 1,
+    ray_gpus: RayGpusOption = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus, source_checksum
@@ -59,11 +93,12 @@ def index(
     check_profile(bm25_profile)  # before anything is read
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
-                          "build the sharded index, then add embeddings with winnow.index.add_dense_embeddings(DIR)")
+                          "build the sharded index, then embed its passages: `winnow embed DIR`")
     started = time.perf_counter()
     if storage not in STORAGES:
         raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
     get_preset(encoder)
+    ray = _ray_encoding(engine, dense=dense, address=ray_address, workers=ray_workers, cpus=ray_cpus, gpus=ray_gpus)
     wanted = [ann_settings(kind, parse_assignments(ann_set)) for kind in ann or []]
     if (wanted or encoder != "minilm") and not dense:
         raise WinnowError("--encoder and --ann need --dense", "add --dense to embed the passages")
@@ -88,7 +123,7 @@ def index(
                             source_checksum=lambda: source_checksum(corpus.files),
                             load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
                             embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True,
-                            dense_storage=storage)
+                            dense_storage=storage, ray=ray)
         except WinnowError as error:
             if corpus.report.read and not corpus.report.kept:
                 raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
@@ -104,8 +139,77 @@ def index(
 
         stats = read_manifest(out_dir)["dense"]
         err.print(f"embedded {kept} passages with {stats['model']} in {stats['seconds']:.1f} s "
-                  f"({stats['passages_per_second']:.0f} passages/s, {embedder.threads} threads)")
+                  f"({stats['passages_per_second']:.0f} passages/s, "
+                  + (f"{embedder.threads} threads)" if ray is None else "on the Ray cluster's workers)"))
     err.print(f"indexed {kept} passages into {out_dir} in {time.perf_counter() - started:.1f} s")
+
+
+@app.command()
+def embed(
+    index_dir: Annotated[Path, typer.Argument(help="An index made by `winnow index` (a sharded one included).")],
+    encoder: EncoderOption = "minilm",
+    storage: StorageOption = "float16",
+    ann: AnnBuildOption = None,
+    ann_set: AnnSetOption = None,
+    engine: EngineOption = "local",
+    ray_address: RayAddressOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus: RayCpusOption = 1,
+    ray_gpus: RayGpusOption = None,
+) -> None:
+    """Embed the passages of an existing index for dense and hybrid search (replacing embeddings it has).
+
+    The vectors are computed in shards kept beside the index, so a killed run resumes; with
+    --engine ray the shards are computed by the workers of a Ray cluster.
+    """
+    from ..index import add_ann_index, add_dense_embeddings, ann_settings, load_encoder
+    from ..index.ann import parse_assignments
+    from ..index.presets import get_preset
+    from ..index.ray_encoding import WorkerRate
+    from ..index.vectors import STORAGES
+
+    if storage not in STORAGES:
+        raise WinnowError(f"--dense-storage {storage!r} is not a storage", f"choose one of {', '.join(STORAGES)}")
+    get_preset(encoder)
+    ray = _ray_encoding(engine, dense=True, address=ray_address, workers=ray_workers, cpus=ray_cpus, gpus=ray_gpus)
+    wanted = [ann_settings(kind, parse_assignments(ann_set)) for kind in ann or []]
+    if not (index_dir / "manifest.json").is_file():
+        raise WinnowError(f"{index_dir} is not an index (no manifest.json)", "build one with `winnow index`")
+    embedder = load_encoder(encoder)
+    rates: list[WorkerRate] = []
+    stats = add_dense_embeddings(index_dir, embedder=embedder, storage=storage, ray=ray, rates=rates)
+    for rate in rates:
+        err.print(f"  Ray worker {rate.host}: {rate.shards} shards, {rate.passages} passages, "
+                  f"{rate.passages_per_second:.1f} passages/s", highlight=False)
+    err.print(f"embedded the passages of {index_dir} with {stats['model']} in {stats['seconds']:.1f} s "
+              f"({stats['passages_per_second']:.0f} passages/s)", highlight=False)
+    for settings in wanted:
+        built = add_ann_index(index_dir, settings)
+        err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
+
+
+def _ray_encoding(engine: str, *, dense: bool, address: str | None, workers: int | None, cpus: float,
+                  gpus: float | None) -> RayEncoding | None:
+    """``--engine`` and its ``--ray-*`` options, checked before anything is read or loaded."""
+    from ..extras import require
+    from ..index.ray_encoding import RayEncoding
+    from ..ray_cluster import check_reachable
+
+    if engine not in ("local", "ray"):
+        raise WinnowError(f"--engine {engine!r} is not one of local, ray")
+    given = [name for name, value in (("--ray-address", address), ("--ray-workers", workers),
+                                      ("--ray-cpus-per-worker", cpus != 1), ("--ray-gpus-per-worker", gpus))
+             if value]
+    if engine != "ray":
+        if given:
+            raise WinnowError(f"{', '.join(given)} only apply with --engine ray")
+        return None
+    if not dense:
+        raise WinnowError("--engine ray shares out the embedding of passages", "add --dense")
+    require("ray", "winnow index --dense --engine ray")
+    if address:
+        check_reachable(address)
+    return RayEncoding(address=address, workers=workers, cpus_per_worker=cpus, gpus_per_worker=gpus)
 
 
 def _checksum(source: str, files: list[Path]) -> str:

@@ -179,6 +179,9 @@ def evaluate(
         batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
     if first_stage_run is not None and (sweep is not None or engine != "local"):
         raise WinnowError("--run is read with --engine local and without --sweep", "run each setting on its own")
+    if first_stage_run is not None and spec.ann:
+        raise WinnowError(f"--run and --ann {spec.ann}: a precomputed first stage is read, not searched",
+                          "leave --ann out with --run")
     if first_stage_run is not None:  # part of the run's identity: resuming with another first stage is refused
         import dataclasses
 

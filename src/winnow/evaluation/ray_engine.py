@@ -14,19 +14,11 @@ already holds (:meth:`~winnow.evaluation.runner.EvalRun.keep`). A driver killed 
 actors with it (they belong to its Ray job) and loses only the batches in flight; the same command
 reads ``answers.jsonl`` back and asks just those again.
 
-Ray's token authentication (Ray 2.52 and later; docs.ray.io, "Ray token authentication"): a cluster
-started with ``RAY_AUTH_MODE=token``, or by ``ray start`` on a machine that holds ``~/.ray/auth_token``
-(which any earlier local ``ray.init()`` writes), refuses a driver that sends no token, and a driver
-whose ``RAY_AUTH_MODE`` is unset sends none. So, as ``ray start`` does for the head, the driver turns
-token mode on when ``RAY_AUTH_MODE`` is unset and a token is at hand, in Ray's order of precedence:
-``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH`` names, ``~/.ray/auth_token``
-(:func:`token_auth_mode`). ``RAY_AUTH_MODE=disabled`` keeps it off.
+Joining the cluster (its token authentication included) is :mod:`winnow.ray_cluster`'s.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import WinnowError
-from ..extras import import_extra
+from ..ray_cluster import check_reachable, token_auth_mode, worker_error
+from ..ray_cluster import connect as join_cluster
 from ..version import __version__
 from .runner import EvalRun, answer_batch, model_identities
 from .schema import QuestionRecord
@@ -43,7 +36,9 @@ FEATURE = "winnow eval --engine ray"
 # One batch running and one waiting per worker: the worker starts the next the moment it finishes,
 # and a killed driver has at most two batches per worker to ask again.
 QUEUED_PER_WORKER = 2
-CONNECT_SECONDS = 5
+
+
+__all__ = ["RayEngine", "check_reachable", "connect", "token_auth_mode"]
 
 
 class QuestionWorker:
@@ -72,77 +67,14 @@ class QuestionWorker:
         return sum(llm.stale_cache_entries for llm in self.pipeline.llms)
 
 
-def check_reachable(address: str) -> None:
-    """Fail in seconds when nothing listens at a ``HOST:PORT`` address (``ray.init`` retries for minutes)."""
-    host, colon, port = address.rpartition(":")
-    if not colon or "://" in address or not port.isdigit():
-        return  # ray://…, auto, local: Ray's own forms, left to Ray
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
-    except OSError as exc:
-        raise WinnowError(f"--ray-address {address}: no Ray cluster answers there ({exc.strerror or exc})",
-                          "start one with `ray start --head --port PORT` and give HOST:PORT") from exc
-
-
-#: Ray's token authentication settings (environment variables read by every Ray process).
-AUTH_MODE, AUTH_TOKEN, AUTH_TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
-TOKEN_HINT = ("the cluster uses Ray's token authentication: give the driver its token as RAY_AUTH_TOKEN (or the file "
-              "RAY_AUTH_TOKEN_PATH names); otherwise ~/.ray/auth_token is sent, which may be another cluster's")
-
-
-def token_auth_mode(environ: dict[str, str] | os._Environ[str], home: Path) -> str | None:
-    """The ``RAY_AUTH_MODE`` the driver should join with: "token" when the user left it unset and a token
-    is at hand (see the module notes), else None (the user's setting, or none, stands)."""
-    if environ.get(AUTH_MODE):
-        return None
-    if environ.get(AUTH_TOKEN) or environ.get(AUTH_TOKEN_PATH) or (home / ".ray" / "auth_token").is_file():
-        return "token"
-    return None
-
-
-def _refused_token(exc: BaseException) -> bool:
-    """Whether Ray refused the driver's token (or its lack of one) somewhere in ``exc``'s causes."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def connect(address: str | None) -> ModuleType:
     """Join the Ray cluster at ``address`` (``None``: ``RAY_ADDRESS``, or a new one-machine cluster)."""
-    mode = token_auth_mode(os.environ, Path.home())
-    if mode:
-        os.environ[AUTH_MODE] = mode  # before Ray reads its configuration (on import and init)
-    ray = import_extra("ray", "ray", FEATURE)
-    if address:
-        check_reachable(address)
-    try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
-    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError or its AuthenticationError
-        where = address or "RAY_ADDRESS / a new local cluster"
-        if _refused_token(exc):
-            raise WinnowError(f"the Ray cluster at {where} refused this driver's token", TOKEN_HINT) from exc
-        if not isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
-            raise
-        raise WinnowError(f"cannot join the Ray cluster at {where}: {exc}",
-                          "start it with `ray start --head` and give its address as --ray-address HOST:PORT") from exc
-    return ray
+    return join_cluster(address, FEATURE)
 
 
 def default_workers(ray: ModuleType) -> int:
     """One worker per live node: a worker is a client of the inference endpoints, not a model server."""
     return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
-
-
-def worker_error(exc: BaseException) -> str:
-    """What a worker raised, as one line: a WinnowError's own message, else the last line of Ray's."""
-    cause = getattr(exc, "cause", None)  # a RayTaskError carries the exception the task raised
-    if isinstance(cause, WinnowError):
-        return str(cause)
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
 
 
 class RayEngine:

@@ -63,15 +63,18 @@ def first_stage_depth(spec: RunSpec) -> int:
     return max(int(resolved_settings(spec).get("n", 0)), MIN_FIRST_STAGE_DEPTH)
 
 
-def index_identity(index_dir: Path, retriever: str) -> dict[str, Any]:
-    """What was indexed and how (not where, nor when): moving or rebuilding the same index is fine."""
+def index_identity(index_dir: Path, retriever: str, ann: str = "") -> dict[str, Any]:
+    """What was indexed and how (not where, nor when): moving or rebuilding the same index is fine.
+    Of the ANN indexes only the one searched (``ann``) counts: building another does not change a run."""
+    from ..index.ann import ANN_KINDS, file_name
     from ..index.manifest import read_manifest
 
     manifest = read_manifest(Path(index_dir))
     identity = {key: manifest.get(key) for key in ("source_checksum", "source_options", "counts", "bm25")}
+    unused = {f"dense/{file_name(kind)}" for kind in ANN_KINDS if kind != ann}
     if retriever != "bm25":
         identity["dense"] = {name: entry.get("sha256") for name, entry in (manifest.get("files") or {}).items()
-                             if name.startswith("dense/")}
+                             if name.startswith("dense/") and name not in unused}
     return identity
 
 
@@ -165,7 +168,7 @@ class EvalRun:
             "spec": {key: value for key, value in self.spec.to_dict().items() if key != "settings"},
             "settings": resolved_settings(self.spec),
             "queries": {"sha256": file_sha256(Path(self.queries)), "questions": len(self.items)},
-            "index": index_identity(self.index_dir, self.spec.retriever),
+            "index": index_identity(self.index_dir, self.spec.retriever, self.spec.ann),
             "seed": self.seed,
             "first_stage_depth": first_stage_depth(self.spec),
         }

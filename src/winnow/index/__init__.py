@@ -25,22 +25,44 @@ RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
 
 
 def open_retriever(index_dir: str | Path, kind: str = "bm25", *, embedder: DenseEncoder | None = None,
-                   ann: str | None = None) -> BM25Index | DenseIndex | HybridIndex:
+                   ann: str | None = None,
+                   ann_overrides: dict[str, str | int] | None = None) -> BM25Index | DenseIndex | HybridIndex:
     """Open the index folder ``index_dir`` for search by ``kind``: "bm25", "dense" or "hybrid".
 
     Each kind has ``.search(query, k)``, ``.search_many(queries, k)`` and ``.name``. "dense" and
     "hybrid" need an index built with embeddings (``winnow index SOURCE --out DIR --dense``);
     ``embedder`` defaults to the query encoder of the preset the index was built with, loaded on
-    opening; ``ann`` ("hnsw", "ivfpq") searches through that ANN index instead of exactly.
+    opening; ``ann`` ("hnsw", "ivfpq") searches through that ANN index instead of exactly, with
+    ``ann_overrides`` changing its search settings (``{"efSearch": 512}``). ``ann`` with "bm25", or
+    on an index without embeddings or without that ANN index, is refused naming what builds it.
     """
     if kind not in RETRIEVER_KINDS:
         raise WinnowError(f"unknown retriever {kind!r}", f"choose one of {', '.join(RETRIEVER_KINDS)}")
     if kind == "bm25":
+        if ann:
+            raise WinnowError(f"--ann {ann} searches embeddings, not BM25", "add --retriever dense or hybrid")
         return BM25Index.open(index_dir)
+    if ann:
+        check_ann_built(Path(index_dir), ann)
     if kind == "dense":
-        return DenseIndex.open(index_dir, embedder=embedder, ann=ann)
+        return DenseIndex.open(index_dir, embedder=embedder, ann=ann, ann_overrides=ann_overrides)
     bm25 = BM25Index.open(index_dir)
-    return HybridIndex(bm25, DenseIndex.open(index_dir, embedder=embedder, passages=bm25.passages, ann=ann))
+    return HybridIndex(bm25, DenseIndex.open(index_dir, embedder=embedder, passages=bm25.passages, ann=ann,
+                                             ann_overrides=ann_overrides))
+
+
+def check_ann_built(index_dir: Path, ann: str) -> None:
+    """Refuse ``--ann KIND`` on an index that has no embeddings or no such ANN index, before any
+    model loads, naming the option and the command that builds what is missing."""
+    from .manifest import read_manifest
+
+    dense = read_manifest(index_dir).get("dense")
+    if not dense:
+        raise WinnowError(f"--ann {ann}: {index_dir} has no embeddings to search",
+                          f"embed the passages first: `winnow embed {index_dir} --ann {ann}`")
+    if ann not in (dense.get("ann") or {}):
+        raise WinnowError(f"--ann {ann}: {index_dir} has no {ann} index",
+                          f"build it: `winnow ann {index_dir} --ann {ann}`, or leave --ann out for exact search")
 
 
 __all__ = ["ANN_KINDS", "BM25Index", "DenseEncoder", "DenseIndex", "Embedder", "EncoderPreset", "HybridIndex",

@@ -38,6 +38,7 @@ from .vectors import DEFAULT_STORAGE, Storage
 
 if TYPE_CHECKING:
     from .encoders import DenseEncoder
+    from .ray_encoding import RayEncoding
 
 OLD_PASSAGES = "passages.jsonl"  # format version 1's passages, read whole into memory
 BM25_DIR = "bm25"
@@ -73,7 +74,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                 load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
                 profile: str = "default", k1: float | None = None, b: float | None = None,
                 embedder: DenseEncoder | None = None, overwrite: bool = False, progress: bool = True,
-                dense_storage: Storage = DEFAULT_STORAGE) -> Path:
+                dense_storage: Storage = DEFAULT_STORAGE, ray: RayEncoding | None = None) -> Path:
     """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
 
     Both go into the same temporary folder, so the index appears with its embeddings or not at all
@@ -82,7 +83,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     ``k1`` and ``b`` override the profile's. The embeddings are computed from the passage store just
     written (``passages`` may be a stream read once), in shards kept beside ``out`` until it is in
     place, so a killed build resumes them (:mod:`.embedding_shards`); ``dense_storage``: float16,
-    int8 or float32 (:mod:`.vectors`).
+    int8 or float32 (:mod:`.vectors`); with ``ray`` they are computed on a Ray cluster
+    (:mod:`.ray_encoding`).
     """
     out = Path(out)
     chosen = bm25_profile(profile)
@@ -124,7 +126,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
             # Read back from the store, not from ``passages``: a streamed corpus has been consumed.
             dense = write_dense_folder(temp / DENSE_DIR, PassageStore.open(temp, rows, "rebuild it"), embedder,
                                        progress=lambda n: bar.advance(embedding, n), storage=dense_storage,
-                                       work=work_folder(out), report=bar.console.print)
+                                       work=work_folder(out), report=bar.console.print, ray=ray)
             bar.remove_task(embedding)
         bar.update(task, advance=1, description="checksumming")
         fields: dict[str, Any] = {

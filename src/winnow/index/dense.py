@@ -12,7 +12,7 @@ an HNSW or IVF-PQ index (:mod:`.ann`) built into the index answers instead when 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from rich.console import Console
@@ -30,6 +30,9 @@ from .manifest import read_manifest, rebuild_hint, update_manifest, verify_check
 from .scoring import Hits, highest
 from .store import PassageStore
 from .vectors import DEFAULT_STORAGE, Storage, inner_products
+
+if TYPE_CHECKING:
+    from .ray_encoding import RayEncoding, WorkerRate
 
 # Upper bound on entries of one query-chunk × passage score matrix (16 MB of float32), so a big
 # batch over a big corpus is cut into chunks instead of exhausting memory.
@@ -143,7 +146,8 @@ class DenseIndex:
 
 
 def add_dense_embeddings(index: str | Path, *, embedder: DenseEncoder | None = None, progress: bool = True,
-                         storage: Storage = DEFAULT_STORAGE, shard_rows: int = SHARD_ROWS) -> dict[str, Any]:
+                         storage: Storage = DEFAULT_STORAGE, shard_rows: int = SHARD_ROWS,
+                         ray: RayEncoding | None = None, rates: list[WorkerRate] | None = None) -> dict[str, Any]:
     """Embed the passages of an existing index into its ``dense/`` folder; return the manifest's ``dense`` section.
 
     ``embedder`` defaults to MiniLM (:func:`.encoders.load_encoder` gives the others). Existing
@@ -151,7 +155,8 @@ def add_dense_embeddings(index: str | Path, *, embedder: DenseEncoder | None = N
     index (:mod:`.embedding_shards`), so a killed run resumes where it stopped; the new ``dense/``
     is written in a temporary sibling and renamed into place, then the manifest is rewritten (also
     by rename), listing the new files: a killed run leaves the index as it was. The index's lock is
-    held throughout, as during a build.
+    held throughout, as during a build. With ``ray`` the shards are computed on a Ray cluster
+    (:mod:`.ray_encoding`), each worker's rate added to ``rates``; the files are the same.
     """
     from .encoders import load_encoder
 
@@ -168,7 +173,8 @@ def add_dense_embeddings(index: str | Path, *, embedder: DenseEncoder | None = N
                       transient=True, disable=not progress) as bar, staged_folder(path / DENSE_DIR) as temp:
             task = bar.add_task("embedding passages", total=len(passages))
             dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n),
-                                       storage=storage, work=work, shard_rows=shard_rows, report=console.print)
+                                       storage=storage, work=work, shard_rows=shard_rows, report=console.print,
+                                       ray=ray, rates=rates)
         recorded: dict[str, Any] = update_manifest(path, manifest, replace_files_under=DENSE_DIR, dense=dense)["dense"]
         discard_work(work)
         return recorded

@@ -15,12 +15,14 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..atomic import staged_file, write_json
+from ..errors import WinnowError
 from ..records import Passage
 
 if TYPE_CHECKING:
@@ -47,16 +49,60 @@ def shard_digest(passages: Sequence[Passage]) -> str:
     return digest.hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Shard:
+    """One shard of the work: passage rows ``start`` to ``stop`` (exclusive), embedded into ``path``."""
+
+    number: int
+    start: int
+    stop: int
+    path: Path
+
+
+#: Computes the pending shards' files (each whole, through :mod:`winnow.atomic`), telling ``progress``
+#: of passages embedded: the single-process loop of :func:`embed_in_shards`, or a cluster's
+#: (:mod:`.ray_encoding`).
+ShardRunner = Callable[[Sequence["Shard"], Callable[[int], None]], None]
+
+
 def embed_in_shards(passages: Sequence[Passage], encoder: DenseEncoder, work: Path, *,
                     shard_rows: int = SHARD_ROWS, progress: Callable[[int], None] | None = None,
-                    report: Callable[[str], None] | None = None) -> list[Path]:
+                    report: Callable[[str], None] | None = None, runner: ShardRunner | None = None) -> list[Path]:
     """Embed ``passages`` into shards under ``work``; return the shard files in order.
 
     Shards already there (same plan, same passages) are kept and counted on ``progress``;
-    ``report`` hears how many were resumed or discarded.
+    ``report`` hears how many were resumed or discarded. ``runner`` computes the missing shards
+    (default: one after another in this process, with ``encoder``); whoever computes them, the
+    files, their names and the plan are the same, so a run started one way resumes the other.
     """
     if shard_rows < 1:
         raise ValueError(f"shard_rows must be at least 1 (got {shard_rows})")
+    told = progress or (lambda n: None)
+    shards = plan_shards(passages, encoder, work, shard_rows=shard_rows, report=report)
+    pending = []
+    for shard in shards:
+        if _complete(shard.path, shard.stop - shard.start, encoder.dimensions):
+            told(shard.stop - shard.start)
+            continue
+        for other in work.glob(f"{shard.number:06d}-*.npy"):  # this shard's passages changed since
+            other.unlink()
+        pending.append(shard)
+    if report is not None and len(pending) < len(shards):
+        report(f"resumed: {len(shards) - len(pending)} of {len(shards)} embedding shards were already done in {work}")
+    if pending:
+        (runner or local_runner(passages, encoder))(pending, told)
+    missing = [s.path.name for s in pending if not _complete(s.path, s.stop - s.start, encoder.dimensions)]
+    if missing:
+        raise WinnowError(f"{len(missing)} embedding shard(s) were not written: {', '.join(missing[:3])}",
+                          "run the same command again: the shards that were written are kept")
+    return [shard.path for shard in shards]
+
+
+def plan_shards(passages: Sequence[Passage], encoder: DenseEncoder, work: Path, *, shard_rows: int = SHARD_ROWS,
+                report: Callable[[str], None] | None = None) -> list[Shard]:
+    """The shards of ``passages`` under ``work`` (created), each named by its number and a digest of
+    its passages; ``plan.json`` records the encoder and shard size, and shards another plan made are
+    discarded (told to ``report``)."""
     identity = encoder.identity
     plan = {"encoder_sha256": identity["sha256"], "tokenizer_sha256": identity["tokenizer_sha256"],
             "dimensions": encoder.dimensions, "shard_rows": shard_rows}
@@ -70,25 +116,27 @@ def embed_in_shards(passages: Sequence[Passage], encoder: DenseEncoder, work: Pa
             report(f"discarded {len(stale)} embedding shards in {work}: another encoder or shard size made them")
     if not plan_path.is_file() or _read_plan(plan_path) != plan:
         write_json(plan_path, plan)
-    paths: list[Path] = []
-    resumed = 0
+    shards = []
     for number, start in enumerate(range(0, len(passages), shard_rows)):
-        chunk = [passages[row] for row in range(start, min(start + shard_rows, len(passages)))]
-        path = work / f"{number:06d}-{shard_digest(chunk)}.npy"
-        paths.append(path)
-        if _complete(path, len(chunk), encoder.dimensions):
-            resumed += 1
-            if progress is not None:
-                progress(len(chunk))
-            continue
-        for other in work.glob(f"{number:06d}-*.npy"):  # this shard's passages changed since
-            other.unlink()
-        vectors = encoder.embed_passages(chunk, progress=progress)
-        with staged_file(path) as temp, temp.open("wb") as handle:
-            np.save(handle, np.asarray(vectors, dtype=np.float32))
-    if report is not None and resumed:
-        report(f"resumed: {resumed} of {len(paths)} embedding shards were already done in {work}")
-    return paths
+        stop = min(start + shard_rows, len(passages))
+        chunk = [passages[row] for row in range(start, stop)]
+        shards.append(Shard(number, start, stop, work / f"{number:06d}-{shard_digest(chunk)}.npy"))
+    return shards
+
+
+def local_runner(passages: Sequence[Passage], encoder: DenseEncoder) -> ShardRunner:
+    """Embed the shards one after another in this process."""
+    def run(pending: Sequence[Shard], progress: Callable[[int], None]) -> None:
+        for shard in pending:
+            write_shard(shard.path, encoder.embed_passages([passages[row] for row in range(shard.start, shard.stop)],
+                                                           progress=progress))
+    return run
+
+
+def write_shard(path: Path, vectors: np.ndarray) -> None:
+    """A shard's vectors as float32, written whole or not at all."""
+    with staged_file(path) as temp, temp.open("wb") as handle:
+        np.save(handle, np.asarray(vectors, dtype=np.float32))
 
 
 def _read_plan(path: Path) -> object:

@@ -26,26 +26,30 @@ from .vectors import DEFAULT_STORAGE, STORAGES, Storage, quantise
 
 if TYPE_CHECKING:
     from .encoders import DenseEncoder
+    from .ray_encoding import RayEncoding, WorkerRate
 
 DENSE_DIR = "dense"
 EMBEDDINGS_FILE = "embeddings.npy"
 MODEL_FILE = "model.json"
 SCALES_FILE = "scales.npy"
 DTYPE = "float32"  # indexes written before the storage choice
-BUILD_DENSE = "build an index with embeddings: `winnow index SOURCE --out DIR --dense` (add --overwrite to replace " \
-              "this one), or call winnow.index.add_dense_embeddings(DIR)"
+BUILD_DENSE = "embed the index's passages: `winnow embed DIR` (or build it with `winnow index SOURCE --out DIR " \
+              "--dense --overwrite`)"
 
 
 def write_dense_folder(folder: Path, passages: Sequence[Passage], embedder: DenseEncoder, *,
                        progress: Callable[[int], None] | None = None, storage: Storage = DEFAULT_STORAGE,
                        work: Path | None = None, shard_rows: int = SHARD_ROWS,
-                       report: Callable[[str], None] | None = None) -> dict[str, Any]:
+                       report: Callable[[str], None] | None = None, ray: RayEncoding | None = None,
+                       rates: list[WorkerRate] | None = None) -> dict[str, Any]:
     """Embed ``passages`` into ``folder/embeddings.npy`` (as ``storage``) and describe the encoder in
     ``folder/model.json``.
 
     ``folder`` must exist (a temporary folder: callers rename it into place). With ``work`` (see
     :func:`.embedding_shards.work_folder`), the vectors are computed in resumable shards kept there;
     without, in a temporary work folder inside ``folder``'s parent that is removed at the end.
+    With ``ray``, the shards are computed on a Ray cluster (:mod:`.ray_encoding`; ``passages``
+    must then be an index's passage store), each worker's rate added to ``rates``.
     Returns the manifest's ``dense`` section, with the embedding time and rate.
     """
     if storage not in STORAGES:
@@ -53,7 +57,13 @@ def write_dense_folder(folder: Path, passages: Sequence[Passage], embedder: Dens
     started = time.perf_counter()
     temporary = work is None
     work = work if work is not None else folder.parent / f"{folder.name}{WORK_SUFFIX}"
-    shards = embed_in_shards(passages, embedder, work, shard_rows=shard_rows, progress=progress, report=report)
+    runner = None
+    if ray is not None:
+        from .ray_encoding import ray_runner
+
+        runner = ray_runner(ray, passages, embedder, report=report, rates=rates)
+    shards = embed_in_shards(passages, embedder, work, shard_rows=shard_rows, progress=progress, report=report,
+                             runner=runner)
     seconds = time.perf_counter() - started
     dtype = np.dtype(np.int8 if storage == "int8" else storage)
     matrix = np.lib.format.open_memmap(folder / EMBEDDINGS_FILE, mode="w+", dtype=dtype,

@@ -71,7 +71,8 @@ def load_encoder(preset: str | EncoderPreset = DEFAULT_PRESET, *, runtime: Runti
     return TransformerEncoder.load(preset, runtime=runtime, batch_size=batch_size, threads=threads)
 
 
-def encoder_for_identity(identity: dict[str, Any], *, runtime: Runtime = "auto") -> DenseEncoder:
+def encoder_for_identity(identity: dict[str, Any], *, runtime: Runtime = "auto",
+                         threads: int | None = None) -> DenseEncoder:
     """The encoder that made the vectors described by ``identity`` (an index's ``dense/model.json``).
 
     Indexes written before presets existed have no ``preset``: they are MiniLM's.
@@ -85,7 +86,7 @@ def encoder_for_identity(identity: dict[str, Any], *, runtime: Runtime = "auto")
                                             identity.get("passage_model", preset.passage_model)),
                          dimensions=int(identity.get("dimensions", preset.dimensions)),
                          max_tokens=int(identity.get("max_tokens", preset.max_tokens)))
-    return load_encoder(preset, runtime=runtime)
+    return load_encoder(preset, runtime=runtime, threads=threads)
 
 
 # --- fetching --------------------------------------------------------------------------------------

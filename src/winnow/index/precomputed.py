@@ -51,10 +51,31 @@ class FirstStageRun:
     path: Path
     format: RunFormat
     rankings: dict[str, list[tuple[str, float]]]
+    texts: dict[str, str] = field(default_factory=dict)  # query id → its text, where the format has it (rank_llm)
 
     @property
     def keyed_by(self) -> Literal["id", "text"]:
         return "text" if self.format == "flashrag" else "id"
+
+    def query_for(self, question: str, qid: str | None = None) -> Query:
+        """The query a free-text question (``winnow ask --run``) is looked up as: by ``qid`` when
+        given, else by its text where the run records texts (rank_llm's ``query.text``, FlashRAG's
+        keys). A TREC run records no text, so it needs ``qid``."""
+        if qid is not None:
+            if self.keyed_by == "text":
+                raise WinnowError(f"{self.path} is a FlashRAG retrieval cache, keyed by query text, not id",
+                                  "leave --qid out: the question's text is looked up")
+            return Query(question, id=qid)
+        if self.keyed_by == "text":
+            return Query(question)
+        matching = [key for key, text in self.texts.items() if text.strip() == question.strip()]
+        if len(matching) == 1:
+            return Query(question, id=matching[0])
+        if self.format == "trec":
+            raise WinnowError(f"{self.path} is a TREC run: its rankings are keyed by query id and it holds no "
+                              "query text", "give the question's id in the run with --qid ID")
+        found = f"{len(matching)} queries of the run have" if matching else "no query of the run has"
+        raise WinnowError(f"{self.path}: {found} the text {question[:80]!r}", "give its id in the run with --qid ID")
 
 
 def read_first_stage_run(path: str | Path) -> FirstStageRun:
@@ -67,8 +88,9 @@ def read_first_stage_run(path: str | Path) -> FirstStageRun:
     first = _first_character(path)
     if first not in "[{":
         return FirstStageRun(path, "trec", parse_run(read_lines(path), path))
+    texts: dict[str, str] = {}
     if first == "[" or path.name.lower().endswith((".jsonl", ".jsonl.gz")):
-        return FirstStageRun(path, "rank_llm", _rank_llm(path))
+        return FirstStageRun(path, "rank_llm", _rank_llm(path, texts), texts)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
@@ -77,7 +99,7 @@ def read_first_stage_run(path: str | Path) -> FirstStageRun:
     except UnicodeDecodeError as error:
         raise InputError(path, f"not UTF-8 text ({error.reason})", hint=FLASHRAG_HINT) from error
     if isinstance(data, dict) and "query" in data and "candidates" in data:  # one rank_llm request, JSONL
-        return FirstStageRun(path, "rank_llm", _rank_llm(path))
+        return FirstStageRun(path, "rank_llm", _rank_llm(path, texts), texts)
     return FirstStageRun(path, "flashrag", _flashrag(path, data))
 
 
@@ -88,7 +110,8 @@ def _first_character(path: Path) -> str:
     raise InputError(path, "the run is empty", hint="give a run with at least one ranking")
 
 
-def _rank_llm(path: Path) -> dict[str, list[tuple[str, float]]]:
+def _rank_llm(path: Path, texts: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
+    """rank_llm's requests: query id → ranking; ``texts`` (if given) is filled with each id's query text."""
     rankings: dict[str, list[tuple[str, float]]] = {}
     for where, request in _rank_llm_requests(path):
         if not isinstance(request, dict) or not isinstance(request.get("query"), dict):
@@ -105,6 +128,8 @@ def _rank_llm(path: Path) -> dict[str, list[tuple[str, float]]]:
             raise InputError(path, f"{where}: query {str(qid)!r} is listed twice", field="query.qid",
                              hint="one request per query")
         rankings[str(qid)] = _ranking(path, where, candidates, "docid", RANK_LLM_HINT)
+        if texts is not None and isinstance(request["query"].get("text"), str):
+            texts[str(qid)] = request["query"]["text"]
     return rankings
 
 

@@ -495,7 +495,7 @@ RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
 APPLIED_RUN_OPTIONS = frozenset({
     "method", "model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads", "context_size",
     "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model", "final_model",
-    "agents", "assignments", "config", "profile", "no_cache"})
+    "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set"})
 
 
 def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
@@ -534,6 +534,7 @@ class MethodRunner:
                  cache: bool | str | Path = True, lazy: bool = False, source: str = "MethodRunner",
                  **options: Any) -> None:
         from ..config import parse_assignment
+        from ..index.ann import parse_assignments
         from ..methods import METHODS
         from ..run_spec import DEFAULT_METHOD, RunSpec, parse_role
 
@@ -574,7 +575,8 @@ class MethodRunner:
                "retriever": run_options.retriever, "context_size": run_options.context_size,
                "max_inflight": run_options.max_inflight, "slots": run_options.slots,
                "judge_model": run_options.judge_model, "final_model": run_options.final_model,
-               "profile": run_options.profile, "agents": agent_names or None}
+               "profile": run_options.profile, "agents": agent_names or None, "ann": run_options.ann,
+               "ann_set": parse_assignments(list(run_options.ann_set)) if run_options.ann_set else None}
         try:
             self.spec = RunSpec.resolve(config=run_options.config, run=run, settings=merged)
         except LayeredSettingError as error:
@@ -633,7 +635,8 @@ class MethodRunner:
             if isinstance(self._index, (str, Path)):
                 from .. import open_index
 
-                self._index = open_index(self._index, spec.retriever)
+                self._index = open_index(self._index, spec.retriever, ann=spec.ann or None,
+                                         ann_set=dict(spec.ann_set))
 
             def load(model: str) -> LLM:
                 llm = load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=self._api_key,
@@ -701,13 +704,16 @@ class MethodRunner:
         agents.update({role: describe_llm(llm)["model"] for role, llm in self._agent_llms.items()})
         index = self._index
         folder = str(index) if isinstance(index, (str, Path)) else getattr(index, "path", None)
-        retriever = getattr(index, "name", spec.retriever)
+        # An opened index names its retriever; a folder's path has a .name too, which is not one.
+        retriever = spec.retriever if isinstance(index, (str, Path)) else getattr(index, "name", spec.retriever)
         described: dict[str, Any] = {"method": spec.method, "index": None if folder is None else str(folder),
                                      **model, "retriever": retriever if isinstance(retriever, str) else spec.retriever,
                                      "settings": dict(spec.settings)}
         optional = {"profile": spec.profile or None, "context_size": spec.context_size,
                     "max_inflight": spec.max_inflight, "slots": spec.slots, "agents": agents or None,
-                    "cache": str(self._cache) if isinstance(self._cache, Path) else self._cache}
+                    "cache": str(self._cache) if isinstance(self._cache, Path) else self._cache,
+                    "ann": spec.ann or None,
+                    "ann_set": [f"{name}={value}" for name, value in spec.ann_set.items()] or None}
         described.update({key: value for key, value in optional.items() if value is not None})
         return described
 
