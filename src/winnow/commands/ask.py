@@ -134,6 +134,7 @@ def rerank(
         out.print_json(data={"query": query, "method": method, "results": ranked.to_dicts(),
                              "usage": trace.usage.to_dict(), "trace": trace.to_dict()})
     else:
-        out.print(passages_table(ranked, title=f"{method} reranking of {count} passages for {query!r}"))
+        out.print(passages_table(ranked, title=f"{method} reranking of {count} passages for {query!r}",
+                                     width=out.width))
         out.print(usage_table(trace.stages))
     err.print(summary_line(trace.usage, trace.seconds))

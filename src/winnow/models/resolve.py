@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ModelError
@@ -210,19 +212,27 @@ def _human_size(size: int) -> str:
     return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
 
 
-def format_models_table(statuses: list[ModelStatus]) -> Table:
-    """A rich table of :func:`list_models`: name, size, state, and the file or the install command."""
-    table = Table(title="Models (a .gguf path works too; online: hf:owner/repo/file.gguf)")
-    for column in ("name", "size", "state", "file, or how to install", "description"):
-        table.add_column(column, overflow="fold")
+def format_models_table(statuses: list[ModelStatus], *, wide: bool = True) -> Table:
+    """A rich table of :func:`list_models`: name, size, state, and the file or the install command.
+    Not ``wide`` (under 120 columns) the description goes under the file, so nothing is cut at 80."""
+    table = Table(title="Models (a .gguf path works too; online: hf:owner/repo/file.gguf)", title_justify="left",
+                  box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD)
+    table.add_column("name", no_wrap=True)
+    table.add_column("size", no_wrap=True)
+    table.add_column("state", overflow="fold")
+    table.add_column("file, or how to install" if wide else "file, or how to install; what it is", overflow="fold")
+    if wide:
+        table.add_column("description", overflow="fold")
     for status in statuses:
         if status.verified:
-            state, where = "[green]ready[/green]", str(status.path)
+            state, where = "[green]ready[/green]", escape(str(status.path))
         elif status.installed:
             state = ("installed; joined and verified on first use" if status.split
                      else "installed; verified on first use")
-            where = str(status.path)
+            where = escape(str(status.path))
         else:
-            state, where = "[yellow]not installed[/yellow]", status.install_command
-        table.add_row(status.name, _human_size(status.size_bytes), state, where, status.description)
+            state, where = "[yellow]not installed[/yellow]", escape(status.install_command)
+        about = escape(status.description)
+        cells = [where, about] if wide else [f"{where}\n[dim]{about}[/dim]"]
+        table.add_row(status.name, _human_size(status.size_bytes), state, *cells)
     return table
