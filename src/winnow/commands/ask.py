@@ -21,6 +21,7 @@ from .common import (
     err,
     open_pipeline,
     out,
+    stop_on_ctrl_c,
     with_run_options,
 )
 
@@ -47,7 +48,7 @@ def ask(
     check_dialogue(spec.method_settings(), 1 if dialogue else 0)  # before loading a model
     progress = StageProgress(err)
     pipeline = open_pipeline(spec, index_dir, options, progress=progress)
-    with pipeline, progress.bar:
+    with pipeline, progress.bar, stop_on_ctrl_c(lambda: sum(llm.inflight for llm in pipeline.llms)):
         answer = pipeline.ask(Query(question, history=dialogue))
     if as_json:
         payload = answer.to_dict()

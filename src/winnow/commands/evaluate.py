@@ -33,6 +33,7 @@ from .common import (
     open_pipeline,
     out,
     spinner_while_loading,
+    stop_on_ctrl_c,
     with_run_options,
 )
 
@@ -248,7 +249,9 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
             asking["on_answer"] = RunProgress(stages, run.spec.method, len(run.selected), run.answered(),
                                               meter=lambda: _llm_meter(pipeline.llms))
             try:
-                run.ask_all(pipeline, pending, **asking)
+                with stop_on_ctrl_c(lambda: _llm_meter(pipeline.llms)[0],
+                                    saved=f"the answers so far are saved in {run.folder.path}"):
+                    run.ask_all(pipeline, pending, **asking)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
