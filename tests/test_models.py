@@ -321,16 +321,19 @@ def test_an_unreachable_hub_fails_in_one_line_naming_the_model_and_what_to_do(ca
     assert not list((tmp_path / "hf").rglob("*.gguf"))
 
 
-def test_with_hf_hub_offline_the_hub_is_not_asked(tmp_path, monkeypatch):
-    constants = pytest.importorskip("huggingface_hub.constants")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("WINNOW_HF_ENDPOINT", raising=False)  # the real hub, which this machine cannot reach
-    with pytest.raises(ModelError) as caught:
-        resolve_model("hf:owner/repo/m.gguf", progress=False)
-    assert caught.value.message == ("hf:owner/repo/m.gguf is not in the Hugging Face cache and cannot be downloaded: "
-                                    "HF_HUB_OFFLINE is set")
-    assert "HF_HUB_OFFLINE=1 skips" not in caught.value.hint  # already set: no advice to set it
+def test_with_hf_hub_offline_the_hub_is_not_asked(tmp_path):
+    # A fresh process: huggingface_hub imported by nothing else first, as in `winnow ask --model hf:…`.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"),
+           "WINNOW_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("WINNOW_HF_ENDPOINT", None)  # the real hub, which this machine cannot reach
+    code = ("from winnow.models import resolve_model\n"
+            "try:\n    resolve_model('hf:owner/repo/m.gguf', progress=False)\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc.message, sep='|')\n    print(exc.hint)\n")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    kind_message, hint = result.stdout.strip().split("\n")
+    assert kind_message == ("ModelError|hf:owner/repo/m.gguf is not in the Hugging Face cache and cannot be "
+                            "downloaded: HF_HUB_OFFLINE is set"), result.stderr
+    assert "MODELS.md" in hint and "HF_HUB_OFFLINE=1 skips" not in hint  # already set: no advice to set it
 
 
 def test_without_huggingface_hub_a_hub_id_names_the_hub_extra(monkeypatch):

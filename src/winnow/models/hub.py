@@ -12,6 +12,7 @@ is sent for gated repositories by huggingface_hub itself.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from types import ModuleType
@@ -39,7 +40,9 @@ def hub_library(feature: str, *, alternative: str) -> ModuleType:
 def offline_reason(hub: ModuleType, endpoint: str) -> str | None:
     """Why the hub is not to be asked (``HF_HUB_OFFLINE`` set, or nothing answers at ``endpoint``),
     or None when it answers: any HTTP answer, even an error status, means reachable."""
-    if hub.constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes"):
+    # A submodule huggingface_hub's lazy top level does not load by itself.
+    constants = importlib.import_module(f"{hub.__name__}.constants")
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set"
     try:
         httpx.head(endpoint, timeout=HUB_PROBE_SECONDS)  # proxies from the environment honoured
