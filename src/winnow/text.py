@@ -12,6 +12,7 @@ Two kinds of text pass a glance and then fail deep inside:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -46,6 +47,7 @@ def is_invisible(value: str) -> bool:
     return all(char.isspace() or unicodedata.category(char) in _INVISIBLE_CATEGORIES for char in value)
 
 
+@functools.cache
 def visible_character_pattern() -> str:
     """A regular expression (JSON Schema's ``pattern``: found anywhere) that matches a text exactly
     when :func:`is_invisible` says it is not: one character that is not white space, control or
