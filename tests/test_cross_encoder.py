@@ -142,7 +142,7 @@ def test_a_hub_id_offline_is_one_line_naming_the_model(tmp_path, monkeypatch):
     with pytest.raises(ModelError) as caught:
         load_pair_scorer("cross-encoder", "winnow-tests/no-such-reranker")
     message = str(caught.value)
-    assert "'winnow-tests/no-such-reranker'" in message and "hub cannot be reached" in message
+    assert "'winnow-tests/no-such-reranker'" in message and "cannot be downloaded" in message
     assert "\n" not in message
     assert "--local-dir" in caught.value.hint and "--model DIR" in caught.value.hint
     with pytest.raises(ModelError, match="neither a folder nor a hub id"):

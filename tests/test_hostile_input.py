@@ -293,3 +293,16 @@ def test_check_text_passes_real_text_and_names_the_input_otherwise():
         with pytest.raises(WinnowError) as caught:
             check_text(value, "the question")
         assert str(caught.value).startswith(expected)
+
+
+def test_the_schemas_visible_character_pattern_agrees_with_the_check_on_every_bmp_character():
+    """The HTTP schema's pattern for text fields (winnow.service.openapi) says what is_invisible says."""
+    import re
+
+    from winnow.text import is_invisible, visible_character_pattern
+
+    visible = re.compile(visible_character_pattern())
+    for code in range(0x10000):
+        if not 0xD800 <= code <= 0xDFFF:
+            assert bool(visible.search(chr(code))) is not is_invisible(chr(code)), hex(code)
+    assert visible.search("  \u200b ?") and not visible.search(" \u200b\t\ufeff")

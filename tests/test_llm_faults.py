@@ -315,3 +315,60 @@ def test_malformed_gateway_headers_are_one_clear_error(monkeypatch, text):
     monkeypatch.setenv("WINNOW_OPENAI_HEADERS", text)
     with pytest.raises(BackendError, match="WINNOW_OPENAI_HEADERS"):
         _backend("http://127.0.0.1:9/v1")
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------------------
+
+def _interrupted(server: FaultServer, args: list[str], tmp_path) -> tuple[int, str, float]:
+    """Run ``winnow ARGS`` in a real process against ``server``; once its calls hang there, send
+    SIGINT. (exit status, stderr, seconds from the signal to the exit)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, WINNOW_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    process = subprocess.Popen([sys.executable, "-m", "winnow.cli", *args, "--backend", "openai", "--model", "m",
+                                "--base-url", server.url, "--no-cache"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        # Every call of the rerank stage on the wire: N = 4 passages, --max-inflight 4.
+        while server.hung < 4 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.hung == 4, process.communicate(timeout=10)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=15)
+        return process.returncode, stderr, time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_ctrl_c_during_eval_says_at_once_how_many_calls_it_waits_for_and_exits_130(servers, index, qa_file,
+                                                                                  tmp_path):
+    server = servers(hang_word="Passage")  # rankrag's relevance prompts hold the passages: they hang
+    out = tmp_path / "run"
+    status, stderr, seconds = _interrupted(server, ["eval", "--index", str(index.path), "--queries", str(qa_file),
+                                                    "--out", str(out), "--method", "rankrag", "--n", "4", "--k", "2",
+                                                    "--max-inflight", "4"], tmp_path)
+    said = " ".join(stderr.split())
+    assert status == 130, stderr
+    # The dispatcher's count: the four calls hanging at the server.
+    assert "stopping: waiting for 4 calls in flight to be cancelled" in said
+    assert f"the answers so far are saved in {out}" in said
+    assert "run the same command again to continue" in said
+    assert (out / "config.json").is_file()  # what was saved stays for the next run to continue
+    assert seconds < 5
+
+
+def test_ctrl_c_during_ask_says_it_is_stopping_and_exits_130(servers, index, tmp_path):
+    server = servers(hang_word="Passage")
+    status, stderr, seconds = _interrupted(server, ["ask", "--index", str(index.path), "--method", "rankrag",
+                                                    "--n", "4", "--k", "2", "--max-inflight", "4",
+                                                    "What is the capital of France?"], tmp_path)
+    assert status == 130, stderr
+    assert "stopping: waiting for 4 calls in flight to be cancelled" in " ".join(stderr.split()), stderr
+    assert seconds < 5

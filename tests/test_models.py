@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from winnow.errors import ModelError
+from winnow.errors import ModelError, WinnowError
 from winnow.models import REGISTRY, ModelPart, ModelSpec, files, format_models_table, list_models, resolve_model
 
 TINY = "tiny-split"
@@ -303,17 +303,44 @@ def test_an_unknown_name_lists_the_known_names_and_mentions_paths():
     assert ".gguf" in caught.value.hint
 
 
-def test_an_unreachable_hub_fails_with_advice_for_offline_users(cache_dir, monkeypatch):
-    monkeypatch.setenv("WINNOW_HF_ENDPOINT", "http://127.0.0.1:9")
+def test_an_unreachable_hub_fails_in_one_line_naming_the_model_and_what_to_do(cache_dir, tmp_path, monkeypatch):
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))  # an empty shared cache
+    monkeypatch.setenv("WINNOW_HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: refused at once
+    started = time.monotonic()
     with pytest.raises(ModelError) as caught:
         resolve_model("hf:owner/repo/q4/model.gguf", progress=False)
-    assert "download of http://127.0.0.1:9/owner/repo/resolve/main/q4/model.gguf failed" in caught.value.message
-    # Told at once by one probe, not after huggingface_hub's retries (which this path turns off).
-    if importlib.util.find_spec("huggingface_hub"):
-        assert "http://127.0.0.1:9 cannot be reached (ConnectError" in caught.value.message
-    assert "registry name" in caught.value.hint and "local .gguf path" in caught.value.hint
-    hub_files = [p for p in (cache_dir / "models").rglob("*") if p.is_file() and p.suffix != ".lock"]
-    assert hub_files == []
+    # Told at once by one probe, not after huggingface_hub's ~23 s of retries.
+    assert time.monotonic() - started < 5
+    message, hint = caught.value.message, caught.value.hint
+    assert "\n" not in message and "\n" not in hint
+    assert message.startswith("hf:owner/repo/q4/model.gguf is not in the Hugging Face cache")
+    assert "http://127.0.0.1:9 cannot be reached (ConnectError" in message
+    assert "registry name" in hint and "MODELS.md" in hint and "local .gguf path" in hint
+    assert "HF_HUB_OFFLINE=1" in hint
+    assert not list((tmp_path / "hf").rglob("*.gguf"))
+
+
+def test_with_hf_hub_offline_the_hub_is_not_asked(tmp_path):
+    # A fresh process: huggingface_hub imported by nothing else first, as in `winnow ask --model hf:…`.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"),
+           "WINNOW_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("WINNOW_HF_ENDPOINT", None)  # the real hub, which this machine cannot reach
+    code = ("from winnow.models import resolve_model\n"
+            "try:\n    resolve_model('hf:owner/repo/m.gguf', progress=False)\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc.message, sep='|')\n    print(exc.hint)\n")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    kind_message, hint = result.stdout.strip().split("\n")
+    assert kind_message == ("ModelError|hf:owner/repo/m.gguf is not in the Hugging Face cache and cannot be "
+                            "downloaded: HF_HUB_OFFLINE is set"), result.stderr
+    assert "MODELS.md" in hint and "HF_HUB_OFFLINE=1 skips" not in hint  # already set: no advice to set it
+
+
+def test_without_huggingface_hub_a_hub_id_names_the_hub_extra(monkeypatch):
+    # The shared environment has the package: None in sys.modules is how Python marks one absent.
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(WinnowError, match=r"needs the 'hub' extra: pip install 'winnow-rag\[hub\]'"):
+        resolve_model("hf:owner/repo/m.gguf", progress=False)
 
 
 class LoopbackHub(BaseHTTPRequestHandler):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -116,19 +117,33 @@ def test_a_request_profile_counts_as_asked_and_names_its_field():
         caught.value.message
 
 
-def test_winnow_methods_shows_defaults_beside_the_paper_values():
-    result = CliRunner().invoke(app, ["methods"], env={"COLUMNS": "220"})
+def methods_rows(output: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """``winnow methods``' settings tables: method -> setting -> (default, paper)."""
+    rows: dict[str, dict[str, tuple[str, str]]] = {}
+    method = ""
+    for line in output.splitlines():
+        if (named := re.match(r"^([a-z_]+): ", line)) and named.group(1) in METHODS:
+            method = named.group(1)
+        elif method and (row := re.match(r"^ ([a-z_]+) {2,}(\S+(?: \S+)*) {2,}(\S+(?: \S+)*) *$", line)):
+            rows.setdefault(method, {})[row.group(1)] = (row.group(2), row.group(3))
+    return rows
+
+
+@pytest.mark.parametrize("columns", ["80", "220"])
+def test_winnow_methods_shows_defaults_beside_the_paper_values(columns):
+    result = CliRunner().invoke(app, ["methods"], env={"COLUMNS": columns})
     assert result.exit_code == 0, result.output
-    header = next(line for line in result.output.splitlines() if "setting" in line and "paper" in line)
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= int(columns) and not any("…" in line for line in lines)  # nothing cut
+    header = next(line for line in lines if "setting" in line and "paper" in line)
     assert header.index("default") < header.index("paper")
-    rows = {}
-    for line in result.output.splitlines():
-        cells = [cell.strip() for cell in line.split("│")]
-        if len(cells) > 6 and cells[1] in ("rankrag", "rrr", "") and cells[4]:
-            rows.setdefault(cells[4], []).append((cells[5], cells[6]))
-    assert ("20", "100 *") in rows["n"]  # rankrag, rrr and rankgpt: CPU default 20, paper 100
-    assert rows["max_rewrite_tokens"] == [("20", "20")]  # Table 4's limit is also the CPU default
-    assert rows["second_pass_depth"][0] == ("0", "30 *")  # rrr: off on the CPU, §4(C)'s top 30 in the paper
-    assert rows["rewrites"] == [("5", "5")]
+    rows = methods_rows(result.output)
+    assert set(rows) == set(METHODS)
+    for method in ("rankrag", "rrr"):
+        assert rows[method]["n"] == ("20", "100 *")  # CPU default 20, paper 100
+    assert rows["rrr"]["max_rewrite_tokens"] == ("20", "20")  # Table 4's limit is also the CPU default
+    assert rows["rrr"]["second_pass_depth"] == ("0", "30 *")  # rrr: off on the CPU, §4(C)'s top 30 in the paper
+    assert rows["rrr"]["rewrites"] == ("5", "5")
+    assert rows["mainrag"]["k"] == ("5", "- (not used)")
     for name in PROFILES:
         assert name in result.output

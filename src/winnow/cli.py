@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from .commands import (  # noqa: F401  (they register)
     ask,
+    cache,
     catalog,
     corpus,
     data,

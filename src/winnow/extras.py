@@ -24,6 +24,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
     "dense": ("onnxruntime", "tokenizers", "faiss", "huggingface_hub"),
+    # hf:owner/repo/file.gguf model ids (dense includes it too, for the hub encoder presets).
+    "hub": ("huggingface_hub",),
     "data": ("ir_datasets",),
     "parquet": ("pyarrow",),
     "ray": ("ray",),

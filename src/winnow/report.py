@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -15,27 +16,43 @@ def snippet(text: str, width: int = 110) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def passages_table(candidates: CandidateList, title: str = "Passages") -> Table:
-    """One row per passage in final order: rank in every stage that ranked it, and the scores."""
+def passages_table(candidates: CandidateList, title: str = "Passages", *, width: int = 80) -> Table:
+    """One row per passage in final order: rank in every stage that ranked it, and the scores.
+
+    A column per stage while they leave the passage text 30 of the console's ``width`` columns;
+    beyond that (three stages at 80 columns) one column holds each stage's rank and score, a line
+    per stage, so no cell is ever cut."""
     stages: list[str] = []
     for candidate in candidates:
         for entry in candidate.scores:
             if entry.stage not in stages:
                 stages.append(entry.stage)
+    ranks_header = " → ".join(f"{s} rank" for s in stages) or "rank"
+    fixed = 4 + len(ranks_header) + sum(len(f"{s} score") + 3 for s in stages) + 3 * 3
     table = Table(title=title, title_justify="left", show_lines=False, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column(" → ".join(f"{s} rank" for s in stages) or "rank", justify="center", no_wrap=True)
-    for stage in stages:
-        table.add_column(f"{stage} score", justify="right", no_wrap=True)
+    compact = fixed > width - 30
+    if compact:
+        table.add_column("stage: rank, score", no_wrap=True)
+    else:
+        table.add_column(ranks_header, justify="center", no_wrap=True)
+        for stage in stages:
+            table.add_column(f"{stage} score", justify="right", no_wrap=True)
     table.add_column("passage", ratio=1)
     for rank, candidate in enumerate(candidates, start=1):
-        ranks = " → ".join(str(candidate.rank_of(s) or "-") for s in stages)
         scores = [f"{v:.3f}" if (v := candidate.score_of(s)) is not None else "-" for s in stages]
         body = Text()
         body.append(candidate.passage.title or candidate.passage.id, style="bold")
         body.append(f"  [{candidate.passage.id}]\n", style="dim")
         body.append(snippet(candidate.passage.text))
-        table.add_row(str(rank), ranks, *scores, body)
+        if compact:
+            name_width = max(map(len, stages))
+            lines = [f"{s:<{name_width}} #{candidate.rank_of(s) or '-'} {score}"
+                     for s, score in zip(stages, scores, strict=True)]
+            table.add_row(str(rank), "\n".join(lines), body)
+        else:
+            ranks = " → ".join(str(candidate.rank_of(s) or "-") for s in stages)
+            table.add_row(str(rank), ranks, *scores, body)
     return table
 
 
@@ -53,10 +70,10 @@ def usage_table(stages: list[StageTrace], title: str = "LLM usage") -> Table:
         usage, seconds = by_name.setdefault(stage.name, (Usage(), [0.0]))
         usage.add(stage.usage)
         seconds[0] += stage.seconds
-    table = Table(title=title, title_justify="left")
-    for column in ("stage", "calls", "cache hits", "prompt tokens", "completion tokens", "LLM seconds",
-                   "stage seconds"):
-        table.add_column(column, justify="left" if column == "stage" else "right")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    # Short headers and light borders: seven columns fit 80 with stage names of 16 characters.
+    for column in ("stage", "calls", "cache hits", "prompt tok", "output tok", "LLM s", "stage s"):
+        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=column == "stage")
     total, total_seconds = Usage(), 0.0
     for name, (u, seconds) in by_name.items():
         total.add(u)
@@ -71,7 +88,8 @@ def usage_table(stages: list[StageTrace], title: str = "LLM usage") -> Table:
 def print_answer(console: Console, answer: Answer) -> None:
     console.print(Panel(Text(answer.text or "(empty answer)", style="bold green"),
                         title=f"[b]{answer.method}[/b]: {answer.question}", title_align="left"))
-    console.print(passages_table(answer.passages, title=f"Passages the answer was read from ({len(answer.passages)})"))
+    console.print(passages_table(answer.passages, title=f"Passages the answer was read from ({len(answer.passages)})",
+                                 width=console.width))
     console.print(usage_table(answer.trace.stages))
     for note in answer_notes(answer):
         console.print(f"[yellow]note:[/] {note}", highlight=False)

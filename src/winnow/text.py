@@ -12,6 +12,7 @@ Two kinds of text pass a glance and then fail deep inside:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -44,6 +45,25 @@ def describe_surrogate(position: int, char: str) -> str:
 def is_invisible(value: str) -> bool:
     """True when ``value`` has no visible character: empty, white space, zero-width or control only."""
     return all(char.isspace() or unicodedata.category(char) in _INVISIBLE_CATEGORIES for char in value)
+
+
+@functools.cache
+def visible_character_pattern() -> str:
+    """A regular expression (JSON Schema's ``pattern``: found anywhere) that matches a text exactly
+    when :func:`is_invisible` says it is not: one character that is not white space, control or
+    zero-width. The HTTP API's schema states with it what every text field is checked for.
+    (Characters past U+FFFF are left out of the class, so count as visible: the few format
+    characters there, such as tag characters, are the one difference.)"""
+    invisible = [code for code in range(0x10000)
+                 if not 0xD800 <= code <= 0xDFFF and is_invisible(chr(code))]
+    ranges: list[tuple[int, int]] = []
+    for code in invisible:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    parts = "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+    return f"[^{parts}]"
 
 
 def text_problem(value: str) -> str | None:

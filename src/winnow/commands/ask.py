@@ -22,6 +22,7 @@ from .common import (
     err,
     open_pipeline,
     out,
+    stop_on_ctrl_c,
     with_run_options,
 )
 
@@ -68,7 +69,7 @@ def ask(
         raise WinnowError("--qid names the question in a --run file", "add --run FILE, or leave --qid out")
     progress = StageProgress(err)
     pipeline = open_pipeline(spec, index_dir, options, progress=progress, retriever=served)
-    with pipeline, progress.bar:
+    with pipeline, progress.bar, stop_on_ctrl_c(lambda: sum(llm.inflight for llm in pipeline.llms)):
         answer = pipeline.ask(query)
     if served is not None and (note := served.summary()):
         err.print(f"--run: {note}", highlight=False, soft_wrap=True)
@@ -180,6 +181,7 @@ def rerank(
         out.print_json(data={"query": query, "method": method, "results": ranked.to_dicts(),
                              "usage": trace.usage.to_dict(), "trace": trace.to_dict()})
     else:
-        out.print(passages_table(ranked, title=f"{method} reranking of {count} passages for {query!r}"))
+        out.print(passages_table(ranked, title=f"{method} reranking of {count} passages for {query!r}",
+                                     width=out.width))
         out.print(usage_table(trace.stages))
     err.print(summary_line(trace.usage, trace.seconds))

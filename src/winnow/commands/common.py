@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import signal
+import threading
 import typing
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,6 +63,31 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks
             version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                                   help="Print Winnow's version and exit.")] = False) -> None:
     STATE["debug"] = debug
+
+
+@contextmanager
+def stop_on_ctrl_c(inflight: Callable[[], int], saved: str = "") -> Iterator[None]:
+    """Ctrl-C during the block says at once that Winnow is stopping and how many LLM calls it waits
+    for (``inflight()``: the dispatcher's count), then raises KeyboardInterrupt as usual (``main``
+    exits 130). Without this the line came only after the calls in flight had been cancelled and
+    the pipeline closed, so a user saw nothing happen. A second Ctrl-C interrupts the wait itself.
+    ``saved`` says where the work done so far is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def stopping(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        count = inflight()
+        err.print(f"stopping: waiting for {count} call{'' if count == 1 else 's'} in flight to be cancelled"
+                  + (f"; {saved}" if saved else ""), highlight=False, soft_wrap=True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stopping)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class StageProgress:

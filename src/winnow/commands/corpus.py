@@ -261,7 +261,7 @@ def search(
     elif not hits:
         err.print(no_hits_note(query, idx.name), highlight=False, soft_wrap=True)
     else:
-        out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})"))
+        out.print(passages_table(hits, title=f"Top {len(hits)} for {query!r} ({idx.name})", width=out.width))
     if not as_json:
         err.print(f"{seconds * 1000:.1f} ms")
 

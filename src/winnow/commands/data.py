@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from .common import JsonOption, app, err, out
@@ -38,17 +40,23 @@ def data_list(as_json: JsonOption = False) -> None:
     if as_json:
         out.print_json(data=rows)
         return
-    table = Table(title="Datasets (export with `winnow data export NAME --out FILE.jsonl`)", title_justify="left")
+    # Below 120 columns the Pyserini file column goes (--json has it) and the borders thin out, so
+    # names, counts and licences stay whole at 80 columns.
+    wide = out.width >= 120
+    table = Table(title="Datasets (export with `winnow data export NAME --out FILE.jsonl`)", title_justify="left",
+                  box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD)
     table.add_column("name", no_wrap=True)
     table.add_column("kind", no_wrap=True)
-    table.add_column("questions", justify="right")
-    table.add_column("judged", justify="right")
-    table.add_column("file in the Pyserini 0.21.0 jar", overflow="fold")
-    table.add_column("licence")
+    table.add_column("questions", justify="right", no_wrap=True)
+    table.add_column("judged", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("file in the Pyserini 0.21.0 jar", overflow="fold")
+    table.add_column("licence", overflow="fold")
     for row in rows:
         entry = row["source"].split(": ", 1)[-1].split(", ")[0]  # the topics file; qrels are named alike
-        table.add_row(row["name"], row["kind"], f"{row['questions']:,}",
-                      "" if row["judged"] is None else f"{row['judged']:,}", entry, row["licence"])
+        judged = "" if row["judged"] is None else f"{row['judged']:,}"
+        cells = [row["name"], row["kind"], f"{row['questions']:,}", judged, *([entry] if wide else []), row["licence"]]
+        table.add_row(*(escape(cell) for cell in cells))
     out.print(table)
     err.print("Also: a BEIR folder (its queries.jsonl and qrels/<split>.tsv) or irds:<ir_datasets id>, "
               "e.g. irds:beir/scifact/test (needs ir_datasets and a network); a downloaded benchmark file as "

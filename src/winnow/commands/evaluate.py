@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
+from rich import box
 from rich.markup import escape
 
 from ..config import parse_assignment
@@ -34,6 +35,7 @@ from .common import (
     print_notices,
     quiet_notices,
     spinner_while_loading,
+    stop_on_ctrl_c,
     with_run_options,
 )
 
@@ -252,7 +254,9 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
             asking["on_answer"] = RunProgress(stages, run.spec.method, len(run.selected), run.answered(),
                                               meter=lambda: _llm_meter(pipeline.llms))
             try:
-                run.ask_all(pipeline, pending, **asking)
+                with stop_on_ctrl_c(lambda: _llm_meter(pipeline.llms)[0],
+                                    saved=f"the answers so far are saved in {run.folder.path}"):
+                    run.ask_all(pipeline, pending, **asking)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
@@ -381,12 +385,11 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         title += " (RankRAG §5.5, Fig. 5)"
         caption += ("\noverhead: N·t2 / (t1 + t3) (RankRAG §4.3), seconds per question: t1 retrieval, N·t2 the model "
                     "calls before generation, t3 generation; cached calls at the seconds first measured")
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **NARROW)
     columns = [summary["setting"], "questions", "EM", "F1", "acc.", "calls"]
     if over_n:
         columns += ["t1 s", "N·t2 s", "t3 s", "overhead"]
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
+    rows = []
     for row in summary["rows"]:
         cells = [str(row["value"]), str(row["questions"]), f"{row['em']:.1%}", f"{row['f1']:.1%}",
                  f"{row['accuracy']:.1%}", f"{row['llm_calls']} / {row['llm_calls'] + row['cache_hits']}"]
@@ -395,11 +398,19 @@ def sweep_table(summary: dict[str, Any]) -> Table:
             ratio = eff.get("overhead_ratio")
             cells += [f"{eff.get('retrieval_seconds', 0):.3f}", f"{eff.get('reranking_seconds', 0):.2f}",
                       f"{eff.get('generation_seconds', 0):.2f}", "–" if ratio is None else f"{ratio:.2f}x"]
+        rows.append(cells)
+    for i, column in enumerate(columns):
+        # Figures keep their full width (calls may break at its " / "); headers wrap at a space.
+        least = 0 if column == "calls" else max((len(cells[i]) for cells in rows), default=0)
+        table.add_column(column, justify="right", min_width=least)
+    for cells in rows:
         table.add_row(*cells)
     return table
 
 
 ENGINES = ("local", "ray")
+#: Light borders and one space between cells: the run's tables keep every figure whole at 80 columns.
+NARROW: dict[str, Any] = {"box": box.SIMPLE_HEAD, "collapse_padding": True, "pad_edge": False}
 
 
 def check_engine(engine: str, *, ray_address: str | None, ray_workers: int | None, ray_cpus: float) -> None:
@@ -452,16 +463,22 @@ def stage_cost_table(stage_cost: dict[str, dict[str, float]], questions: int) ->
     (summed over calls, so calls in flight together count each; more than the stage's wall time)."""
     from rich.table import Table
 
-    table = Table(title=f"LLM cost per stage over {questions} questions", title_justify="left")
-    for column in ("stage", "calls", "prompt tok", "output tok", "server s", "retries", "wall s"):
-        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
+    table = Table(title=f"LLM cost per stage over {questions} questions", title_justify="left", **NARROW)
+    rows = []
     for name, cost in stage_cost.items():
         if not cost.get("llm_calls") and not cost.get("llm_seconds"):
             continue  # retrieval and other stages without the LLM
         total = {key: value * questions for key, value in cost.items()}
-        table.add_row(name, f"{total['llm_calls']:,.0f}", f"{total['prompt_tokens']:,.0f}",
-                      f"{total['completion_tokens']:,.0f}", f"{total.get('llm_seconds', 0):,.1f}",
-                      f"{total.get('retries', 0):,.0f}", f"{total['seconds']:,.1f}")
+        rows.append([name, f"{total['llm_calls']:,.0f}", f"{total['prompt_tokens']:,.0f}",
+                     f"{total['completion_tokens']:,.0f}", f"{total.get('llm_seconds', 0):,.1f}",
+                     f"{total.get('retries', 0):,.0f}", f"{total['seconds']:,.1f}"])
+    columns = ("stage", "calls", "prompt tok", "output tok", "server s", "retries", "wall s")
+    for i, column in enumerate(columns):
+        # Each figure's full width is its column's least, so figures stay whole; headers wrap at their space.
+        table.add_column(column, justify="left" if column == "stage" else "right", no_wrap=column == "stage",
+                         min_width=max((len(row[i]) for row in rows), default=0))
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -472,9 +489,10 @@ def model_cost_table(metrics: dict[str, Any]) -> Table:
 
     questions = metrics["questions"]["answered"]
     priced = metrics.get("cost_usd") is not None
-    table = Table(title=f"LLM cost per model and role over {questions} questions", title_justify="left")
+    table = Table(title=f"LLM cost per model and role over {questions} questions", title_justify="left", **NARROW)
     for column in ("per", "name", "calls", "prompt tok", "output tok", "cache hits", *(["USD"] if priced else [])):
-        table.add_column(column, justify="left" if column in ("per", "name") else "right", no_wrap=column != "name")
+        table.add_column(column, justify="left" if column in ("per", "name") else "right", no_wrap=column != "name",
+                         overflow="fold")
     rows = [("model", name, cost) for name, cost in metrics["cost_by_model"].items()]
     rows += [("role", name, cost) for name, cost in (metrics.get("cost_by_role") or {}).items()]
     for kind, name, cost in rows:
@@ -523,7 +541,7 @@ def metrics_table(metrics: dict[str, Any]) -> Table:
     table = Table(title=f"{metrics['run']['label']} · {metrics['questions']['answered']} questions · "
                         f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · accuracy {answer['accuracy']:.1%}",
                   title_justify="left", caption="R@k: share of questions with an answer in the top k",
-                  caption_justify="left")
+                  caption_justify="left", **NARROW)
     table.add_column("list", no_wrap=True)
     for column in ("len", *ks, *qrels_names):
         table.add_column(column, justify="right", no_wrap=True)

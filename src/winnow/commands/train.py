@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -60,9 +61,12 @@ def blend(
     with bar:
         report = build_blend(config, out_dir, overwrite=overwrite, progress=progress)
     stats = report.stats
-    table = Table(title=f"Blend {report.out}: {stats['size']:,} examples (seed {stats['seed']})", title_justify="left")
-    for column in ("component", "kind", "share", "pool", "taken", "repeats", "skipped", "contaminated"):
-        table.add_column(column, justify="left" if column in ("component", "kind", "skipped") else "right")
+    # Light borders, headers that wrap and figures that fold rather than crop: whole at 80 columns.
+    table = Table(title=f"Blend {report.out}: {stats['size']:,} examples (seed {stats['seed']})", title_justify="left",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for column in ("component", "kind", "share", "pool", "taken", "repeats", "skipped", "dropped: in eval sets"):
+        table.add_column(column, justify="left" if column in ("component", "kind", "skipped") else "right",
+                         overflow="fold", no_wrap=column == "component")
     for name, c in stats["components"].items():
         skipped = "\n".join(f"{reason}: {count:,}" for reason, count in c["skipped"].items()) or "-"
         table.add_row(name, c["kind"], f"{c['share']:.3f}", f"{c['pool']:,}", f"{c['taken']:,}", f"{c['repeats']:,}",

@@ -101,14 +101,11 @@ def model_folder(preset: EncoderPreset, model: str, patterns: list[str]) -> tupl
     local = Path(model).expanduser()
     if local.is_dir():
         return local, local_revision(local)
-    hub = import_extra("huggingface_hub", "dense", f"the encoder preset {preset.name!r}")
-    try:
-        folder = Path(hub.snapshot_download(model, allow_patterns=patterns))
-    except Exception as exc:  # offline, unknown repo, gated, disk full: one line, whichever it was
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"the encoder preset {preset.name!r} cannot fetch {model} from the Hugging Face hub "
-                         f"({type(exc).__name__}: {reason[:160]})",
-                         "go online once (the files are cached afterwards), or pass a local copy of the model") from exc
+    from ..models.hub import fetch
+
+    folder = fetch(f"the encoder preset {preset.name!r} ({model})", model, patterns=patterns,
+                   alternative="use --encoder minilm (packaged, works offline), or in Python "
+                               "a local copy: preset.with_models(FOLDER)")
     return folder, folder.name
 
 

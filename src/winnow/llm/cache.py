@@ -5,6 +5,12 @@ the decoding parameters; at temperature 0 the answer is a pure function of that 
 reports that such a call database cut its relevance calls per query from about 500 to about 300.
 WAL journaling lets several processes read while one writes; a busy timeout makes writers wait
 instead of failing.
+
+The cache is bounded: when the live pages of the database pass its size limit
+(``WINNOW_LLM_CACHE_MAX_SIZE``, default 1 GB; :data:`DEFAULT_MAX_BYTES`) the oldest entries are
+deleted until it is back under 90% of it, and the deletions are counted in the database itself
+(``winnow cache info`` shows them). Freed pages are reused by later writes, so the file stops
+growing at about the limit; ``winnow cache clear`` and ``prune`` also give the space back (VACUUM).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import re
 import sqlite3
 import threading
 import time
@@ -27,8 +35,45 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     kind TEXT NOT NULL,
     response TEXT NOT NULL,
     created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS llm_calls_created ON llm_calls (created);
+CREATE TABLE IF NOT EXISTS cache_meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
 )
 """
+
+#: The size limit when neither the caller nor ``WINNOW_LLM_CACHE_MAX_SIZE`` gives one.
+DEFAULT_MAX_BYTES = 1_000_000_000
+MAX_SIZE_ENV = "WINNOW_LLM_CACHE_MAX_SIZE"
+#: Eviction brings the cache down to this share of its limit, so it does not run on every write.
+EVICT_TO = 0.9
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str, *, what: str = "the size") -> int:
+    """``"500MB"``, ``"1.5 GB"``, ``"2GiB"`` or a plain byte count, as bytes; anything else is one clear error."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise WinnowError(f"{what} {text!r} is not a size", "write bytes or a size with a unit, e.g. 500MB, 1GB, 2GiB")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def human_size(size: int) -> str:
+    """Bytes in the largest decimal unit that keeps a number at least 1 (``"1.2 GB"``, ``"340 kB"``)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def default_max_bytes() -> int:
+    """``WINNOW_LLM_CACHE_MAX_SIZE`` when set, else :data:`DEFAULT_MAX_BYTES`."""
+    given = os.environ.get(MAX_SIZE_ENV, "").strip()
+    return parse_size(given, what=MAX_SIZE_ENV) if given else DEFAULT_MAX_BYTES
 
 
 BUSY_SECONDS = 30.0
@@ -82,15 +127,20 @@ def cached_answer_is_usable(kind: str, answer: Any) -> bool:
 
 
 class CallCache:
-    """Get and put JSON answers by key. One connection per instance, guarded by a lock."""
+    """Get and put JSON answers by key, within ``max_bytes`` (default: :func:`default_max_bytes`).
+    One connection per instance, guarded by a lock."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None) -> None:
         self.path = Path(path)
+        self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
+        if self.max_bytes <= 0:
+            raise WinnowError(f"the LLM call cache's size limit must be positive, not {self.max_bytes} bytes",
+                              f"set {MAX_SIZE_ENV} to a size such as 500MB, or pass --no-cache")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False,
                                        isolation_level=None)
-            set_up = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", SCHEMA)
+            set_up = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", *SCHEMA.split(";"))
             for statement in set_up:
                 retry_while_locked(partial(self._db.execute, statement))
         except sqlite3.DatabaseError as exc:
@@ -108,6 +158,80 @@ class CallCache:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO llm_calls (key, kind, response, created) VALUES (?, ?, ?, ?)",
                              (key, kind, text, time.time()))
+            self._evict_over(self.max_bytes)  # three pragmas (~µs): every write, so the limit holds exactly
+
+    def size_bytes(self) -> int:
+        """The bytes the live pages hold (free pages excluded: later writes reuse them)."""
+        with self._lock:
+            return self._live_bytes()
+
+    def _live_bytes(self) -> int:
+        def pragma(name: str) -> int:
+            return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
+
+        return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size")
+
+    def _evict_over(self, limit: int) -> int:
+        """Delete the oldest entries while the live pages pass ``limit`` (down to :data:`EVICT_TO` of
+        it), counting them in ``cache_meta``. Holds ``self._lock``. Returns how many went."""
+        removed, live = 0, self._live_bytes()
+        while live > limit:
+            count = self._db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+            if count == 0:
+                break  # only the schema is left: the limit is below an empty database
+            # An estimate from the mean entry size; the loop takes more if it fell short.
+            excess = live - int(limit * EVICT_TO)
+            batch = max(1, min(count, math.ceil(excess / max(1, live // count))))
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM llm_calls WHERE key IN "
+                                 "(SELECT key FROM llm_calls ORDER BY created LIMIT ?)", (batch,))
+                self._db.execute("INSERT INTO cache_meta (name, value) VALUES ('evicted', ?) ON CONFLICT(name) "
+                                 "DO UPDATE SET value = value + excluded.value", (batch,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            removed += batch
+            live, before = self._live_bytes(), live
+            if live >= before:
+                break  # the deletions freed no whole page: stop rather than empty the cache chasing one
+        return removed
+
+    def evicted(self) -> int:
+        """How many entries the size limit has removed from this database, ever."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM cache_meta WHERE name = 'evicted'").fetchone()
+        return int(row[0]) if row else 0
+
+    def prune(self, max_bytes: int) -> tuple[int, int]:
+        """Evict the oldest entries until the cache holds at most ``max_bytes``, then give the freed
+        space back to the file system. Returns (entries removed, bytes the file shrank by)."""
+        before = self.file_bytes()
+        with self._lock:
+            removed = self._evict_over(max_bytes)
+            retry_while_locked(partial(self._db.execute, "VACUUM"))
+        return removed, max(0, before - self.file_bytes())
+
+    def clear(self) -> tuple[int, int]:
+        """Delete every entry and give the space back. Returns (entries removed, bytes freed)."""
+        before = self.file_bytes()
+        with self._lock:
+            removed = self._db.execute("DELETE FROM llm_calls").rowcount
+            retry_while_locked(partial(self._db.execute, "VACUUM"))
+        return int(removed), max(0, before - self.file_bytes())
+
+    def file_bytes(self) -> int:
+        """The database's size on disk, its write-ahead log included."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal")) if p.exists())
+
+    def oldest_and_newest(self) -> tuple[float, float] | None:
+        """When the oldest and the newest entries were written (Unix times), or None when empty."""
+        with self._lock:
+            row = self._db.execute("SELECT MIN(created), MAX(created) FROM llm_calls").fetchone()
+        return None if row[0] is None else (float(row[0]), float(row[1]))
 
     def __len__(self) -> int:
         with self._lock:

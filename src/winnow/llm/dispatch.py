@@ -61,6 +61,8 @@ MAX_RETRY_AFTER_SECONDS = 120.0
 
 #: The per-attempt request timeout in seconds when none is given (a long generation on a busy server).
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: How long a stopped map waits for its cancelled calls to end (cancelling an aiohttp request is at once).
+CANCEL_WAIT_SECONDS = 5.0
 
 
 class TransientFailure(Exception):
@@ -350,6 +352,14 @@ class Dispatcher:
                     on_done(done)
         except BaseException:
             future.cancel()
+            # Wait (briefly) for the calls on the wire to be cancelled, so whoever stops here (Ctrl-C:
+            # "waiting for N calls in flight") leaves no request running behind it.
+            deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+            try:
+                while finished.get(timeout=max(0.0, deadline - time.monotonic())) != END:
+                    pass
+            except queue.Empty:
+                pass
             raise
         future.result()
         return results

@@ -1,8 +1,8 @@
-"""Big-file plumbing for models: hashing with a progress bar, remembered checksums, joins and
-downloads that appear under their final name only when complete (:mod:`winnow.atomic`), made by
-one process at a time (:mod:`winnow.lock`).
+"""Big-file plumbing for models: hashing with a progress bar, remembered checksums, and joins
+that appear under their final name only when complete (:mod:`winnow.atomic`), made by one process
+at a time (:mod:`winnow.lock`). Hub downloads are huggingface_hub's (:mod:`.hub`).
 
-Nothing here knows the registry; failures surface as ``OSError`` or ``httpx.HTTPError`` for the
+Nothing here knows the registry; failures surface as ``OSError`` for the
 caller to turn into a :class:`~winnow.errors.ModelError` that names the model.
 """
 
@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-import httpx
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
@@ -111,17 +110,3 @@ def join_verified(parts: list[Path], target: Path, *, expected_sha256: str, labe
         if sha != expected_sha256:
             temp.unlink()  # not the bytes the registry names: keep nothing
     return sha
-
-
-def download(url: str, target: Path, *, headers: dict[str, str], label: str, progress: bool) -> None:
-    """GET ``url`` into ``target`` through a temporary file. Hold ``output_lock(target, wait=True)``
-    around it."""
-    with _temporary_sibling(target) as (handle, _):
-        with httpx.stream("GET", url, headers=headers, follow_redirects=True,
-                          timeout=httpx.Timeout(60.0, connect=15.0)) as response:
-            response.raise_for_status()
-            length = response.headers.get("content-length")
-            with byte_progress(label, int(length) if length else None, progress) as advance:
-                for chunk in response.iter_bytes(CHUNK_BYTES):
-                    handle.write(chunk)
-                    advance(len(chunk))

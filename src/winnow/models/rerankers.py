@@ -28,7 +28,6 @@ the service's per-request methods and the adapters share one copy.
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -91,28 +90,19 @@ def model_folder(name: str, kind: str) -> Path:
     if not HUB_ID.match(name):
         raise ModelError(f"{kind} model {name!r} is neither a folder nor a hub id (owner/name)",
                          f"give a model folder, or a hub id: {', '.join(KNOWN_RERANKER_MODELS[kind])}")
-    import huggingface_hub
+    from .hub import fetch, hub_endpoint, hub_library, offline_reason
 
-    from .resolve import _hub_unreachable
-
-    endpoint = str(huggingface_hub.constants.ENDPOINT).rstrip("/")  # where huggingface_hub will ask (HF_ENDPOINT)
-    offline = bool(huggingface_hub.constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").lower() in {
-        "1", "true", "yes", "on"}
-    unreachable = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable(endpoint)
-    try:
-        if unreachable:
-            return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
-        files = huggingface_hub.list_repo_files(name)
+    hint = _offline_hint(kind, name)
+    hub = hub_library(f"the {kind} model {name!r}", alternative=hint)
+    patterns = ["*.json", "*.model", "*.txt", "*.safetensors", "*.bin"]  # offline: what the cache holds
+    if offline_reason(hub, hub_endpoint()) is None:
+        try:  # one copy of the weights: safetensors where the repo has them
+            files = hub.list_repo_files(name, endpoint=hub_endpoint())
+        except Exception:  # noqa: BLE001 - fetch() below names whatever is wrong with the id, in one line
+            files = []
         weights = [f for f in files if f.endswith(".safetensors")] or [f for f in files if f.endswith(".bin")]
-        return Path(huggingface_hub.snapshot_download(name, allow_patterns=["*.json", "*.model", "*.txt", *weights]))
-    except Exception as exc:  # huggingface_hub's errors differ by version; each one means "not here"
-        if unreachable:
-            raise ModelError(f"{kind} model {name!r} cannot be loaded: the Hugging Face hub cannot be reached "
-                             f"({unreachable.split(':')[0]}) and it is not in the huggingface_hub cache",
-                             _offline_hint(kind, name)) from exc
-        raise ModelError(f"{kind} model {name!r} cannot be downloaded from {endpoint}: "
-                         f"{type(exc).__name__}: {exc}".split("\n")[0],
-                         "check the hub id (and HF_TOKEN for a gated model)") from exc
+        patterns = ["*.json", "*.model", "*.txt", *weights]
+    return fetch(f"the {kind} model {name!r}", name, patterns=patterns, alternative=hint)
 
 
 def _pretrained(loader: Any, folder: Path, kind: str, what: str) -> Any:

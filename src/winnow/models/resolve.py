@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ModelError
 from ..lock import output_lock
-from . import files
+from . import files, hub
 from .registry import REGISTRY, ModelPart, ModelSpec
 
 HUB_PREFIX = "hf:"
-DEFAULT_HF_ENDPOINT = "https://huggingface.co"
-HUB_PROBE_SECONDS = 10  # the probe that tells an offline machine at once (see _resolve_hub)
 GGUF_MAGIC = b"GGUF"
 
 
@@ -164,54 +162,17 @@ def _resolve_local(path: Path, progress: bool, name: str = "") -> ResolvedModel:
 
 
 def _resolve_hub(hub_id: str, progress: bool) -> ResolvedModel:
-    """Download ``hf:owner/repo/file.gguf`` once: with huggingface_hub when installed (into its
-    cache), else with a plain HTTPS GET into ``model_cache_dir()/hub``. ``WINNOW_HF_ENDPOINT``
-    replaces https://huggingface.co (a mirror); ``HF_TOKEN`` is sent for gated repositories."""
+    """Download ``hf:owner/repo/file.gguf`` once, through huggingface_hub (:mod:`.hub`: resumed,
+    into the shared Hugging Face cache; offline, from that cache or one clear line)."""
     pieces = hub_id[len(HUB_PREFIX):].split("/")
     if len(pieces) < 3 or not all(pieces) or not pieces[-1].lower().endswith(".gguf"):
         raise ModelError(f"bad hub id {hub_id!r}", "write hf:owner/repo/file.gguf, e.g. "
                          "hf:Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
     repo, filename = "/".join(pieces[:2]), "/".join(pieces[2:])
-    endpoint = os.environ.get("WINNOW_HF_ENDPOINT", DEFAULT_HF_ENDPOINT).rstrip("/")
-    url = f"{endpoint}/{repo}/resolve/main/{filename}"
-    failed = "offline? use a registry name (`winnow models`) or a local .gguf path instead"
-    if importlib.util.find_spec("huggingface_hub") is not None:
-        import huggingface_hub
-        from huggingface_hub.errors import HfHubHTTPError
-
-        # huggingface_hub retries an unreachable hub for about 23 s (five backoffs, a warning each)
-        # before it gives up or falls back to its cache; one quick request tells offline at once,
-        # and the download then looks only in the cache.
-        unreachable = _hub_unreachable(endpoint)
-        try:
-            path = Path(huggingface_hub.hf_hub_download(repo, filename, endpoint=endpoint,
-                                                        local_files_only=unreachable is not None))
-        except (HfHubHTTPError, httpx.HTTPError, OSError, ValueError) as exc:
-            why = f"{endpoint} cannot be reached ({unreachable}) and the file is not in the huggingface_hub cache" \
-                if unreachable else f"{type(exc).__name__}: {exc}"
-            raise ModelError(f"download of {url} failed: {why}", failed) from exc
-        return _resolve_local(path, progress, name=hub_id)
-    target = files.model_cache_dir() / "hub" / repo / filename
-    if not target.is_file():  # downloads land under a temporary name, so a file here is complete
-        token = os.environ.get("HF_TOKEN")
-        try:
-            with output_lock(target, wait=True):
-                if not target.is_file():
-                    files.download(url, target, headers={"Authorization": f"Bearer {token}"} if token else {},
-                                   label=f"downloading {pieces[-1]}", progress=progress)
-        except (httpx.HTTPError, OSError) as exc:
-            raise ModelError(f"download of {url} failed: {type(exc).__name__}: {exc}", failed) from exc
-    return _resolve_local(target, progress, name=hub_id)
-
-
-def _hub_unreachable(endpoint: str) -> str | None:
-    """Why nothing answers at ``endpoint`` (one request, proxies from the environment honoured), or
-    None when something does: any HTTP answer, even an error status, means the hub is reachable."""
-    try:
-        httpx.head(endpoint, timeout=HUB_PROBE_SECONDS)
-    except httpx.TransportError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+    path = hub.fetch(hub_id, repo, filename=filename,
+                     alternative="use a registry name (`winnow models`; MODELS.md says which package installs "
+                                 "each) or a local .gguf path")
+    return _resolve_local(path, progress, name=hub_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,19 +212,27 @@ def _human_size(size: int) -> str:
     return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
 
 
-def format_models_table(statuses: list[ModelStatus]) -> Table:
-    """A rich table of :func:`list_models`: name, size, state, and the file or the install command."""
-    table = Table(title="Models (a .gguf path works too; online: hf:owner/repo/file.gguf)")
-    for column in ("name", "size", "state", "file, or how to install", "description"):
-        table.add_column(column, overflow="fold")
+def format_models_table(statuses: list[ModelStatus], *, wide: bool = True) -> Table:
+    """A rich table of :func:`list_models`: name, size, state, and the file or the install command.
+    Not ``wide`` (under 120 columns) the description goes under the file, so nothing is cut at 80."""
+    table = Table(title="Models (a .gguf path works too; online: hf:owner/repo/file.gguf)", title_justify="left",
+                  box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD)
+    table.add_column("name", no_wrap=True)
+    table.add_column("size", no_wrap=True)
+    table.add_column("state", overflow="fold")
+    table.add_column("file, or how to install" if wide else "file, or how to install; what it is", overflow="fold")
+    if wide:
+        table.add_column("description", overflow="fold")
     for status in statuses:
         if status.verified:
-            state, where = "[green]ready[/green]", str(status.path)
+            state, where = "[green]ready[/green]", escape(str(status.path))
         elif status.installed:
             state = ("installed; joined and verified on first use" if status.split
                      else "installed; verified on first use")
-            where = str(status.path)
+            where = escape(str(status.path))
         else:
-            state, where = "[yellow]not installed[/yellow]", status.install_command
-        table.add_row(status.name, _human_size(status.size_bytes), state, where, status.description)
+            state, where = "[yellow]not installed[/yellow]", escape(status.install_command)
+        about = escape(status.description)
+        cells = [where, about] if wide else [f"{where}\n[dim]{about}[/dim]"]
+        table.add_row(status.name, _human_size(status.size_bytes), state, *cells)
     return table

@@ -13,6 +13,8 @@ schema and its pages need the key as the API does. Every error is JSON
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..extras import require
 
 require("serve", "winnow.service (the HTTP API)")
@@ -44,4 +46,22 @@ def create_app(service: Service, *, api_key: str = "", hosts: HostPolicy | None 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(v1)
     app.include_router(vendors)
+    _state_limits_in_schema(app, service)
     return app
+
+
+def _state_limits_in_schema(app: FastAPI, service: Service) -> None:
+    """/openapi.json with this server's checks and limits written in (:mod:`.openapi`)."""
+    from ..methods import METHODS, PROFILES
+    from ..rerank import RERANK_METHODS
+    from .openapi import describe_limits
+
+    made = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = describe_limits(made(), service.limits, methods=list(METHODS),
+                                                 rerank_methods=list(RERANK_METHODS), profiles=list(PROFILES))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -128,7 +128,7 @@ class Service:
 
         limits = self.limits
         question = check_text("question", request.question, limits.max_question_chars)
-        method = request.method or self.pipeline.spec.method
+        method = self.pipeline.spec.method if request.method is None else request.method  # "" is no method
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         from ..methods import profile_settings
@@ -176,7 +176,7 @@ class Service:
 
         limits = self.limits
         query = check_text("query", request.query, limits.max_question_chars)
-        method = request.method or "pointwise"
+        method = "pointwise" if request.method is None else request.method  # "" is refused, not the default
         if method not in RERANK_METHODS:
             raise invalid("method", f"unknown rerank method {method!r}; choose one of: {', '.join(RERANK_METHODS)}")
         count = len(request.documents)

@@ -5,16 +5,22 @@
 - :class:`~winnow.service.limits.ApiError` (the service's own refusals) to its status, type and field;
 - pydantic's validation errors to 422 ``invalid_request`` naming the deepest field at fault
   (``documents[3].text``), or 400 ``malformed_json`` when the body is not JSON at all;
+- a JSON integer too long for Python to convert (over 4,300 digits) to 422 ``invalid_request`` naming
+  its field, like any out-of-range value;
 - Starlette's bare 400 for a body it could not decode (not UTF-8, nested too deeply) to 400
   ``malformed_json`` saying which; its 404 and 405 to ``not_found`` and ``method_not_allowed``;
 - :class:`~winnow.settings.SettingError` to 422 naming the setting, :class:`~winnow.errors.BackendError`
-  to 502, any other :class:`~winnow.errors.WinnowError` to 500 ``error`` (the runner maps those it
-  meets the same way), and anything else to 500 ``internal_error``;
+  to 502, :class:`~winnow.errors.ModelError` (a model the server cannot load, e.g. a cross-encoder
+  offline and not cached) to 503 ``model_unavailable``, any other :class:`~winnow.errors.WinnowError`
+  to 500 ``error`` (the runner maps those it meets the same way), and anything else to 500
+  ``internal_error``;
 - a client that went away to a bare 499 (nobody is left to read a body).
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,7 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import BackendError, WinnowError
+from ..errors import BackendError, ModelError, WinnowError
 from ..settings import SettingError
 from .guards import error_response
 from .limits import ApiError, invalid
@@ -94,10 +100,49 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return error_response(422, "invalid_request", message, field)
 
 
+class _HugeInteger(int):
+    """An integer literal past Python's conversion limit, found while locating it (its digit count)."""
+
+
+def huge_integer_field(body: bytes) -> tuple[str, int] | None:
+    """The field path and digit count of the first integer in ``body`` longer than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300 by default), or None when there is none."""
+    limit = sys.get_int_max_str_digits() or sys.maxsize
+
+    def parse_int(text: str) -> int:
+        digits = len(text.lstrip("-"))
+        return _HugeInteger(digits) if digits > limit else int(text)
+
+    try:
+        document = json.loads(body, parse_int=parse_int)
+    except ValueError:
+        return None
+    pending: list[tuple[tuple[Any, ...], Any]] = [((), document)]
+    while pending:
+        loc, value = pending.pop(0)
+        if isinstance(value, _HugeInteger):
+            return field_path(loc), int(value)
+        if isinstance(value, dict):
+            pending += [((*loc, key), item) for key, item in value.items()]
+        elif isinstance(value, list):
+            pending += [((*loc, i), item) for i, item in enumerate(value)]
+    return None
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 400 and exc.__cause__ is not None:  # the body is not UTF-8, or nests too deeply
-        return error_response(400, "malformed_json", unreadable_body(exc.__cause__), "body")
+    cause = exc.__cause__
+    if exc.status_code == 400 and isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        # A JSON integer of thousands of digits: valid JSON, a value out of range. The same 422 as
+        # any other out-of-range value, naming the field, not Python's conversion-limit message.
+        found = huge_integer_field(await request.body())
+        field, digits = found if found else ("body", 0)
+        size = f"{digits:,} digits" if digits else "too many digits"
+        return error_response(422, "invalid_request", f"{field}: the number has {size}, out of range for any "
+                                                      f"setting (numbers of at most {sys.get_int_max_str_digits():,} "
+                                                      f"digits are read)", field)
+    if exc.status_code == 400 and cause is not None:  # the body is not UTF-8, or nests too deeply
+        return error_response(400, "malformed_json", unreadable_body(cause), "body")
     kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return error_response(exc.status_code, kind, str(exc.detail), headers=getattr(exc, "headers", None))
 
@@ -107,6 +152,8 @@ async def _winnow_error(request: Request, exc: Exception) -> Response:
         return error_response(422, "invalid_request", str(exc), setting_field(exc.setting))
     if isinstance(exc, BackendError):
         return error_response(502, "backend_error", str(exc))
+    if isinstance(exc, ModelError):  # e.g. a reranker model the server cannot load (offline, not cached)
+        return error_response(503, "model_unavailable", str(exc))
     return error_response(500, "error", str(exc))
 
 

@@ -36,6 +36,14 @@ from .runner import execute, open_record, stream
 from .schemas import AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse
 
 STATIC = Path(__file__).parent / "static"
+#: One server-sent event of a streamed /v1/ask: its name, and its data (a JSON object) as text.
+SSE_EVENT: dict[str, Any] = {
+    "type": "object", "required": ["event", "data"],
+    "description": "With stream: true: accepted (trace_id), then queued, started and progress (stage, done, "
+                   "total) as they happen, then result (the answer's JSON) or error (the error's JSON).",
+    "properties": {"event": {"type": "string", "enum": ["accepted", "queued", "started", "progress", "result",
+                                                        "error"]},
+                   "data": {"type": "string", "description": "A JSON object."}}}
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 503, 504)}
 
 
@@ -64,6 +72,7 @@ v1 = APIRouter(prefix="/v1", responses=ERRORS)
 
 
 @v1.post("/ask", response_model=AskResponse, tags=["rag"],
+         responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}}},
          summary="Answer a question: retrieve, rerank/filter, answer; with the passages' per-stage scores")
 async def ask(body: AskRequest, request: Request, service: ServiceDep) -> Response:
     check_unicode(body)
@@ -94,7 +103,8 @@ async def search(request: Request, service: ServiceDep, q: str = Query(..., desc
     return JSONResponse(await run_in_threadpool(service.search, q, k))
 
 
-@v1.get("/traces/{trace_id}", tags=["service"],
+@v1.get("/traces/{trace_id}", tags=["service"], responses={404: {"model": ErrorResponse,
+                                                              "description": "No such trace, or too old"}},
         summary="A recent request: status, progress, and when done the full trace of every stage")
 async def trace(trace_id: str, service: ServiceDep) -> Response:
     record = service.traces.get(trace_id)

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import BackendError, WinnowError
+from ..errors import BackendError, ModelError, WinnowError
 from .engine import Plan, Service, new_trace_id
 from .limits import ApiError
 from .worker import Cancelled, QueueFull
@@ -82,6 +82,9 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
     except BackendError as exc:
         record.update(status="failed", error={"type": "backend_error", "message": str(exc)})
         raise ApiError(502, "backend_error", str(exc)) from exc
+    except ModelError as exc:  # a model the server cannot load: not the request's fault, nor a bug
+        record.update(status="failed", error={"type": "model_unavailable", "message": str(exc)})
+        raise ApiError(503, "model_unavailable", str(exc)) from exc
     except WinnowError as exc:
         record.update(status="failed", error={"type": "error", "message": str(exc)})
         raise ApiError(500, "error", str(exc)) from exc

@@ -9,9 +9,21 @@ work unchanged, and lists the ones it ignored in ``meta.ignored_fields``. The ve
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+
+def _integral(value: Any) -> Any:
+    """10.0 as 10: JSON has one number type, and JSON Schema's "integer" admits 10.0. Anything
+    else (10.5, "10", true) is left for the strict check to refuse."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+#: An integer field: strict (no strings, no booleans) but reading 10.0 as 10, as JSON Schema does.
+JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
 
 
 class TurnIn(BaseModel):
@@ -31,8 +43,8 @@ class AskRequest(BaseModel):
                                                                      "vanilla).")
     method: Optional[StrictStr] = Field(None, description="vanilla, rankrag, mainrag, rrr or rankgpt "
                                                           "(default: the server's --method).")
-    n: Optional[StrictInt] = Field(None, description="Passages to retrieve.")
-    k: Optional[StrictInt] = Field(None, description="Passages to answer from.")
+    n: Optional[JsonInt] = Field(None, description="Passages to retrieve.")
+    k: Optional[JsonInt] = Field(None, description="Passages to answer from (at most n).")
     options: dict[str, Any] = Field(default_factory=dict, description="Other method settings, e.g. "
                                                                        "{\"judge_n\": 0.5}; GET /v1/methods lists "
                                                                        "them.")
@@ -64,8 +76,8 @@ class RerankRequest(BaseModel):
                                                           "listwise (RankGPT), embedding (MiniLM cosine, no LLM), "
                                                           "cross-encoder or monot5 (the papers' trained baselines, "
                                                           "on the server's --rerank-model; no LLM).")
-    top_n: Optional[StrictInt] = Field(None, description="Return only the best top_n.")
-    top_k: Optional[StrictInt] = Field(None, description="Voyage's name for top_n: a body with top_k or "
+    top_n: Optional[JsonInt] = Field(None, description="Return only the best top_n.")
+    top_k: Optional[JsonInt] = Field(None, description="Voyage's name for top_n: a body with top_k or "
                                                          "truncation is answered in Voyage's shape.")
     truncation: Optional[StrictBool] = Field(None, description="Voyage's; accepted (a document too long for the "
                                                                "model is always cut to fit, and the trace says "

@@ -1,0 +1,86 @@
+"""The OpenAPI schema at /openapi.json, stating what the server checks, with this server's limits.
+
+pydantic's schema gives the types; the service checks more (:mod:`winnow.service.limits`): texts
+must hold a visible character and fit a length, N, k and top_n lie in ranges set by `winnow serve`'s
+flags, methods and profiles are names from a list. Those checks stay where they are (their
+messages name the field and the limit); this module writes them into the schema too, so a client
+generated from it, or a fuzzer such as schemathesis (tests/test_service_schema.py), knows what the
+server will refuse. Constraints JSON Schema cannot state (k at most N, a dialogue's alternation,
+each method's own options) are left to the descriptions and GET /v1/methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..text import visible_character_pattern
+from .limits import Limits
+
+
+def _text(limit: int) -> dict[str, Any]:
+    return {"minLength": 1, "maxLength": limit, "pattern": visible_character_pattern()}
+
+
+def _between(low: int, high: int) -> dict[str, Any]:
+    return {"minimum": low, "maximum": high}
+
+
+def _constrain(schema: dict[str, Any], component: str, field: str, extra: dict[str, Any]) -> None:
+    """Add ``extra`` to a property of a component; to its non-null member when it is Optional."""
+    properties = schema.get("components", {}).get("schemas", {}).get(component, {}).get("properties", {})
+    if field not in properties:
+        return
+    target = properties[field]
+    for member in target.get("anyOf") or [target]:  # each non-null member of an Optional or a Union
+        if member.get("type") != "null":
+            member.update(extra)
+
+
+def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str], rerank_methods: list[str],
+                    profiles: list[str]) -> dict[str, Any]:
+    """``schema`` (FastAPI's) with the server's checks written in; changed in place and returned."""
+    question = _text(limits.max_question_chars)
+    document = _text(limits.max_document_chars)
+    timeout = {"exclusiveMinimum": 0, "maximum": limits.timeout}
+    for component, field, extra in (
+            ("AskRequest", "question", question),
+            ("AskRequest", "n", _between(1, limits.max_n)),
+            ("AskRequest", "k", _between(1, limits.max_k)),
+            ("AskRequest", "method", {"enum": methods}),
+            ("AskRequest", "profile", {"enum": profiles}),
+            ("AskRequest", "timeout", timeout),
+            ("AskRequest", "history", {"maxItems": limits.max_history_turns}),
+            ("TurnIn", "text", question),
+            ("TurnIn", "role", {"enum": ["user", "assistant"]}),
+            ("RerankRequest", "query", question),
+            ("RerankRequest", "documents", {"minItems": 1, "maxItems": limits.max_documents}),
+            ("RerankRequest", "method", {"enum": rerank_methods}),
+            ("RerankRequest", "top_n", _between(1, limits.max_documents)),
+            ("RerankRequest", "top_k", _between(1, limits.max_documents)),
+            ("RerankRequest", "timeout", timeout),
+            ("RerankDocumentObject", "text", document),
+            ("TeiRerankRequest", "query", question),
+            ("TeiRerankRequest", "texts", {"minItems": 1, "maxItems": limits.max_documents}),
+            ("TeiRerankRequest", "method", {"enum": rerank_methods})):
+        _constrain(schema, component, field, extra)
+    # Voyage's top_k and Cohere's top_n name the same thing: a body may give one of them.
+    rerank = schema.get("components", {}).get("schemas", {}).get("RerankRequest")
+    if rerank is not None:
+        rerank["not"] = {"required": ["top_n", "top_k"],
+                         "properties": {"top_n": {"type": "integer"}, "top_k": {"type": "integer"}}}
+    # Plain-string documents: the same checks as a document object's text.
+    for component, field in (("RerankRequest", "documents"), ("TeiRerankRequest", "texts")):
+        items = schema.get("components", {}).get("schemas", {}).get(component, {}).get("properties", {}) \
+            .get(field, {}).get("items", {})
+        for member in items.get("anyOf", [items]):
+            if member.get("type") == "string":
+                member.update(document)
+    search = schema.get("paths", {}).get("/v1/search", {}).get("get", {})
+    for parameter in search.get("parameters", []):
+        if parameter.get("name") == "q":
+            parameter["schema"].update(question)
+        elif parameter.get("name") == "k":
+            target = parameter["schema"]
+            target = next((m for m in target.get("anyOf", []) if m.get("type") == "integer"), target)
+            target.update(_between(1, limits.max_n))
+    return schema

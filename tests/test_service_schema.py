@@ -1,0 +1,96 @@
+"""The OpenAPI schema of `winnow serve` against its behaviour, checked by schemathesis.
+
+The real FastAPI app (create_app over a real Service and Pipeline) answers in-process through its
+ASGI interface; its LLM is an OpenAI-compatible server on 127.0.0.1 (tests/fault_server.py, healthy,
+answers in microseconds), so every route runs for real without loading a model. schemathesis
+generates requests from /openapi.json, valid and invalid, a bounded number per operation, and
+checks that no answer is a 500, that every status and body is one the schema documents, and that
+requests the schema calls invalid are refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi")
+schemathesis = pytest.importorskip("schemathesis")
+
+from fault_server import FaultServer  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+
+from winnow.pipeline import Pipeline, RunSpec  # noqa: E402
+from winnow.service import Service  # noqa: E402
+from winnow.service.app import create_app  # noqa: E402
+from winnow.service.limits import Limits  # noqa: E402
+
+#: Small limits keep each request quick (a rerank of at most 8 short documents), and show that the
+#: schema states this server's limits, not the defaults.
+LIMITS = Limits(max_documents=8, max_document_chars=400, max_question_chars=200)
+MAX_EXAMPLES = 20  # per operation, valid and invalid together: the file in about ten seconds
+
+
+@pytest.fixture(scope="module")
+def api(index):
+    server = FaultServer()
+    pipeline = Pipeline(RunSpec(method="vanilla", model="m", backend="openai", base_url=server.url,
+                                settings={"k": 2, "n": 4}), index.path, cache=False)
+    service = Service(pipeline, cache=False, limits=LIMITS)
+    try:
+        yield create_app(service)
+    finally:
+        service.close()
+        pipeline.close()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def api_schema(api):
+    return schemathesis.openapi.from_asgi("/openapi.json", api)
+
+
+def expressible(case):
+    """A schema-valid request with the parts taken out whose rules JSON Schema cannot state, so a
+    refusal of what is left is a real mismatch: ``options`` (each method's own settings; GET
+    /v1/methods lists them), ``history`` (a dialogue alternating from the user, for the
+    conversational task only), ``timeout`` (any deadline is valid, and one of a nanosecond is a
+    documented 504), and k above N (k is chosen among the N retrieved: brought down to N)."""
+    if isinstance(case.body, dict):
+        for part in ("options", "history", "timeout"):
+            case.body.pop(part, None)
+        n = case.body.get("n")
+        if isinstance(n, int) and not isinstance(n, bool) and (case.body.get("k") is None or case.body["k"] > n):
+            case.body["k"] = min(n, LIMITS.max_k)
+    return case
+
+
+def test_the_api_does_what_its_schema_says(api_schema):
+    """Every operation: valid requests are answered (2xx, or a documented refusal such as 404 for
+    an unknown trace), invalid ones refused with a 4xx, never a 5xx, and every answer's status,
+    content type and body are the ones the schema documents."""
+    operations = [result.ok() for result in api_schema.get_all_operations()]
+    assert len(operations) == 9  # healthz, ask, rerank, search, traces, models, methods, v2/rerank, /rerank
+    for operation in operations:
+        valid = operation.as_strategy(GenerationMode.POSITIVE).map(expressible)
+        invalid = operation.as_strategy(GenerationMode.NEGATIVE)
+
+        @given(case=valid | invalid)
+        @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def check(case):
+            case.call_and_validate()
+
+        check()
+
+
+def test_the_schema_states_the_checks_the_issue_named(api):
+    """Empty questions are refused, and said to be; an unknown trace's 404 is documented."""
+    schema = api.openapi()
+    question = schema["components"]["schemas"]["AskRequest"]["properties"]["question"]
+    assert question["minLength"] == 1 and question["maxLength"] == LIMITS.max_question_chars == 200
+    assert "404" in schema["paths"]["/v1/traces/{trace_id}"]["get"]["responses"]
+    k = next(m for m in schema["components"]["schemas"]["AskRequest"]["properties"]["k"]["anyOf"]
+             if m["type"] == "integer")
+    assert (k["minimum"], k["maximum"]) == (1, LIMITS.max_k)
+    documents = schema["components"]["schemas"]["RerankRequest"]["properties"]["documents"]
+    assert (documents["minItems"], documents["maxItems"]) == (1, 8)
