@@ -54,8 +54,12 @@ def expressible(case):
     refusal of what is left is a real mismatch: ``options`` (each method's own settings; GET
     /v1/methods lists them), ``history`` (a dialogue alternating from the user, for the
     conversational task only), ``timeout`` (any deadline is valid, and one of a nanosecond is a
-    documented 504), and k above N (k is chosen among the N retrieved: brought down to N)."""
+    documented 504), k above N (k is chosen among the N retrieved: brought down to N), and the
+    trained rerankers (cross-encoder, monot5): this server has no model for them and cannot fetch
+    one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one)."""
     if isinstance(case.body, dict):
+        if case.body.get("method") in ("cross-encoder", "monot5"):
+            case.body.pop("method")
         for part in ("options", "history", "timeout"):
             case.body.pop(part, None)
         n = case.body.get("n")
@@ -94,3 +98,15 @@ def test_the_schema_states_the_checks_the_issue_named(api):
     assert (k["minimum"], k["maximum"]) == (1, LIMITS.max_k)
     documents = schema["components"]["schemas"]["RerankRequest"]["properties"]["documents"]
     assert (documents["minItems"], documents["maxItems"]) == (1, 8)
+
+
+def test_a_reranker_model_the_server_cannot_load_is_a_documented_503(api, monkeypatch):
+    """No --rerank-model and the default not cached (offline): 503 model_unavailable, as documented."""
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    response = TestClient(api).post("/v1/rerank", json={"query": "q", "documents": ["a", "b"], "method": "monot5"})
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["type"] == "model_unavailable"
+    assert "monot5" in response.json()["error"]["message"]
+    assert "503" in api.openapi()["paths"]["/v1/rerank"]["post"]["responses"]
