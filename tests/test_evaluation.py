@@ -485,20 +485,20 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     assert len(read_lines(rankrag / "answers.jsonl")) == 4
 
     mainrag = tmp_path / "mainrag"
-    winnow(*eval_args(bench, mainrag, "--method", "mainrag", "--n", "4", "--limit", "3", "--seed", "1"))
+    winnow(*eval_args(bench, mainrag, "--method", "mainrag", "--n", "4", "--limit", "2", "--seed", "1"))
     chosen = [r["id"] for r in read_lines(mainrag / "answers.jsonl")]
-    assert len(chosen) == 3 and chosen == [i.id for i in select_questions(
-        [qa_item(q["id"]) for q in QUESTIONS], limit=3, seed=1)]
+    assert len(chosen) == 2 and chosen == [i.id for i in select_questions(
+        [qa_item(q["id"]) for q in QUESTIONS], limit=2, seed=1)]
     sessions = json.loads((mainrag / "config.json").read_text())["sessions"]
-    assert sessions[-1]["command"][-4:] == ["--limit", "3", "--seed", "1"]
+    assert sessions[-1]["command"][-4:] == ["--limit", "2", "--seed", "1"]
     report_md = tmp_path / "report" / "report.md"
     winnow("report", rankrag, mainrag, "--out", report_md, "--question", chosen[0])
     text = report_md.read_text()
-    # Two question sets (all four, a seeded three), so two first-stage baseline rows.
+    # Two question sets (all four, a seeded two), so two first-stage baseline rows.
     assert "*first stage: bm25 top-20 alone (question set 1)*" in text
     assert "*first stage: bm25 top-20 alone (question set 2)*" in text
     assert "| rankrag smollm2-135m N=4 k=2 (question set 1) | 4/4 |" in text
-    assert "| mainrag smollm2-135m N=4 (question set 2) | 3/3 |" in text
+    assert "| mainrag smollm2-135m N=4 (question set 2) | 2/2 |" in text
     assert "| adaptive_bar |" in text and "nDCG@10" in text
     images = sorted(p.name for p in report_md.parent.glob("*.png"))
     assert images == ["report-answer-recall.png", f"report-judge-mainrag-{chosen[0]}.png"]

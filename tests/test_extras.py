@@ -1,17 +1,20 @@
 """The light core: Winnow installed without any extra, in a real clean virtual environment.
 
 A fresh venv (no system site-packages) gets exactly the core: pyproject's ``dependencies`` and what
-they require, pinned at the versions installed here and installed with ``--no-deps`` from the same
-package index (about 13 s), with the tree under test on PYTHONPATH. In it, BM25 indexing and search,
-the Python API and the LLM rerankers run against a real OpenAI-compatible server (llama.cpp's,
-started by this test process on 127.0.0.1) and give what the full install gives; every command that
-needs an extra stops with one line naming the extra and its pip command, exit status 2.
+they require, at the versions installed here, each placed in the venv as pip installed it here (the
+files its RECORD lists, hard-linked, or copied across file systems: well under a second, where a
+``pip install --no-deps`` of the same wheels took about 13 s), with the tree under test on
+PYTHONPATH. In it, BM25 indexing and search, the Python API and the LLM rerankers run against a
+real OpenAI-compatible server (llama.cpp's, started by this test process on 127.0.0.1) and give what
+the full install gives; every command that needs an extra stops with one line naming the extra and
+its pip command, exit status 2.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -33,31 +36,54 @@ EXTRA_ONLY_PACKAGES = {"winnow.service": "serve", "winnow.integrations.langchain
                        "winnow.integrations.llamaindex": "llamaindex", "winnow.integrations.haystack": "haystack"}
 
 
-def core_requirements() -> list[str]:
-    """pyproject's core dependencies and everything they require, each pinned as installed here."""
+def core_distributions() -> dict[str, metadata.Distribution]:
+    """pyproject's core dependencies and everything they require, as installed here, by name."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    pinned: dict[str, str] = {}
+    found: dict[str, metadata.Distribution] = {}
     todo = [Requirement(line).name for line in project["dependencies"]]
     while todo:
         dist = metadata.distribution(todo.pop())
         name = canonicalize_name(dist.metadata["Name"])
-        if name in pinned:
+        if name in found:
             continue
-        pinned[name] = f"{dist.metadata['Name']}=={dist.version}"
+        found[name] = dist
         for requirement in map(Requirement, dist.requires or []):
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 todo.append(requirement.name)
-    return sorted(pinned.values())
+    return found
+
+
+def place_installed_files(dist: metadata.Distribution, site_packages: Path) -> int:
+    """Put the files pip installed for ``dist`` here (its RECORD) into ``site_packages``: hard links
+    (the same bytes, no copy), or copies where the two are on different file systems. Scripts pip
+    put outside site-packages are left out: the tests run ``python -m``. Returns the count placed."""
+    placed = 0
+    for file in dist.files or ():
+        if file.parts[0] == "..":
+            continue
+        source, target = Path(dist.locate_file(file)), site_packages / file
+        if not source.is_file():  # RECORD may list a .pyc that was never written
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+        placed += 1
+    return placed
 
 
 @pytest.fixture(scope="module")
 def core_python(tmp_path_factory) -> Path:
-    """The python of a new venv holding only the core's packages."""
+    """The python of a new venv holding only the core's packages, installed as they are here."""
     venv = tmp_path_factory.mktemp("core") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    *core_requirements()], check=True, capture_output=True, timeout=600)
+    site_packages = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    assert site_packages.is_dir(), f"no {site_packages} in the new venv"
+    for name, dist in core_distributions().items():
+        assert dist.files, f"{name} has no RECORD: it cannot be placed in the core venv"
+        assert place_installed_files(dist, site_packages) > 0, name
     return python
 
 

@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -414,16 +415,18 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tuned, ranking_blend, tm
         train_sft(settings(ranking_blend, out, lr=1e-4))
 
 
-def test_a_finished_run_is_not_trained_again(ranking_blend, tmp_path):
+def test_a_finished_run_is_not_trained_again(tuned, ranking_blend, tmp_path):
     from winnow.training.sft import train_sft
 
-    out = tmp_path / "finished"
-    first = train_sft(settings(ranking_blend, out, max_steps=2))
+    # A copy of the finished module run (the folder is the run: run.json, checkpoints, model), so
+    # that a defect here cannot touch what the other tests read.
+    out = shutil.copytree(tuned[0], tmp_path / "finished")
     adapter = (out / "model" / "adapter_model.safetensors").read_bytes()
-    again = train_sft(settings(ranking_blend, out, max_steps=2))
-    assert (first.steps, again.steps) == (2, 2) and len(losses(out)) == 2
+    again = train_sft(settings(ranking_blend, out))
+    assert (tuned[1].steps, again.steps) == (6, 6) and len(losses(out)) == 6
     assert (out / "model" / "adapter_model.safetensors").read_bytes() == adapter
-    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2"]
+    # Another optimizer step would have written checkpoint-7 (and pruned checkpoint-4).
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
 
 
 # --- the transformers backend -------------------------------------------------------------------
