@@ -13,7 +13,6 @@ default). Ranges are checked by each settings class's ``check``.
 
 from __future__ import annotations
 
-import functools
 import math
 import types
 import typing
@@ -24,6 +23,9 @@ from typing import Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence,
 from .errors import WinnowError
 
 S = TypeVar("S", bound="Settings")
+# Settings class -> its fields' types. typing.get_type_hints evaluates every annotation string, ~3 ms a
+# call, which `winnow eval` paid twice a question (first_stage_depth resolves the method's settings).
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
 
 
 class SettingError(WinnowError):
@@ -162,7 +164,11 @@ class Settings:
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
-        return dict(_field_types(cls))
+        types = _FIELD_TYPES.get(cls)
+        if types is None:
+            hints = typing.get_type_hints(cls)
+            types = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in fields(cls)}
+        return dict(types)
 
     @classmethod
     def from_values(cls: type[S], values: Mapping[str, Any], *, owner: str | None = None) -> S:
@@ -237,14 +243,6 @@ class Resolved(Generic[S]):
 
     def source_of(self, setting: str) -> str:
         return self.provenance.get(setting, DEFAULT_SOURCE)
-
-
-@functools.lru_cache(maxsize=None)
-def _field_types(cls: type) -> dict[str, Any]:
-    # typing.get_type_hints evaluates every annotation string: ~3 ms a call, which `winnow eval` paid
-    # twice per question (first_stage_depth resolves the method's settings); a class's types do not change.
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in fields(cls)}
 
 
 def resolve_layers(settings_type: type[S], layers: Sequence[SettingsLayer], *, owner: str,
