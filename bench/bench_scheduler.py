@@ -45,13 +45,13 @@ def prepare(work: Path, questions: int) -> tuple[Path, Path]:
     index, qa = work / "wiki-index", work / "qa"
     if not (index / "manifest.json").exists():
         winnow("index", "wiki-vital", "--out", str(index))
+    if questions > WIKI_VITAL_QA_TEST:
+        if not (qa / "nq-test.jsonl").exists():
+            winnow("data", "export", "nq-test", "--out", str(qa / "nq-test.jsonl"))
+        return index, qa / "nq-test.jsonl"
     if not (qa / "test.jsonl").exists():
         winnow("bench-data", "build", "--out", str(qa))
-    if questions <= WIKI_VITAL_QA_TEST:
-        return index, qa / "test.jsonl"
-    if not (qa / "nq-test.jsonl").exists():
-        winnow("data", "export", "nq-test", "--out", str(qa / "nq-test.jsonl"))
-    return index, qa / "nq-test.jsonl"
+    return index, qa / "test.jsonl"
 
 
 def children_cpu() -> float:

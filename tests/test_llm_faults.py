@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -279,20 +280,40 @@ def test_ask_timeout_reaches_the_dispatcher_and_a_hung_endpoint_costs_one_timeou
     assert json.loads(result.stdout)["answer"].startswith("answer ")
 
 
-def test_eval_with_two_batches_in_flight_answers_as_one_at_a_time(servers, index, qa_file, tmp_path):
-    """A server gets two batches at once (one's stage tails overlap the other's calls); each question's
-    record is the one a run of single-question batches gives, and every question is written once."""
+def test_eval_with_questions_flowing_answers_as_one_at_a_time(servers, index, qa_file, tmp_path):
+    """Against a server the questions flow, several in progress at once; each question's record is
+    the one the one-question path gives, and every question is written once."""
     server = servers()
-    overlapped = _eval(index, qa_file, tmp_path / "two", server.url, extra=("--batch-size", "1"))
-    assert overlapped.exit_code == 0, overlapped.output
-    single = CliRunner().invoke(app, ["eval", "--index", str(index.path), "--queries", str(qa_file), "--out",
-                                      str(tmp_path / "one"), "--backend", "openai", "--model", "m", "--method",
-                                      "rankrag", "--n", "4", "--k", "2", "--max-inflight", "1", "--no-cache",
-                                      "--base-url", server.url])
+    flowing = _eval(index, qa_file, tmp_path / "flow", server.url)
+    assert flowing.exit_code == 0, flowing.output
+    single = _eval(index, qa_file, tmp_path / "one", server.url, extra=("--batch-size", "1", "--max-inflight", "1"))
     assert single.exit_code == 0, single.output
-    assert _answers(tmp_path / "two") == _answers(tmp_path / "one")
-    ids = [json.loads(line)["id"] for line in (tmp_path / "two" / "answers.jsonl").read_text().splitlines()]
+    assert _answers(tmp_path / "flow") == _answers(tmp_path / "one")
+    ids = [json.loads(line)["id"] for line in (tmp_path / "flow" / "answers.jsonl").read_text().splitlines()]
     assert sorted(ids) == ["q1", "q2", "q3", "q4"]
+
+
+def test_a_slow_question_does_not_hold_back_the_others(servers, index, qa_file, tmp_path):
+    """Issue 28: no question waits for another. The server holds every call of q3 (its prompts name
+    the Mona Lisa) until released; the other three are answered and written meanwhile, and q3 is
+    written once its calls return. A batch of the four would write nothing until q3 is done."""
+    server = servers(hang_word="Mona Lisa")
+    answers = tmp_path / "run" / "answers.jsonl"
+    result: list = []
+    asking = threading.Thread(target=lambda: result.append(_eval(index, qa_file, tmp_path / "run", server.url,
+                                                                 extra=("--max-inflight", "8"))))
+    asking.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not answers.exists() or len(answers.read_text().splitlines()) < 3):
+            time.sleep(0.02)
+        written = [json.loads(line)["id"] for line in answers.read_text().splitlines()] if answers.exists() else []
+        assert sorted(written) == ["q1", "q2", "q4"] and server.hung >= 1  # q3 still waits on the server
+    finally:
+        server.released.set()
+        asking.join(30)
+    assert result and result[0].exit_code == 0, result[0].output if result else "the run did not finish"
+    assert [json.loads(line)["id"] for line in answers.read_text().splitlines()][-1] == "q3"
 
 
 # --- a gateway's own headers ------------------------------------------------------------------------

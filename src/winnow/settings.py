@@ -23,6 +23,9 @@ from typing import Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence,
 from .errors import WinnowError
 
 S = TypeVar("S", bound="Settings")
+# Settings class -> its fields' types. typing.get_type_hints evaluates every annotation string, ~3 ms a
+# call, which `winnow eval` paid twice a question (first_stage_depth resolves the method's settings).
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
 
 
 class SettingError(WinnowError):
@@ -161,8 +164,11 @@ class Settings:
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
-        hints = typing.get_type_hints(cls)
-        return {f.name: hints[f.name] for f in fields(cls)}
+        types = _FIELD_TYPES.get(cls)
+        if types is None:
+            hints = typing.get_type_hints(cls)
+            types = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in fields(cls)}
+        return dict(types)
 
     @classmethod
     def from_values(cls: type[S], values: Mapping[str, Any], *, owner: str | None = None) -> S:

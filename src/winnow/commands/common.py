@@ -11,6 +11,7 @@ import functools
 import inspect
 import signal
 import threading
+import time
 import typing
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -91,22 +92,49 @@ def stop_on_ctrl_c(inflight: Callable[[], int], saved: str = "") -> Iterator[Non
 
 
 class StageProgress:
-    """A progress bar per LLM stage, fed by the LLM client's progress hook."""
+    """A progress bar per LLM stage, fed by the LLM client's progress hook.
+
+    Many threads may report the same stage at once (`winnow eval` against a server asks many
+    questions at a time, each its own stage calls): a stage's bar sums the calls of every caller
+    still in it, and is redrawn at most ten times a second (a redraw per call cost more CPU than
+    the call).
+    """
+
+    REDRAW_SECONDS = 0.1
 
     def __init__(self, console: Console) -> None:
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console, transient=True)
         self.tasks: dict[str, TaskID] = {}
         self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
+        self._lock = threading.Lock()
+        self._callers: dict[str, dict[int, tuple[int, int]]] = {}  # stage -> thread -> (done, total)
+        self._drawn: dict[str, float] = {}  # stage -> when its bar was last redrawn
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self.on_call:
             self.on_call()
-        if stage not in self.tasks:
-            self.tasks[stage] = self.bar.add_task(f"LLM {stage}", total=total)
-        self.bar.update(self.tasks[stage], completed=done, total=total)
-        if done >= total:
-            self.bar.remove_task(self.tasks.pop(stage))
+        with self._lock:
+            callers = self._callers.setdefault(stage, {})
+            if done >= total:
+                callers.pop(threading.get_ident(), None)
+            else:
+                callers[threading.get_ident()] = (done, total)
+            if not callers:
+                self._callers.pop(stage)
+                self._drawn.pop(stage, None)
+                if stage in self.tasks:
+                    self.bar.remove_task(self.tasks.pop(stage))
+                return
+            now = time.monotonic()
+            if stage in self.tasks and now - self._drawn.get(stage, 0.0) < self.REDRAW_SECONDS:
+                return
+            self._drawn[stage] = now
+            completed = sum(d for d, _ in callers.values())
+            calls = sum(t for _, t in callers.values())
+            if stage not in self.tasks:
+                self.tasks[stage] = self.bar.add_task(f"LLM {stage}", total=calls)
+            self.bar.update(self.tasks[stage], completed=completed, total=calls)
 
 
 # What one request to a server (`winnow serve`, `winnow mcp`) may ask: the limits of winnow.service.limits.

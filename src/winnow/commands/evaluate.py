@@ -136,12 +136,14 @@ def evaluate(
                                                                 "-l) \\[default: 2 for TREC DL questions, else "
                                                                 "1].")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1,
-                                                      help="Questions run together: each stage sends the LLM calls "
-                                                           "of the whole batch at once (answers are the same as one "
-                                                           "at a time). Default: --max-inflight (64) for a server, "
-                                                           "--slots (1) for llama.cpp in process, which gains "
-                                                           "nothing from more and loses a batch's work when "
-                                                           "stopped, 8 for transformers.")] = None,
+                                                      help="Rarely needed. With a server (--backend openai): at "
+                                                           "most this many questions in progress at once (each "
+                                                           "moves to its next stage as its own calls return; by "
+                                                           "default enough to fill --max-inflight). In process, "
+                                                           "and per --engine ray worker: questions run together, "
+                                                           "each stage over the whole batch (default --slots (1) "
+                                                           "for llama.cpp, 8 for transformers, --max-inflight "
+                                                           "for a server). Answers are the same either way.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
                                                          "over the workers of a Ray cluster; needs the \\[ray] "
                                                          "extra).")] = "local",
@@ -170,15 +172,13 @@ def evaluate(
     Writes OUT/config.json, OUT/answers.jsonl (one line per finished question), OUT/metrics.json and
     OUT/runs/<stage>.trec. Killed or interrupted, the same command resumes where it stopped.
     """
-    from ..evaluation.runner import EvalRun, default_batch_size
+    from ..evaluation.runner import EvalRun
 
     check_engine(engine, ray_address=ray_address, ray_workers=ray_workers, ray_cpus=ray_cpus)
     from ..evaluation.prices import read_prices
 
     price_table = read_prices(prices) if prices else None  # checked before any model loads
     spec = resolve_run(options)
-    if batch_size is None:
-        batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
     if first_stage_run is not None and (sweep is not None or engine != "local"):
         raise WinnowError("--run is read with --engine local and without --sweep", "run each setting on its own")
     if first_stage_run is not None and spec.ann:
@@ -213,7 +213,7 @@ def evaluate(
                   "stopped); it is asked again")
     done = len(run.answered())
     err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask"
-              + (f" in batches of {batch_size}" if pending else ""), highlight=False)
+              + (_asking_note(spec, batch_size, engine) if pending else ""), highlight=False)
     interrupted = False
     stale_cache_entries = 0
     if pending:
@@ -237,6 +237,16 @@ def evaluate(
         # A score over fewer questions than chosen is not the run's score: a script must notice.
         err.print(f"[bold red]incomplete:[/] {escape(note)}", highlight=False, soft_wrap=True)
         raise typer.Exit(INCOMPLETE_EXIT_CODE)
+
+
+def _asking_note(spec: RunSpec, batch_size: int | None, engine: str) -> str:
+    """How the pending questions are asked, for the run's first line (see EvalRun.ask_all)."""
+    from ..evaluation.runner import default_batch_size
+
+    if spec.backend == "openai" and engine == "local":
+        cap = f", at most {batch_size} at once (--batch-size)" if batch_size else ""
+        return f" as they flow through the stages{cap}"
+    return f" in batches of {batch_size or default_batch_size(spec.backend, spec.slots, spec.max_inflight)}"
 
 
 def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
@@ -316,7 +326,7 @@ def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds:
 
 
 def _evaluate_sweep(spec: RunSpec, sweep: str, given: set[str], index_dir: Path, queries: Path, out_dir: Path, *,
-                    batch_size: int, options: RunOptions, as_json: bool, eval_options: dict[str, Any]) -> None:
+                    batch_size: int | None, options: RunOptions, as_json: bool, eval_options: dict[str, Any]) -> None:
     """``winnow eval --sweep``: one run per value over one pipeline and call cache (:mod:`winnow.evaluation.sweep`).
 
     With ``--no-cache`` the values still share their calls, through a cache file of the sweep's own

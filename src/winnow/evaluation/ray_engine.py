@@ -29,7 +29,7 @@ from ..errors import WinnowError
 from ..ray_cluster import check_reachable, token_auth_mode, worker_error
 from ..ray_cluster import connect as join_cluster
 from ..version import __version__
-from .runner import EvalRun, answer_batch, model_identities
+from .runner import EvalRun, answer_batch, default_batch_size, model_identities
 from .schema import QuestionRecord
 
 FEATURE = "winnow eval --engine ray"
@@ -126,10 +126,14 @@ class RayEngine:
         self.run.check_model_identities(described[0]["models"])
         self.hosts = [found["host"] for found in described]
 
-    def ask_all(self, pending: Sequence[Any], *, batch_size: int,
+    def ask_all(self, pending: Sequence[Any], *, batch_size: int | None = None,
                 on_answer: Callable[[QuestionRecord], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None) -> None:
-        """Ask every pending question on the workers; append each record as its batch returns."""
+        """Ask every pending question on the workers, ``batch_size`` at a time (default
+        :func:`~winnow.evaluation.runner.default_batch_size`); append each record as its batch returns."""
+        if batch_size is None:
+            spec = self.run.spec
+            batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
         if batch_size < 1:
             raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         ray = self.ray

@@ -3,10 +3,11 @@
 ``RUNDIR/config.json`` holds the run's *identity* (method, models, settings, retriever, the question
 file's and the index's checksums, the seed) and what is only informational (library versions, the
 command line, each session's limit). ``RUNDIR/answers.jsonl`` gets one line per finished question,
-appended, flushed and fsynced before the next question starts, so a run killed at any moment loses
-at most the question in flight. Resuming reads the finished ids back, cuts a torn last line (the
-line being written when the process died), and refuses to continue when the identity differs:
-answers from two configurations in one folder would average into a number that means nothing.
+appended, flushed and fsynced as it finishes (questions that finish together share one fsync), so a
+run killed at any moment loses at most the questions in flight. Resuming reads the finished ids
+back, cuts a torn last line (the line being written when the process died), and refuses to continue
+when the identity differs: answers from two configurations in one folder would average into a
+number that means nothing.
 """
 
 from __future__ import annotations
@@ -162,14 +163,21 @@ class RunFolder:
         return Metrics.from_json(_read_json(self.metrics_path, "rerun its `winnow eval` command"),
                                  path=self.metrics_path)
 
-    def append(self, record: QuestionRecord) -> None:
-        """Append one finished question and make it durable before returning."""
+    def append(self, record: QuestionRecord, *, durable: bool = True) -> None:
+        """Append one finished question and make it durable before returning; ``durable=False``
+        leaves that to a later :meth:`sync` (many records made durable by one fsync)."""
         if self._stream is None:
             self._stream = self.answers_path.open("ab")
         line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         self._stream.write(line)
-        self._stream.flush()
-        os.fsync(self._stream.fileno())
+        if durable:
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every appended record durable (flushed and fsynced)."""
+        if self._stream is not None:
+            self._stream.flush()
+            os.fsync(self._stream.fileno())
 
     def append_error(self, entry: dict[str, Any]) -> None:
         with self.errors_path.open("a", encoding="utf-8") as stream:

@@ -1,7 +1,7 @@
 """An evaluation run: ask a method every chosen question, record each as it finishes, score the lot.
 
-The loop is built to be stopped: each finished question is durable in ``answers.jsonl`` before the
-next starts (:mod:`.runfolder`), the chosen questions are a pure function of the question file,
+The loop is built to be stopped: each finished question is made durable in ``answers.jsonl`` as it
+finishes (:mod:`.runfolder`), the chosen questions are a pure function of the question file,
 the seed and the limit, and a rerun asks only what is missing. With nothing missing no model is
 loaded: the metrics, run files and config are simply rewritten (add ``--qrels`` later this way).
 
@@ -26,6 +26,7 @@ from ..errors import BackendError, WinnowError
 from ..extras import require
 from ..index.manifest import file_sha256
 from ..lock import output_lock
+from .flow import flow, questions_in_progress, server_capacity
 from .metrics import compute_metrics
 from .qrels_coverage import unknown_documents
 from .record import question_record
@@ -80,12 +81,12 @@ def index_identity(index_dir: Path, retriever: str, ann: str = "") -> dict[str, 
 
 #: Questions a batch for a server when --max-inflight is not given either (the dispatcher's default bound).
 SERVER_BATCH_SIZE = 64
-#: Batches a server is asked at once (see :meth:`EvalRun.ask_all`).
-SERVER_BATCHES_IN_FLIGHT = 2
 
 
 def default_batch_size(backend: str, slots: int | None, max_inflight: int | None = None) -> int:
-    """Questions per batch when ``--batch-size`` is not given.
+    """Questions per batch when ``--batch-size`` is not given and questions are asked in batches: a
+    model in process, and each worker of ``--engine ray`` (in one process a server's questions flow
+    instead, :mod:`.flow`).
 
     llama.cpp in process decodes at most ``slots`` sequences at once (1 by default), so a larger
     batch asks no faster there (docs/benchmarks.md, "Parallel slots on the CPU": 0.99-1.01x) but
@@ -101,14 +102,6 @@ def default_batch_size(backend: str, slots: int | None, max_inflight: int | None
     if backend == "openai":
         return max_inflight or SERVER_BATCH_SIZE
     return 8
-
-
-def batches_in_flight(pipeline: Pipeline) -> int:
-    """How many batches to ask at once: two when every model is a server that takes concurrent callers
-    (so one batch's stage tails, its retrieval and its writing overlap the other's calls), else one."""
-    llms = pipeline.llms
-    concurrent = bool(llms) and all(getattr(llm.backend, "concurrent_callers", False) for llm in llms)
-    return SERVER_BATCHES_IN_FLIGHT if concurrent else 1
 
 
 @dataclass
@@ -210,64 +203,54 @@ class EvalRun:
 
     def ask_all(self, pipeline: Pipeline, pending: Sequence[QAItem],
                 on_answer: Callable[[QuestionRecord], None] | None = None,
-                on_failure: Callable[[str, str], None] | None = None, *, batch_size: int = 1,
-                in_flight: int | None = None) -> None:
-        """Ask the pending questions ``batch_size`` at a time, each stage over the whole batch (its
-        LLM calls sent together), and append each question's record the moment its batch is done.
+                on_failure: Callable[[str, str], None] | None = None, *, batch_size: int | None = None) -> None:
+        """Ask the pending questions and append each question's record the moment it is done.
 
-        ``in_flight`` batches run at once (default :func:`batches_in_flight`: two for a model server,
-        one in process). Within a batch a stage waits for its slowest call, and retrieval and writing
-        use no LLM; a second batch fills the server's slots meanwhile, so the server stays full from
-        the first call to the last. Records are written here, on the calling thread, in the order
-        batches finish; each question's record is what one batch alone would give.
+        Against model servers (every model takes concurrent callers) the questions flow
+        (:mod:`.flow`): each is asked on its own by the one-question path, as many in progress as
+        keep the servers' ``--max-inflight`` slots full (``batch_size``, when given, caps them), its
+        next stage starting when its own calls return; records are written here, on the calling
+        thread, as questions finish.
 
-        A batch the backend fails is asked again one question at a time, so one bad question costs
-        only itself (its calls that succeeded are in the call cache).
+        A model in process (llama.cpp, transformers) is asked ``batch_size`` questions at a time
+        (default :func:`default_batch_size`), each stage over the whole batch, one batch after the
+        other (it decodes a batch's sequences together). A batch the backend fails is asked again
+        one question at a time, so one bad question costs only itself (its calls that succeeded are
+        in the call cache). Either way each question's record is what it alone would give.
         """
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         self._in_a_row = 0
-        batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
-        workers = max(1, in_flight if in_flight is not None else batches_in_flight(pipeline))
 
-        def handle(outcomes: Sequence[QuestionRecord | tuple[str, str]]) -> None:
-            for outcome in outcomes:
-                if isinstance(outcome, QuestionRecord):
-                    self.keep(outcome, on_answer)
-                else:
-                    self.failed(*outcome, on_failure)
+        def handle(outcomes: list[QuestionRecord | tuple[str, str]]) -> None:
+            try:
+                for outcome in outcomes:
+                    if isinstance(outcome, QuestionRecord):
+                        self.keep(outcome, on_answer, durable=False)
+                    else:
+                        self.failed(*outcome, on_failure)
+            finally:
+                self.folder.sync()  # one fsync for the questions that finished together
 
-        if workers == 1 or len(batches) == 1:
-            for batch in batches:
-                handle(list(answer_batch(pipeline, self.spec, batch)))
+        capacity = server_capacity(pipeline)
+        if capacity is not None:
+            flow(pending, lambda item: answered_batch(pipeline, self.spec, [item]),
+                 workers=questions_in_progress(capacity, batch_size), keep=handle)
             return
-        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+        size = batch_size or default_batch_size(self.spec.backend, self.spec.slots, self.spec.max_inflight)
+        batches = [pending[start:start + size] for start in range(0, len(pending), size)]
+        for batch in batches:
+            handle(list(answer_batch(pipeline, self.spec, batch)))
 
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="winnow-batch")
-        running: set[Future[list[QuestionRecord | tuple[str, str]]]] = set()
-        queued = iter(batches)
-        try:
-            for batch in queued:
-                running.add(pool.submit(answered_batch, pipeline, self.spec, batch))
-                if len(running) < workers:
-                    continue
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    handle(future.result())
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    handle(future.result())
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def keep(self, record: QuestionRecord, on_answer: Callable[[QuestionRecord], None] | None = None) -> bool:
+    def keep(self, record: QuestionRecord, on_answer: Callable[[QuestionRecord], None] | None = None, *,
+             durable: bool = True) -> bool:
         """Append one finished question to the run folder; False (and nothing written) for a
-        question the folder already holds, so no question is ever recorded twice."""
+        question the folder already holds, so no question is ever recorded twice. ``durable=False``
+        leaves the fsync to the caller (``self.folder.sync()``), for records that finished together."""
         if record.id in self.records:
             return False
         self._in_a_row = 0
-        self.folder.append(record)
+        self.folder.append(record, durable=durable)
         self.records[record.id] = record
         self.new_answers += 1
         if on_answer:
@@ -371,7 +354,7 @@ def model_identities(pipeline: Pipeline) -> dict[str, Any]:
 
 def answered_batch(pipeline: Pipeline, spec: RunSpec,
                    batch: Sequence[QAItem]) -> list[QuestionRecord | tuple[str, str]]:
-    """:func:`answer_batch`'s outcomes as a list (run on a worker thread by :meth:`EvalRun.ask_all`)."""
+    """:func:`answer_batch`'s outcomes as a list (a question's unit of :mod:`.flow`)."""
     return list(answer_batch(pipeline, spec, batch))
 
 

@@ -119,7 +119,8 @@ class EvalSweep:
         return {point.label: point.run.prepare() for point in self.points}
 
     def ask_all(self, pipeline: Pipeline, pending: dict[str, list[QAItem]], *,
-                on_point: Callable[[SweepPoint, int], dict[str, Any]] | None = None, batch_size: int = 8) -> None:
+                on_point: Callable[[SweepPoint, int], dict[str, Any]] | None = None,
+                batch_size: int | None = None) -> None:
         """Ask each value's pending questions over ``pipeline``, the method rebuilt with that value's
         settings (same index, same models, same call cache). ``on_point(point, pending)`` is told
         before each value starts and returns the ``on_answer``/``on_failure`` hooks for it."""
