@@ -368,6 +368,13 @@ class Dispatcher:
         loop, thread = self._loop, self._loop_thread
         if loop is not None and thread is not None:
             async def close_clients() -> None:
+                # Cancel the calls still running first: callers on other threads (questions in flow
+                # when Ctrl-C stopped the run) then get CancelledError, not a wait on a stopped loop.
+                current = asyncio.current_task()
+                running = [task for task in asyncio.all_tasks() if task is not current]
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
                 for endpoint in self.endpoints:
                     await endpoint.close_session()
 
