@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import filelock
-
 from .errors import WinnowError
 from .writable import cannot_write, make_parent
 
@@ -54,6 +52,8 @@ def output_lock(out: str | Path, *, wait: bool = False) -> Iterator[None]:
             _HELD[key] -= 1
         return
     make_parent(out)
+    import filelock  # here, not at the top: `import winnow` stays free of third-party imports
+
     # Not thread-local: the lock is the process's (a command's worker threads write under it too);
     # no soft fallback: a filesystem without flock gets a clear error, not a lock that a kill -9 leaves.
     lock = filelock.FileLock(path, timeout=-1 if wait else 0, thread_local=False, fallback_to_soft=False,

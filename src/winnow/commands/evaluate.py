@@ -310,6 +310,7 @@ def _print_summary(run: Any, metrics: dict[str, Any], *, as_json: bool, seconds:
     if as_json:
         out.print_json(data=metrics)
     else:
+        out.print(metrics_headline(metrics), highlight=False, markup=False)
         out.print(metrics_table(metrics))
         if metrics.get("stage_cost"):
             err.print(stage_cost_table(metrics["stage_cost"], metrics["questions"]["answered"]))
@@ -539,19 +540,23 @@ def run_label(spec: RunSpec) -> str:
     return label(spec)
 
 
+def metrics_headline(metrics: dict[str, Any]) -> str:
+    """The run's label and answer metrics: a line of its own above :func:`metrics_table`, wrapped at
+    the terminal's width (as a table title it wrapped at the table's, cutting the label in two)."""
+    answer = metrics["answer"]
+    return (f"{metrics['run']['label']} · {metrics['questions']['answered']} questions · "
+            f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · accuracy {answer['accuracy']:.1%}")
+
+
 def metrics_table(metrics: dict[str, Any]) -> Table:
-    """Answer metrics in the title; answer Recall@k (and nDCG@10, MRR@10 with qrels) per list."""
+    """Answer Recall@k (and nDCG@10, MRR@10 with qrels) per list; :func:`metrics_headline` goes above it."""
     from rich.table import Table
 
     recall = metrics["answer_recall"]
     ks = list(next(iter(recall.values())).keys()) if recall else []
     qrels_rows = (metrics.get("qrels") or {}).get("rows") or {}
     qrels_names = [name for name in ("nDCG@10", "MRR@10") if qrels_rows]
-    answer = metrics["answer"]
-    table = Table(title=f"{metrics['run']['label']} · {metrics['questions']['answered']} questions · "
-                        f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · accuracy {answer['accuracy']:.1%}",
-                  title_justify="left", caption="R@k: share of questions with an answer in the top k",
-                  caption_justify="left", **NARROW)
+    table = Table(caption="R@k: share of questions with an answer in the top k", caption_justify="left", **NARROW)
     table.add_column("list", no_wrap=True)
     for column in ("len", *ks, *qrels_names):
         table.add_column(column, justify="right", no_wrap=True)
