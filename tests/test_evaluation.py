@@ -112,6 +112,38 @@ def test_dpr_tokens_and_has_answer():
     assert [matcher(t) for t in ("in 1963 they", "ringo  starr!", "Starr Ringo")] == [True, True, False]
 
 
+def test_the_substring_pretest_never_changes_has_answer():
+    # AnswerMatcher skips tokenising a passage that lacks an answer token as a substring; the
+    # outcome must be DPR's token-sequence test's, also where lower-casing depends on context
+    # (Greek final sigma, circled letters that are cased symbols), expands (dotted capital I) or
+    # decomposes (NFD accents), and for single-character and punctuation tokens.
+    import random
+    from winnow.answers import _contains_sequence, _cached_dpr_tokens
+
+    pieces = ["\u03a3", "\u03c3", "\u03c2", "\u0391\u03a3", "\u24b6", "\u0130", "i", "I", "e\u0301", "\u00e9",
+              "Paris", "paris", "\u00df", "SS", "\u01c5", "1", "9", " ", " ", ",", "-", ".", "\u3000", "\u00a0"]
+    rng = random.Random(7)
+    checked = found = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        answers = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 2))]
+        token_answers = [t for t in (dpr_tokens(a) for a in answers) if t]
+        expected = any(_contains_sequence(_cached_dpr_tokens(text), t) for t in token_answers)
+        assert AnswerMatcher(answers)(text) == expected, (text, answers)
+        checked += 1
+        found += expected
+    assert checked == 3000 and 100 < found < 2900  # both outcomes well exercised
+
+
+def test_the_stored_token_classes_are_this_pythons():
+    import json
+    import unicodedata
+    from winnow.answers import TOKEN_CLASSES_FILE, build_token_classes
+
+    stored = json.loads(TOKEN_CLASSES_FILE.read_text("utf-8"))
+    assert stored[unicodedata.unidata_version] == list(build_token_classes())
+
+
 # --- retrieval metrics -----------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
 from winnow import atomic
 from winnow.index import manifest as manifest_module
-from winnow.index.analysis import indexed_text, make_stemmer, tokenize_corpus
+from winnow.index.analysis import LUCENE_STOPWORDS, indexed_text, make_stemmer, tokenize_corpus, tokenize_queries
 from winnow.index.manifest import file_sha256, manifest_checksum
 from winnow.index.verified import VERIFIED, cached_record, forget_verified
 from winnow.records import Passage, Query
@@ -59,6 +59,20 @@ def index(tmp_path_factory):
 
 
 # --- search ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stemmer, stopwords", [("snowball-english", "en"), ("porter", list(LUCENE_STOPWORDS))])
+def test_query_terms_are_bm25s_terms(stemmer, stopwords):
+    # Queries skip bm25s.tokenize (its hidden progress bars lock across threads): the terms must
+    # still be the ones it gives, or a query term would miss its indexed passage term.
+    texts = [indexed_text(p) for p in passages()] + [
+        "Who WROTE the U.S. constitution's 2nd draft in 1787?", "", "a an the", "x y z", "naïve café Zürich 東京 Ωμέγα",
+        "it's under_score and hyphen-ated words, running runners ran", "\u00bd \u2160 ²³ 4th"]
+    expected = bm25s.tokenize(texts, stopwords=stopwords, stemmer=make_stemmer(stemmer), return_ids=False,
+                              show_progress=False)
+    assert tokenize_queries(texts, make_stemmer(stemmer), stopwords) == expected
+
+
 
 def test_search_finds_the_passage_and_scores_descend(index):
     hits = index.search("which instrument has hammers and strings", k=3)
@@ -154,6 +168,20 @@ def test_search_many_equals_search(index):
         assert hits.query.text == query
         assert [(c.passage.id, c.score, c.rank_of("bm25")) for c in hits] == \
                [(c.passage.id, c.score, c.rank_of("bm25")) for c in single]
+
+
+def test_searches_answered_from_recent_hits_equal_fresh_ones(index):
+    # The same terms searched again (the first stage, then the method's retriever) are answered
+    # from the hits already scored: a shallower k is their prefix, a deeper one is scored anew.
+    def listed(hits):
+        return [(c.passage.id, c.score, c.rank_of("bm25")) for c in hits]
+
+    asked = [("ice planet river", 5), ("ice planet river", 2), ("planets, ice and rivers", 3),
+             ("ice planet river", 9), ("ice planet river", 12), ("coffee beans", 40), ("coffee beans", 1)]
+    answers = [listed(index.search(query, k=k)) for query, k in asked]
+    fresh = BM25Index.open(index.path)
+    assert answers == [listed(fresh.search(query, k=k)) for query, k in reversed(asked)][::-1]
+    assert answers[1] == answers[0][:2] and answers[3] == answers[4][:9] and len(answers[5]) < 40
 
 
 def test_search_many_of_nothing(index):

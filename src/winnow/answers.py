@@ -36,14 +36,16 @@ its Exact Match (overlap of words with a pattern has no meaning).
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import sys
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .errors import WinnowError
@@ -250,20 +252,37 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
 
 # --- DPR's SimpleTokenizer, built from the Unicode tables of this Python ---------------------------
 
-def _ranges(predicate: Callable[[str], bool]) -> str:
-    """A regex character-class body covering every code point whose category passes ``predicate``."""
-    parts: list[str] = []
-    start = None
-    for code in range(sys.maxunicode + 2):
-        inside = code <= sys.maxunicode and predicate(unicodedata.category(chr(code)))
-        if inside and start is None:
-            start = code
-        elif not inside and start is not None:
-            end = code - 1
-            parts.append(re.escape(chr(start)) if start == end
-                         else f"{re.escape(chr(start))}-{re.escape(chr(end))}")
-            start = None
+#: DPR's two character classes, per Unicode version of ``unicodedata``, as
+#: :func:`build_token_classes` gives them (written by ``tools/dpr_token_classes.py`` under each
+#: Python Winnow supports; tests/test_evaluation.py checks the running one's). Building them takes
+#: about 0.35 s, a tenth of a short ``winnow eval`` against a fast server.
+TOKEN_CLASSES_FILE = Path(__file__).with_name("dpr_token_classes.json")
+
+
+def _class_body(first_letters: str, wanted: str) -> str:
+    """A regex character-class body of the code points whose category's first letter is in
+    ``wanted`` (``first_letters`` holds one such letter per code point)."""
+    parts = []
+    for run in re.finditer(f"[{wanted}]+", first_letters):
+        start, end = run.start(), run.end() - 1
+        parts.append(re.escape(chr(start)) if start == end else f"{re.escape(chr(start))}-{re.escape(chr(end))}")
     return "".join(parts)
+
+
+def build_token_classes() -> tuple[str, str]:
+    """DPR's classes from this Python's ``unicodedata``: letters, digits and marks
+    (``\\p{L}\\p{N}\\p{M}``), and separators and control characters (``\\p{Z}\\p{C}``)."""
+    first_letters = "".join([category[0] for category in map(unicodedata.category,
+                                                              map(chr, range(sys.maxunicode + 1)))])
+    return _class_body(first_letters, "LNM"), _class_body(first_letters, "ZC")
+
+
+def _token_classes() -> tuple[str, str]:
+    try:
+        stored = json.loads(TOKEN_CLASSES_FILE.read_text("utf-8")).get(unicodedata.unidata_version)
+    except (OSError, ValueError):
+        stored = None
+    return (stored[0], stored[1]) if stored else build_token_classes()
 
 
 _PATTERN: list[re.Pattern[str]] = []
@@ -272,15 +291,13 @@ _PATTERN_LOCK = threading.Lock()
 
 def _dpr_token_pattern() -> re.Pattern[str]:
     # DPR: regex r'[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]'. Python's re has no \p{..}, so the classes are
-    # spelled out once from unicodedata (about 0.3 s, kept for the process). Under a lock: the
-    # questions of `winnow eval` against a server are scored on many threads at once, and each
-    # building it (lru_cache does not hold the others back) cost 80 x 0.3 s of CPU at start.
+    # spelled out from unicodedata (stored per Unicode version, else built). Under a lock: the
+    # questions of `winnow eval` against a server are scored on many threads at once.
     if not _PATTERN:
         with _PATTERN_LOCK:
             if not _PATTERN:
-                word = _ranges(lambda cat: cat[0] in "LNM")
-                not_space_or_control = _ranges(lambda cat: cat[0] in "ZC")
-                _PATTERN.append(re.compile(f"[{word}]+|[^{not_space_or_control}]"))
+                word, space_or_control = _token_classes()
+                _PATTERN.append(re.compile(f"[{word}]+|[^{space_or_control}]"))
     return _PATTERN[0]
 
 
@@ -307,6 +324,10 @@ def _contains_sequence(tokens: Sequence[str], needle: Sequence[str]) -> bool:
     return False
 
 
+def _sigma_free(text: str) -> str:
+    return text.replace("\u03c2", "\u03c3")  # final sigma -> sigma
+
+
 class AnswerMatcher:
     """``has_answer`` for many passages against one question's answers, answers tokenised once."""
 
@@ -319,15 +340,28 @@ class AnswerMatcher:
             # Answers with no tokens (pure punctuation is still a token; only blanks are empty)
             # can never be found, as in DPR.
             self._token_answers = [t for t in (dpr_tokens(a) for a in answers) if t]
+            self._needles = [[_sigma_free(token) for token in answer] for answer in self._token_answers]
 
     def __call__(self, text: str) -> bool:
         if self.regex:
             normalised = unicodedata.normalize("NFD", text)
             return any(p.search(normalised) is not None for p in self._patterns)
-        if not self._token_answers:
+        if not self._token_answers or not self._may_hold(text):
             return False
         tokens = _cached_dpr_tokens(text)
         return any(_contains_sequence(tokens, answer) for answer in self._token_answers)
+
+    def _may_hold(self, text: str) -> bool:
+        """False only when no answer can be in ``text``: some token of every answer is not even a
+        substring of it. Most passages fail this cheap test and are never tokenised (tokenising
+        was three quarters of a question's scoring against a fast server); the answer is the same.
+
+        A token is a piece of the NFD text, lower-cased on its own, so it is a substring of the
+        lower-cased NFD text, except that ``str.lower`` picks a final or medial sigma from the
+        letters around it: both sides are compared with every sigma made medial.
+        """
+        haystack = _sigma_free(unicodedata.normalize("NFD", text).lower())
+        return any(all(token in haystack for token in needle) for needle in self._needles)
 
 
 def has_answer(text: str, answers: Sequence[str] | str, regex: bool = False) -> bool:

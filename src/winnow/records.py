@@ -153,7 +153,8 @@ class Candidate:
             "title": self.passage.title,
             "text": self.passage.text,
             "score": self.score,
-            "scores": [asdict(s) for s in self.scores],
+            # Not dataclasses.asdict: it deep-copies field by field, a tenth of a fast run's CPU.
+            "scores": [{"stage": s.stage, "score": s.score, "rank": s.rank} for s in self.scores],
             **({"note": self.note} if self.note else {}),
         }
 

@@ -173,7 +173,8 @@ def run_scores(run: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, dict
 
 
 def _check_id(value: str, what: str, path: str | Path) -> None:
-    if not isinstance(value, str) or not value or any(ch.isspace() for ch in value):
+    # split() drops every white-space character str.isspace knows: one piece, the value itself.
+    if not isinstance(value, str) or value.split() != [value]:
         raise WinnowError(f"{path}: {what} {value!r} cannot be written to a TREC file",
                           "ids must be non-empty and hold no white space")
 

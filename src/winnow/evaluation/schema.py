@@ -455,14 +455,20 @@ def _build(cls: type[T], data: Any, where: str) -> T:
         raise SchemaError(where or "(line)", str(exc)) from exc
 
 
+#: Values written as they are (checked first: most of a record's values are ids, ranks and scores).
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _dump(record: Any) -> Any:
     """A record as JSON data, its fields in order; OMIT fields left out at their default."""
+    if isinstance(record, _SCALARS):
+        return record
     if isinstance(record, UsageShare):
         return record.to_dict()
     if isinstance(record, Turn):
         return record.to_dict()
     if isinstance(record, (list, tuple)):
-        return [_dump(item) for item in record]
+        return [item if isinstance(item, _SCALARS) else _dump(item) for item in record]
     if isinstance(record, dict):
         return {key: _dump(value) for key, value in record.items()}
     if not is_dataclass(record) or isinstance(record, type):

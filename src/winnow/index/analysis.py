@@ -18,11 +18,14 @@ profiles (:data:`PROFILES`), chosen at ``winnow index --bm25-profile``:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import bm25s
 import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
 
 from ..errors import IndexLoadError, WinnowError
 from ..records import Passage
@@ -101,9 +104,32 @@ def require_indexable_words(tokens: bm25s.tokenization.Tokenized, source: str) -
                                                       "are not English stop words; check that the corpus holds text")
 
 
+#: bm25s's word pattern (scikit-learn's CountVectorizer default).
+WORD_PATTERN = re.compile(r"(?u)\b\w\w+\b")
+
+
+@lru_cache(maxsize=16)
+def _stopword_set(stopwords: str | tuple[str, ...]) -> frozenset[str]:
+    if isinstance(stopwords, str):
+        if stopwords not in ("en", "english"):
+            raise WinnowError(f"unknown stop-word list {stopwords!r}", "name en, or give the words as a list")
+        return frozenset(STOPWORDS_EN)
+    return frozenset(stopwords)
+
+
 def tokenize_queries(texts: Sequence[str], stemmer: Stemmer.Stemmer,
                      stopwords: str | list[str] = STOPWORDS) -> list[list[str]]:
-    """Stemmed terms per query (stop words removed); one bm25s call for the whole batch."""
-    terms: list[list[str]] = bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=False,
-                                            show_progress=False)
+    """Stemmed terms per query (stop words removed), in order: the terms ``bm25s.tokenize(texts,
+    return_ids=False)`` gives (tests/test_index.py compares them).
+
+    Not bm25s's function itself: it makes three progress-bar objects a call even when they are
+    hidden, and tqdm's class-wide lock then serialised the question threads of ``winnow eval``
+    against a fast server (half their samples waited on it). A query is a few words: one pattern
+    pass and one stemmer call.
+    """
+    stop = _stopword_set(stopwords if isinstance(stopwords, str) else tuple(stopwords))
+    terms = []
+    for text in texts:
+        words = [word for word in WORD_PATTERN.findall(text.lower()) if word not in stop]
+        terms.append(list(stemmer.stemWords(words)) if words else [])
     return terms

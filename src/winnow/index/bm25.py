@@ -12,6 +12,8 @@ store from another index, even one resealed into the manifest, is refused). ``se
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,7 +26,7 @@ from ..records import Candidate, CandidateList, Passage, Query, StageScore
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .manifest import read_manifest, rebuild_hint, verify_checksums
-from .scoring import TermScoreMatrix
+from .scoring import Hits, TermScoreMatrix
 from .shards import LAYOUT, ShardedScorer
 from .store import PassageStore
 
@@ -44,6 +46,7 @@ class BM25Index:
         self._stemmer = make_stemmer(manifest["bm25"]["stemmer"])
         self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
         self._scorer = scorer
+        self._recent = RecentHits()
 
     @classmethod
     def open(cls, path: str | Path) -> BM25Index:
@@ -103,13 +106,60 @@ class BM25Index:
         if k < 1:
             raise WinnowError(f"k must be at least 1 (got {k})")
         items = [q if isinstance(q, Query) else Query(text=q) for q in queries]
-        hits = self._scorer.top_k(tokenize_queries([q.search_text for q in items], self._stemmer, self._stopwords), k)
+        hits = self._top_k(tokenize_queries([q.search_text for q in items], self._stemmer, self._stopwords), k)
         return [
             CandidateList(query, [Candidate(self.passages[row], [StageScore(self.name, score, rank)])
                                   for rank, (row, score) in enumerate(
                                       zip(h.rows.tolist(), h.scores.tolist(), strict=True), start=1)])
             for query, h in zip(items, hits, strict=True)
         ]
+
+
+    def _top_k(self, queries: list[list[str]], k: int) -> list[Hits]:
+        """The scorer's top ``k`` per query, answered from :class:`RecentHits` where it can."""
+        found = [self._recent.get(terms, k) for terms in queries]
+        missing = [i for i, hits in enumerate(found) if hits is None]
+        if missing:
+            for i, hits in zip(missing, self._scorer.top_k([queries[i] for i in missing], k), strict=True):
+                self._recent.put(queries[i], k, hits)
+                found[i] = hits
+        return [hits for hits in found if hits is not None]
+
+
+class RecentHits:
+    """The last searches' hits by query terms, so that ``winnow eval``'s first-stage list and the
+    method's own retrieval of the same question cost one scoring, not two.
+
+    Exact, not approximate: hits are ordered by score, then by row (:func:`.scoring.highest`), and
+    a query scores the same alone or in any batch, so the top ``k`` is the first ``k`` of any deeper
+    top list of the same terms, and a list shorter than its depth holds every passage that scores.
+    """
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, ...], tuple[int, Hits]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, terms: list[str], k: int) -> Hits | None:
+        with self._lock:
+            entry = self._entries.get(tuple(terms))
+        if entry is None:
+            return None
+        depth, hits = entry
+        if k > depth and len(hits.rows) == depth:
+            return None  # deeper than asked before, and there may be more
+        return Hits(hits.rows[:k], hits.scores[:k])
+
+    def put(self, terms: list[str], k: int, hits: Hits) -> None:
+        key = tuple(terms)
+        with self._lock:
+            if key in self._entries and self._entries[key][0] >= k:
+                return
+            self._entries[key] = (k, hits)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
 
 
 def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:

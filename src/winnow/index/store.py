@@ -24,6 +24,7 @@ import hashlib
 import json
 from array import array
 from collections.abc import Container, Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, overload
 
@@ -45,6 +46,9 @@ def id_hash64(passage_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(passage_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
                           "little")
 
+
+#: Decoded passages a store keeps (about 1 KB each).
+RECENT_PASSAGES = 4096
 
 class PassageStoreWriter:
     """Appends passages to ``folder/passages/`` in row order; :meth:`finish` writes the id index."""
@@ -120,6 +124,9 @@ class PassageStore(Sequence[Passage]):
         self._data = data
         self._offsets = offsets
         self._ids = ids
+        # Recently read passages, kept decoded: a question's passages are read by its first-stage
+        # list and again by its method's retrieval (Passage is frozen, so sharing one is safe).
+        self._read = lru_cache(maxsize=RECENT_PASSAGES)(self._decode)
 
     @classmethod
     def open(cls, index: Path, rows: int, rebuild: str) -> PassageStore:
@@ -159,7 +166,9 @@ class PassageStore(Sequence[Passage]):
             return [self[i] for i in range(*row.indices(self.rows))]
         if not -self.rows <= row < self.rows:
             raise IndexError(f"row {row} is outside the store's {self.rows} passages")
-        row %= self.rows
+        return self._read(row % self.rows)
+
+    def _decode(self, row: int) -> Passage:
         start, end = int(self._offsets[row]), int(self._offsets[row + 1])
         try:
             if not 0 <= start <= end <= len(self._data):
