@@ -74,6 +74,7 @@ class RunFolder:
         self.runs_path = self.path / RUNS
         self._stream: BinaryIO | None = None
         self._unwritten: list[bytes] = []  # appended with durable=False, written at the next sync
+        self._unsynced = False  # written but not yet fsynced
         self.torn_line_dropped = False
 
     # --- configuration -----------------------------------------------------------------------------
@@ -172,22 +173,25 @@ class RunFolder:
         if durable:
             self.sync()
 
-    def sync(self) -> None:
-        """Write every appended record and make it durable (one write and one fsync).
+    def sync(self, *, fsync: bool = True) -> None:
+        """Write every appended record and make it durable (one write and one fsync; ``fsync=False``
+        writes them only, safe from a crash of the process but not yet of the machine).
 
         Lines wait in memory until then, not in a file buffer: every system call lets go of the
         GIL, and the thread that writes the records (``winnow eval``'s main thread) then waits
         behind 80 question threads to get it back, about 2 ms a call against a fast server.
         """
-        if not self._unwritten:
-            return
-        if self._stream is None:
-            self._stream = self.answers_path.open("ab", buffering=0)
-        data, self._unwritten = b"".join(self._unwritten), []
-        view = memoryview(data)
-        while view:  # an unbuffered write may take only part of what it is given
-            view = view[self._stream.write(view) or 0:]
-        os.fsync(self._stream.fileno())
+        if self._unwritten:
+            if self._stream is None:
+                self._stream = self.answers_path.open("ab", buffering=0)
+            data, self._unwritten = b"".join(self._unwritten), []
+            view = memoryview(data)
+            while view:  # an unbuffered write may take only part of what it is given
+                view = view[self._stream.write(view) or 0:]
+            self._unsynced = True
+        if fsync and self._unsynced and self._stream is not None:
+            os.fsync(self._stream.fileno())
+            self._unsynced = False
 
     def append_error(self, entry: dict[str, Any]) -> None:
         with self.errors_path.open("a", encoding="utf-8") as stream:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar, Union
 
@@ -474,15 +475,24 @@ def _dump(record: Any) -> Any:
     if not is_dataclass(record) or isinstance(record, type):
         return record
     data: dict[str, Any] = {}
-    for f in fields(record):
-        value = getattr(record, f.name)
-        if f.metadata.get("keys"):
-            continue
-        if f.metadata.get("omit") and value == (f.default if f.default is not MISSING else None):
+    for name, omitted in _written_fields(type(record)):
+        value = getattr(record, name)
+        if value is omitted or (omitted is not _KEPT and value == omitted):
             continue
         if isinstance(value, Usage):
             counters = value.to_dict()
-            data[f.name] = {key: counters[key] for key in getattr(record, "usage_keys", USAGE_KEYS)}
+            data[name] = {key: counters[key] for key in getattr(record, "usage_keys", USAGE_KEYS)}
         else:
-            data[f.name] = _dump(value)
+            data[name] = _dump(value)
     return data
+
+
+_KEPT = object()  # a field written whatever its value
+
+
+@lru_cache(maxsize=None)
+def _written_fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A record class's written fields in order, each with the value that leaves it out (OMIT fields
+    at their default) or ``_KEPT``; read once per class, not per record."""
+    return tuple((f.name, (f.default if f.default is not MISSING else None) if f.metadata.get("omit") else _KEPT)
+                 for f in fields(cls) if not f.metadata.get("keys"))
