@@ -120,13 +120,15 @@ class OpenAICompatibleBackend:
         the backend does not need the server up). The tokenizer is the first server's (the endpoints
         serve one model); the context is the smallest any endpoint reports, since a call may go to any
         of them and a prompt fitted to a larger one would be refused by a smaller one."""
+        if self._server is not None:  # asked once; then read without the lock (prompt fitting reads
+            return self._server  # it a score of times a call, from every question thread)
         with self._lock:
             if self._server is None:
                 facts = [(endpoint.base_url, discover(endpoint.client, endpoint.base_url, self._model))
                          for endpoint in self.dispatcher.endpoints]
                 # The first endpoint whose tokenizer answers: a dead first endpoint must not demote
                 # the whole run to the estimate while another serves the same model.
-                self._server = next((fact for _, fact in facts if fact.tokens.exact), facts[0][1])
+                server = next((fact for _, fact in facts if fact.tokens.exact), facts[0][1])
                 reported, reporter = facts[0][1].context_size, facts[0][1].reporter
                 known = [(fact.context_size, url, fact.reporter) for url, fact in facts if fact.context_size]
                 if len(facts) > 1 and known:
@@ -135,6 +137,7 @@ class OpenAICompatibleBackend:
                                 + ", ".join(f"{url}: {fact.context_size or 'none reported'}" for url, fact in facts)
                                 + ")")
                 self._context = resolve_context_size(self._requested_context, reported, reporter)
+                self._server = server  # last: a thread that sees it unlocked also sees the context
             return self._server
 
     @property

@@ -123,7 +123,9 @@ class EstimatedTokens:
         self.description = description
 
     def count(self, text: str) -> int:
-        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / self.BYTES_PER_TOKEN)
+        # An ASCII text's bytes are its characters (isascii is a flag CPython keeps: no pass over it).
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        return math.ceil(size / self.BYTES_PER_TOKEN)
 
     def truncate(self, text: str, max_tokens: int) -> tuple[str, bool]:
         if max_tokens < 0:

@@ -21,7 +21,7 @@ When even the prompt without passage texts leaves no room, nothing sensible can 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError
@@ -125,7 +125,7 @@ def _cut_to(llm: LLM, passages: Sequence[Passage], sizes: Sequence[int], budget:
             continue
         text, _ = llm.truncate_tokens(passage.text, budget)
         before = llm.count_tokens(passage.text) if len(passage.text) <= COUNT_LIMIT_CHARS else None
-        fitted.append(replace(passage, text=text))
+        fitted.append(passage.with_text(text))
         cuts.append(PassageCut(passage.id, before, llm.count_tokens(text), len(passage.text), len(text)))
     return fitted, cuts
 
@@ -141,7 +141,7 @@ def fit_passages(llm: LLM, render: Render, passages: Sequence[Passage], *, outpu
     if output_tokens < 0:
         raise ValueError(f"output_tokens must be at least 0 (got {output_tokens})")
     passages = list(passages)
-    fixed = llm.count_prompt_tokens(render([replace(p, text="") for p in passages]))
+    fixed = llm.count_prompt_tokens(render([p.with_text("") for p in passages]))
     room = llm.context_size - output_tokens - fixed
     if room <= 0 or room < len(passages):  # not even one token of text per passage
         raise _no_room(llm, fixed, output_tokens)
