@@ -35,6 +35,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "haystack": ("haystack",),
     # Cross-encoder and monoT5 rerankers (winnow.models.rerankers): torch and transformers alone.
     "rerankers": ("torch", "transformers"),
+    # --tokenizer: a served model's tokenizer run here (transformers without torch; gguf for a GGUF's).
+    "tokenizer": ("transformers", "jinja2", "gguf"),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

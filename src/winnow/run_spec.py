@@ -63,6 +63,10 @@ class RunOptions:
     timeout: float | None = option("--timeout", "--llm-timeout", minimum=0.001,
                                    help="--backend openai: seconds one LLM call may take before it is abandoned and "
                                         "retried, on another endpoint when there is one (default 600).")
+    tokenizer: str | None = option("--tokenizer", help="--backend openai: count tokens here with the served model's "
+                                                       "tokenizer (a model folder, .gguf or registry name, or a hub "
+                                                       "id online), not a /tokenize request per count; checked "
+                                                       "against the server's /tokenize. Needs the [tokenizer] extra.")
     slots: int | None = option("--slots", minimum=1,
                                help="--backend llama.cpp: sequences decoded together, each with --context-size "
                                     "tokens (default 1). Scores then differ slightly from one slot's and from run "
@@ -147,6 +151,8 @@ class RunSpec:
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
     timeout: float | None = None  # seconds per LLM call attempt (--backend openai); not recorded, like max_inflight
+    #: --backend openai: the tokenizer that counts here (winnow.llm.hf_tokens), "" for the server's /tokenize
+    tokenizer: str = ""
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
     settings: dict[str, Any] = field(default_factory=dict)  # method setting overrides, the profile's included
     profile: str = ""  # the named preset the settings started from (winnow.methods.profiles), "" for none
@@ -197,6 +203,9 @@ class RunSpec:
             if spec.timeout <= 0:
                 raise SettingError("timeout", f"setting 'timeout' must be more than 0 seconds (got {spec.timeout})")
         spec.ann, spec.ann_set = checked_ann(spec.ann, spec.ann_set, spec.retriever, config or "--ann-set")
+        if not isinstance(spec.tokenizer, str):
+            raise SettingError("tokenizer", f"tokenizer must be a folder, a .gguf file, a registry name or a hub id "
+                                            f"(got {spec.tokenizer!r})")
         if not isinstance(spec.profile, str):
             raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
         layers = config_layers(file_settings, spec.method, config) if config else []
@@ -221,7 +230,8 @@ class RunSpec:
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
                      if key not in ("agents", "max_inflight", "timeout", "provenance")
-                     and not (key in ("context_size", "profile", "first_stage_run", "ann", "ann_set") and not value)
+                     and not (key in ("context_size", "profile", "first_stage_run", "ann", "ann_set", "tokenizer")
+                              and not value)
                      and not (key == "slots" and (value or 1) == 1)}
         described.update({name: self.agents.get(role) for name, role in ROLE_OPTIONS.items()})
         others = {role: model for role, model in self.agents.items() if role not in ROLE_OPTIONS.values()}

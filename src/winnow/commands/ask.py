@@ -94,7 +94,7 @@ def from_stdin(what: str = "the question") -> str:
 
 #: The run options a reranker without an index or method takes: which model, where, how.
 RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads",
-                      "context_size", "no_cache")
+                      "context_size", "tokenizer", "no_cache")
 
 
 @app.command()
@@ -170,7 +170,7 @@ def rerank(
                            base_url=",".join(options.base_url or ()), api_key=options.api_key or "",
                            cache=options.cache, progress=progress, max_inflight=options.max_inflight,
                            slots=options.slots, threads=options.threads, context_size=options.context_size,
-                           timeout=options.timeout)
+                           timeout=options.timeout, tokenizer=options.tokenizer or "")
         try:
             with progress.bar:
                 done = rerank_passages(query, corpus.passages, settings, llm=llm)

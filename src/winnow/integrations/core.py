@@ -495,7 +495,7 @@ RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
 APPLIED_RUN_OPTIONS = frozenset({
     "method", "model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads", "context_size",
     "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model", "final_model",
-    "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set"})
+    "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set", "tokenizer"})
 
 
 def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
@@ -641,7 +641,8 @@ class MethodRunner:
             def load(model: str) -> LLM:
                 llm = load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=self._api_key,
                                cache=self._cache, context_size=spec.context_size, max_inflight=spec.max_inflight,
-                               slots=spec.slots, threads=self._threads, timeout=spec.timeout)
+                               slots=spec.slots, threads=self._threads, timeout=spec.timeout,
+                               tokenizer=spec.tokenizer)
                 self._owned.append(llm)
                 self._loaded.append(llm)
                 return llm

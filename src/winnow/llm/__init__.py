@@ -17,7 +17,8 @@ BACKENDS = ("llama.cpp", "openai", "transformers")
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str | list[str] = "",
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None,
-             max_inflight: int | None = None, slots: int | None = None, timeout: float | None = None) -> LLM:
+             max_inflight: int | None = None, slots: int | None = None, timeout: float | None = None,
+             tokenizer: str = "") -> LLM:
     """An :class:`LLM` ready for stages.
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
@@ -40,6 +41,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     and retried (on another endpoint when there is one); default 600, long enough for a long answer on
     a busy server. Lower it for a cluster whose calls take seconds, so a hung server costs little.
 
+    ``tokenizer`` (openai only) names the served model's tokenizer, to count tokens here instead of
+    asking the server's ``/tokenize`` per count (:mod:`winnow.llm.hf_tokens`).
+
     ``slots`` (llama.cpp only, default 1) is how many sequences llama.cpp decodes together, each with
     ``context_size`` tokens of context (:mod:`winnow.llm.llamacpp`); a server's own slots are set on
     the server, so the other backends refuse it.
@@ -51,6 +55,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     if timeout is not None and backend != "openai":
         raise WinnowError(f"timeout applies to the openai backend, not {backend!r}",
                           "the in-process backends have no requests to time out; leave --timeout out")
+    if tokenizer and backend != "openai":
+        raise WinnowError(f"tokenizer applies to the openai backend, not {backend!r}",
+                          "the in-process backends count with the model's own tokenizer; leave --tokenizer out")
     if slots is not None and backend != "llama.cpp":
         raise WinnowError(f"slots applies to the in-process llama.cpp backend, not {backend!r}",
                           "a server's parallel slots are set on the server (llama-server --parallel N); "
@@ -71,7 +78,8 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
 
         engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size,
                                          max_inflight=max_inflight or MAX_INFLIGHT,
-                                         timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout)
+                                         timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout,
+                                         tokenizer=tokenizer)
     elif backend == "transformers":
         from .transformers_backend import TransformersBackend
 

@@ -21,6 +21,7 @@ from ..errors import BackendError
 from .base import ChoiceScores, Generation
 from .context_size import checked_context_size, resolve_context_size
 from .dispatch import DEFAULT_TIMEOUT_SECONDS, BreakerPolicy, Dispatcher, Endpoint, RetryPolicy
+from .hf_tokens import check_against, load_tokenizer
 from .messages import Prompt
 from .openai_format import (
     choice_request,
@@ -31,7 +32,7 @@ from .openai_format import (
     route,
 )
 from .server_tokens import ServerFacts, discover
-from .tokens import TokenCounter
+from .tokens import ModelTokens, TokenCounter
 
 #: Requests in flight by default: enough to keep a batching server (vLLM, TGI) busy; lower it for a
 #: llama.cpp server with few slots, raise it to the server's capacity of concurrent sequences.
@@ -66,7 +67,8 @@ class OpenAICompatibleBackend:
     def __init__(self, model: str, *, base_url: str | Sequence[str] = "", api_key: str = "",
                  max_inflight: int = MAX_INFLIGHT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
                  top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None, retry: RetryPolicy | None = None,
-                 breaker: BreakerPolicy | None = None, headers: Mapping[str, str] | None = None) -> None:
+                 breaker: BreakerPolicy | None = None, headers: Mapping[str, str] | None = None,
+                 tokenizer: str = "") -> None:
         urls = base_urls(base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
         if not urls:
             raise BackendError("no server address for the OpenAI-compatible backend",
@@ -90,6 +92,9 @@ class OpenAICompatibleBackend:
         self._requested_context = checked_context_size(context_size)
         self._server: ServerFacts | None = None
         self._context: tuple[int, str] = (0, "")
+        # --tokenizer: counted here (winnow.llm.hf_tokens), loaded now so that a bad one fails at start.
+        self._tokenizer_spec = tokenizer
+        self._local_tokens = load_tokenizer(tokenizer) if tokenizer else None
         self._lock = threading.Lock()
         self.tokens_done = 0  # prompt + completion tokens of the requests answered so far (progress)
 
@@ -137,8 +142,21 @@ class OpenAICompatibleBackend:
                                 + ", ".join(f"{url}: {fact.context_size or 'none reported'}" for url, fact in facts)
                                 + ")")
                 self._context = resolve_context_size(self._requested_context, reported, reporter)
+                if self._local_tokens is not None:
+                    server = replace(server, tokens=self._counted_here(server.tokens))
                 self._server = server  # last: a thread that sees it unlocked also sees the context
             return self._server
+
+    def _counted_here(self, servers: TokenCounter) -> TokenCounter:
+        """The --tokenizer's counter, checked against the server's own tokenizer where it has one."""
+        assert self._local_tokens is not None
+        ids, name = self._local_tokens
+        if isinstance(servers, ModelTokens):
+            check_against(ids, servers.ids, self._tokenizer_spec, servers.description.removeprefix("exact: "))
+            checked = f"agrees with {servers.description.removeprefix('exact: ')}"
+        else:
+            checked = "not checked: the server has no tokenizer to check it against"
+        return ModelTokens(ids, f"exact: --tokenizer {name}, counted here ({checked})")
 
     @property
     def context_size(self) -> int:

@@ -72,6 +72,11 @@ class ModelTokens:
         self._count = lru_cache(maxsize=CACHED_TEXTS)(lambda text: len(ids.encode(text)))
         self._prompt = lru_cache(maxsize=CACHED_TEXTS)(lambda key: ids.prompt_length(json.loads(key)))
 
+    @property
+    def ids(self) -> TokenIds:
+        """The tokenizer the counts come from."""
+        return self._ids
+
     def count(self, text: str) -> int:
         return self._count(text) if text else 0
 

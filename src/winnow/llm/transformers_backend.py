@@ -25,6 +25,7 @@ from ..extras import require
 from .base import ChoiceScores, Generation
 from .choices import normalise_token, raw_choice_logprobs, scores_over_choices
 from .context_size import resolve_context_size
+from .hf_tokens import TokenizerIds
 from .messages import Prompt
 from .tokens import ModelTokens, TokenCounter
 
@@ -59,7 +60,8 @@ class TransformersBackend:
         self.context_size, self.context_size_source = resolve_context_size(
             context_size, trained if isinstance(trained, int) and trained > 0 else None,
             "the model's max_position_embeddings")
-        self.tokens: TokenCounter = ModelTokens(self, "exact: the model's transformers tokenizer")
+        self._ids = TokenizerIds(self._tokenizer)
+        self.tokens: TokenCounter = ModelTokens(self._ids, "exact: the model's transformers tokenizer")
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -71,25 +73,11 @@ class TransformersBackend:
         return self._source
 
     def token_ids(self, messages: Prompt) -> list[int]:
-        """The prompt's tokens: chat template with the generation prompt, or continuing a prefilled
-        assistant turn; plain text with the tokenizer's special tokens (its beginning of text)."""
-        if isinstance(messages, str):
-            return list(self._tokenizer(messages, add_special_tokens=True, verbose=False)["input_ids"])
-        prefilled = bool(messages) and messages[-1]["role"] == "assistant"
-        encoded = self._tokenizer.apply_chat_template(messages, add_generation_prompt=not prefilled,
-                                                      continue_final_message=prefilled, tokenize=True,
-                                                      return_dict=True)
-        return list(encoded["input_ids"])
+        """The prompt's tokens (:meth:`TokenizerIds.token_ids`)."""
+        return self._ids.token_ids(messages)
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
-
-    def decode(self, ids: Sequence[int]) -> str:
-        text: str = self._tokenizer.decode(list(ids))
-        return text
-
-    def prompt_length(self, messages: Prompt) -> int:
-        return len(self.token_ids(messages))
+        return self._ids.encode(text)
 
     def _padded(self, rows: list[list[int]]) -> tuple[Any, Any]:
         width = max(len(r) for r in rows)
