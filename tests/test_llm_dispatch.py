@@ -287,3 +287,22 @@ def test_llamacpp_server_answers_are_unchanged_by_dispatch(llama_backend):
     assert [g.text for g in sent_texts] == [g.text for g in local_texts]
     for sent, local in zip(sent_scores, local_scores):
         assert sent.logprobs["True"] == pytest.approx(local.logprobs["True"], abs=1e-3)
+
+
+def test_eval_fills_max_inflight_with_no_other_flag(servers, index, tmp_path):
+    # Questions flow (winnow.evaluation.flow): with nothing but --max-inflight, vanilla's one call a
+    # question fills every one of the 6 slots, and never more.
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    server = servers(delay=0.1)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Where is place {i}?", "golden_answers":
+                                           ["Paris"]}) + "\n" for i in range(30)))
+    result = CliRunner().invoke(app, ["eval", "--index", str(index.path), "--queries", str(queries), "--out",
+                                      str(tmp_path / "run"), "--method", "vanilla", "--backend", "openai",
+                                      "--model", "m", "--base-url", server.url, "--max-inflight", "6",
+                                      "--no-cache", "--json"])
+    assert result.exit_code == 0, result.output
+    assert server.requests == 30 and server.max_inflight == 6
