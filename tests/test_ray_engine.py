@@ -215,19 +215,20 @@ def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):
 def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluster, bench, tmp_path):
     """The cluster has token authentication on and HOME holds a stale token: the driver, given the
     cluster's token as RAY_AUTH_TOKEN, joins it, and its workers (clients of a model server here, so
-    no model loads) give the answers of the single-process engine."""
+    no model loads) give the answers of the single-process engine. The worker's questions flow, its
+    two batches of 3 at once (a server-backed worker takes two callers)."""
     from fault_server import FaultServer
 
     server = FaultServer()
     try:
         args = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--backend", "openai", "--model",
-                "m", "--base-url", server.url, "--method", "vanilla", "--k", "1", "--no-cache", "--limit", "3"]
+                "m", "--base-url", server.url, "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache"]
         winnow(*args, "--out", tmp_path / "local")
         result = winnow(*args, "--out", tmp_path / "ray", "--engine", "ray", "--ray-address", cluster,
-                        "--ray-workers", "1")
+                        "--ray-workers", "1", "--batch-size", "3")
     finally:
         server.stop()
-    assert "3 questions answered" in result.stderr
+    assert "6 questions answered" in result.stderr
     assert answers_of(tmp_path / "ray") == answers_of(tmp_path / "local")
     # (A driver sending the stale token instead is refused in one line naming RAY_AUTH_TOKEN, but Ray
     # retries for 20 s before it gives up: checked by hand, not here.)

@@ -4,8 +4,10 @@ The driver (the ``winnow eval`` process) keeps everything that makes a run safe 
 folder, its lock, and the ids already answered. Each worker is a Ray actor that opens the index and
 the models once (a :class:`~winnow.pipeline.Pipeline` built from the run's own spec, so every worker
 drives the same backend and endpoints) and turns batches of questions into finished
-``answers.jsonl`` records (:func:`~winnow.evaluation.runner.answer_batch`, the code the
-single-process engine runs). The driver keeps :data:`QUEUED_PER_WORKER` batches queued on each
+``answers.jsonl`` records by the code the single-process engine runs: against servers the batch's
+questions flow (:mod:`.flow`), each on its own, and the worker's queued batches run at once, so no
+batch waits for its slowest question; a model in process answers a batch together
+(:func:`~winnow.evaluation.runner.answer_batch`). The driver keeps :data:`QUEUED_PER_WORKER` batches queued on each
 worker, so a worker never waits for the driver, and appends each record the moment its batch comes
 back (``ray.wait``).
 
@@ -29,7 +31,8 @@ from ..errors import WinnowError
 from ..ray_cluster import check_reachable, token_auth_mode, worker_error
 from ..ray_cluster import connect as join_cluster
 from ..version import __version__
-from .runner import EvalRun, answer_batch, default_batch_size, model_identities
+from .flow import flow, questions_in_progress, server_capacity
+from .runner import EvalRun, answer_batch, answered_batch, default_batch_size, model_identities
 from .schema import QuestionRecord
 
 FEATURE = "winnow eval --engine ray"
@@ -60,7 +63,16 @@ class QuestionWorker:
         return found if self.error else {**found, "models": model_identities(self.pipeline)}
 
     def answer(self, batch: Sequence[Any]) -> list[QuestionRecord | tuple[str, str]]:
-        return list(answer_batch(self.pipeline, self.spec, batch))
+        """The batch's outcomes. Against model servers its questions flow, as in one process
+        (:mod:`.flow`): each asked on its own, as many in progress as fill this worker's
+        ``--max-inflight``; a model in process answers the batch together."""
+        capacity = server_capacity(self.pipeline)
+        if capacity is None:
+            return list(answer_batch(self.pipeline, self.spec, batch))
+        outcomes: list[QuestionRecord | tuple[str, str]] = []
+        flow(batch, lambda item: answered_batch(self.pipeline, self.spec, [item]),
+             workers=questions_in_progress(capacity), keep=outcomes.extend)
+        return outcomes
 
     def stale_cache_entries(self) -> int:
         """Cached answers this worker refused as unusable and asked again (the driver reports the sum)."""
@@ -103,7 +115,12 @@ class RayEngine:
                               f"the cluster has {cpus:g}", "give fewer --ray-workers or --ray-cpus-per-worker, or "
                                                            "add nodes")
         # SPREAD puts the workers on different nodes when there are several.
-        worker = ray.remote(num_cpus=self.cpus, max_restarts=0, scheduling_strategy="SPREAD")(QuestionWorker)
+        # Against servers a worker's queued batches run at once (their questions flow, and the next
+        # batch's fill the slots the last questions of the one before leave idle); a model in
+        # process takes one caller, so its batches run one after the other.
+        concurrency = QUEUED_PER_WORKER if self.run.spec.backend == "openai" else 1
+        worker = ray.remote(num_cpus=self.cpus, max_restarts=0, scheduling_strategy="SPREAD",
+                            max_concurrency=concurrency)(QuestionWorker)
         spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
         threads = max(1, int(self.cpus))  # llama.cpp's CPU threads: the CPUs the worker holds
         self.actors = [worker.remote(spec, index_dir, self.run.api_key, self.run.cache, threads)
