@@ -57,6 +57,9 @@ test: setup $(CHROMIUM)
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
 	$(VENV)/bin/lint-imports
+	@# Winnow's own modules as bytecode, as an installed package has them: where PYTHONDONTWRITEBYTECODE
+	@# is set, each of the suite's `winnow` subprocesses would otherwise compile the whole tree again.
+	$(PY) -m compileall -q src
 	$(PY) -m pytest -q --durations=15
 
 # The same tests against the oldest release each of pyproject.toml's ranges admits (its floor), in a
