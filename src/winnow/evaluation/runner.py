@@ -62,6 +62,7 @@ def resolved_settings(spec: RunSpec) -> dict[str, Any]:
 #: The longest a written record waits for its fsync while questions flow (see ``ask_all``).
 FSYNC_SECONDS = 0.25
 
+
 def first_stage_depth(spec: RunSpec) -> int:
     """How deep the baseline first-stage list goes: the method's N, and at least 20."""
     return max(int(resolved_settings(spec).get("n", 0)), MIN_FIRST_STAGE_DEPTH)
@@ -239,8 +240,10 @@ class EvalRun:
                 # crash of the machine at most FSYNC_SECONDS later: an fsync costs the recording
                 # thread about 9 ms, while a fast server finishes three questions.
                 now = time.monotonic()
-                self.folder.sync(fsync=now - last_fsync >= FSYNC_SECONDS)
-                last_fsync = now if now - last_fsync >= FSYNC_SECONDS else last_fsync
+                due = now - last_fsync >= FSYNC_SECONDS
+                self.folder.sync(fsync=due)
+                if due:
+                    last_fsync = now
 
         try:
             capacity = server_capacity(pipeline)
