@@ -14,7 +14,7 @@ import pytest
 
 from winnow.errors import ModelError, WinnowError
 from winnow.llm import load_llm
-from winnow.llm.hf_tokens import TokenizerIds, load_tokenizer
+from winnow.llm.hf_tokens import PROBE_PROMPT, TokenizerIds, load_tokenizer
 from winnow.llm.openai_http import OpenAICompatibleBackend
 from winnow.prompts import listwise_prompt
 from winnow.records import Passage
@@ -27,8 +27,11 @@ TEXTS = ["Paris is the capital of France.", "  two  spaces and\ttabs\n\nnew para
 
 
 @pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    return load_tokenizer("smollm2-135m")
+def smollm2_tokenizer(tmp_path_factory):
+    # Module fixtures are set up before conftest's isolated_cache_dir: the same cache, set here.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WINNOW_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "winnow-cache"))
+        return load_tokenizer("smollm2-135m")
 
 
 @pytest.mark.llm
@@ -89,6 +92,15 @@ def test_a_server_without_a_tokenizer_gets_the_local_counts_unchecked(smollm2_to
     finally:
         backend.close()
         server.stop()
+
+
+def test_a_ggufs_tokenizer_is_converted_once_and_kept(smollm2_tokenizer):
+    from winnow.paths import cache_root
+
+    [kept] = (cache_root() / "tokenizers").glob("smollm2-135m-*")
+    assert (kept / "tokenizer.json").is_file()
+    again, _ = load_tokenizer.__wrapped__("smollm2-135m")  # past the per-process memo: read from the cache
+    assert again.prompt_length(PROBE_PROMPT) == smollm2_tokenizer[0].prompt_length(PROBE_PROMPT)
 
 
 def test_bad_tokenizers_are_refused_with_what_to_give(tmp_path):
