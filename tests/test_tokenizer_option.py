@@ -103,8 +103,16 @@ def test_a_ggufs_tokenizer_is_converted_once_and_kept(smollm2_tokenizer):
     assert again.prompt_length(PROBE_PROMPT) == smollm2_tokenizer[0].prompt_length(PROBE_PROMPT)
 
 
+def test_a_hub_tokenizer_offline_is_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="the tokenizer someone/absent-model is not in the Hugging Face cache"):
+        load_tokenizer.__wrapped__("someone/absent-model")
+
+
 def test_bad_tokenizers_are_refused_with_what_to_give(tmp_path):
     with pytest.raises(ModelError, match="holds no tokenizer.json"):
         load_tokenizer(str(tmp_path))
+    with pytest.raises(ModelError, match="no such folder or file"):
+        load_tokenizer(str(tmp_path / "missing"))
     with pytest.raises(WinnowError, match="tokenizer applies to the openai backend"):
         load_llm("smollm2-135m", backend="llama.cpp", tokenizer="smollm2-135m")

@@ -41,6 +41,11 @@ PROBE_PROMPT: list[dict[str, str]] = [
 ]
 
 
+#: The files of a hub repository a tokenizer needs (not the weights).
+TOKENIZER_FILES = ["tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template*", "vocab*",
+                   "merges.txt", "*.model", "config.json"]
+
+
 class TokenizerIds:
     """:class:`~winnow.llm.tokens.TokenIds` over a transformers tokenizer (also the transformers
     backend's own counts)."""
@@ -81,6 +86,7 @@ def load_tokenizer(spec: str) -> tuple[TokenizerIds, str]:
     template), else a hub id (``Qwen/Qwen2.5-7B-Instruct``; needs the network or the hub's cache).
     Loaded once per process (a GGUF's takes seconds to convert): every model of a run shares it."""
     require("tokenizer", f"--tokenizer {spec}")
+    from ..models.hub import fetch
     from ..models.loading import quiet_libraries
 
     quiet_libraries()
@@ -97,7 +103,14 @@ def load_tokenizer(spec: str) -> tuple[TokenizerIds, str]:
         if gguf is not None:
             folder = _converted(gguf, AutoTokenizer)
             return TokenizerIds(AutoTokenizer.from_pretrained(folder)), f"{gguf.path.name}'s own tokenizer"
-        return TokenizerIds(AutoTokenizer.from_pretrained(spec)), f"{spec} (transformers, from the hub)"
+        if spec.startswith((".", "~", "/")) or "\\" in spec or spec.count("/") > 1:
+            found = "is neither a folder nor a .gguf file" if path.exists() else "no such folder or file"
+            raise ModelError(f"--tokenizer {spec}: {found}",
+                             "give the served model's folder, its .gguf file, a registry name or a hub id")
+        # A hub id: its tokenizer files through models/hub.py (offline: one line, the cache alone).
+        folder = fetch(f"the tokenizer {spec}", spec, patterns=TOKENIZER_FILES,
+                       alternative="give a folder with tokenizer.json, or the served model's .gguf file")
+        return TokenizerIds(AutoTokenizer.from_pretrained(folder)), f"{spec} (from the hub)"
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"--tokenizer {spec}: transformers could not load a tokenizer: {' '.join(str(exc).split())}",
                          "give a folder with tokenizer.json, a .gguf file, a registry name, or a hub id while "
