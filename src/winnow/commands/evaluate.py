@@ -150,6 +150,12 @@ def evaluate(
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (the questions shared out "
                                                          "over the workers of a Ray cluster; needs the \\[ray] "
                                                          "extra).")] = "local",
+    processes: Annotated[Optional[int], typer.Option("--processes", min=1,
+                                                     help="--engine local with a server (--backend openai): client "
+                                                          "processes on this machine sharing the questions and "
+                                                          "--max-inflight (one core turns answers into prompts only "
+                                                          "so fast) \\[default: one per 32 of --max-inflight, at "
+                                                          "most one per core and per 64 questions].")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's HOST:PORT "
                                                                              "(default: RAY_ADDRESS, or a new "
                                                                              "cluster on this machine).")] = None,
@@ -184,6 +190,8 @@ def evaluate(
     spec = resolve_run(options)
     if first_stage_run is not None and (sweep is not None or engine != "local"):
         raise WinnowError("--run is read with --engine local and without --sweep", "run each setting on its own")
+    if processes is not None:
+        _check_processes(processes, spec, engine=engine, sweep=sweep, first_stage_run=first_stage_run)
     if first_stage_run is not None and spec.ann:
         raise WinnowError(f"--run and --ann {spec.ann}: a precomputed first stage is read, not searched",
                           "leave --ann out with --run")
@@ -215,8 +223,9 @@ def evaluate(
         err.print("dropped a half-written last line of answers.jsonl (the question in flight when the run "
                   "stopped); it is asked again")
     done = len(run.answered())
+    count = 1 if engine != "local" else _processes_for(spec, len(pending), processes, first_stage_run)
     err.print(f"{run_label(spec)}: {len(run.selected)} questions, {done} already answered, {len(pending)} to ask"
-              + (_asking_note(spec, batch_size, engine) if pending else ""), highlight=False)
+              + (_asking_note(spec, batch_size, engine, count) if pending else ""), highlight=False)
     interrupted = False
     stale_cache_entries = 0
     if pending:
@@ -227,6 +236,8 @@ def evaluate(
         if engine == "ray":
             interrupted, stale_cache_entries = _ask_on_ray(run, pending, stages, asking, address=ray_address,
                                                            workers=ray_workers, cpus=ray_cpus)
+        elif count > 1:
+            interrupted, stale_cache_entries = _ask_on_processes(run, pending, stages, asking, count)
         else:
             interrupted, stale_cache_entries = _ask_here(run, pending, stages, asking, index_dir=index_dir,
                                                          options=options, first_stage_run=first_stage_run)
@@ -242,13 +253,37 @@ def evaluate(
         raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
-def _asking_note(spec: RunSpec, batch_size: int | None, engine: str) -> str:
+def _check_processes(processes: int, spec: RunSpec, *, engine: str, sweep: str | None,
+                     first_stage_run: Path | None) -> None:
+    """Refuse a ``--processes`` this run cannot honour, before anything loads."""
+    from ..evaluation.process_engine import check_processes
+
+    if processes > 1:
+        clash = [name for name, given in (("--engine ray", engine != "local"), ("--sweep", sweep is not None),
+                                          ("--run", first_stage_run is not None)) if given]
+        if clash:
+            raise WinnowError(f"--processes {processes} runs with --engine local, not with {', '.join(clash)}",
+                              "leave --processes out")
+    check_processes(processes, spec)
+
+
+def _processes_for(spec: RunSpec, pending: int, given: int | None, first_stage_run: Path | None) -> int:
+    """Client processes for this run: the given --processes, else the default for its servers."""
+    from ..evaluation.process_engine import default_processes
+
+    if given is not None:
+        return given
+    return 1 if first_stage_run is not None else default_processes(spec, pending)
+
+
+def _asking_note(spec: RunSpec, batch_size: int | None, engine: str, processes: int = 1) -> str:
     """How the pending questions are asked, for the run's first line (see EvalRun.ask_all)."""
     from ..evaluation.runner import default_batch_size
 
     if spec.backend == "openai" and engine == "local":
         cap = f", at most {batch_size} at once (--batch-size)" if batch_size else ""
-        return f" as they flow through the stages{cap}"
+        spread = f", shared by {processes} client processes (--processes)" if processes > 1 else ""
+        return f" as they flow through the stages{cap}{spread}"
     return f" in batches of {batch_size or default_batch_size(spec.backend, spec.slots, spec.max_inflight)}"
 
 
@@ -273,18 +308,43 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
             except KeyboardInterrupt:
                 interrupted = True
             finally:
-                _print_endpoint_health(pipeline.llms)
+                _print_endpoint_health(_dispatch_stats(pipeline.llms))
         if served is not None and (note := served.summary()):
             err.print(f"--run: {note}", highlight=False, soft_wrap=True)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
 
 
-def _print_endpoint_health(llms: list[Any]) -> None:
+def _ask_on_processes(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any],
+                      count: int) -> tuple[bool, int]:
+    """Ask ``pending`` on ``count`` client processes of this machine; (interrupted by Ctrl-C, stale
+    call-cache entries the processes asked again)."""
+    from ..evaluation.process_engine import ProcessEngine
+
+    with ProcessEngine(run, count, batch_size=asking["batch_size"]) as engine:
+        with err.status(f"starting {count} client processes"):
+            engine.start()
+        run.start_session(len(pending))
+        with stages.bar:
+            asking["on_answer"] = RunProgress(stages, run.spec.method, len(run.selected), run.answered())
+            try:
+                engine.ask_all(pending, **asking)
+            except KeyboardInterrupt:  # the client processes ignore it: closing the engine stops them
+                return True, 0
+            finally:
+                _print_endpoint_health(engine.dispatch_stats())
+        return False, engine.stale_cache_entries()
+
+
+def _dispatch_stats(llms: list[Any]) -> list[dict[str, Any]]:
+    """Each server-backed model's dispatcher statistics (:mod:`winnow.llm.dispatch`)."""
+    return [stats() for llm in llms if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]
+
+
+def _print_endpoint_health(per_model: list[dict[str, Any]]) -> None:
     """One line per model whose server calls were retried: how many, how many went to another
     endpoint (failed over), and which endpoints' breakers opened (:mod:`winnow.llm.dispatch`)."""
-    for llm in llms:
-        stats = getattr(llm.backend, "dispatch_stats", None)
-        if stats is None or not (found := stats())["retries"]:
+    for found in per_model:
+        if not found["retries"]:
             continue
         opened = [f"{url} ({e['failures']} failures, breaker opened {e['breaker_opened']}×)"
                   for url, e in found["endpoints"].items() if e["breaker_opened"]]

@@ -56,7 +56,8 @@ class LLM:
         self._estimate = EstimatedTokens(
             f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
-        self._estimate_announced = False
+        # Said once on stderr (by the first of winnow eval's client processes for all of them).
+        self.estimate_announced = False
 
     @contextmanager
     def reporting_to(self, hook: ProgressHook | None) -> Iterator[None]:
@@ -129,8 +130,8 @@ class LLM:
         Falling back to the estimate is said once on stderr: passages are then cut by a rule of thumb
         (shorter than the model needs), which a user should know before reading the results."""
         counter = self.backend.tokens if self._counts_tokens else self._estimate
-        if not counter.exact and not self._estimate_announced:
-            self._estimate_announced = True
+        if not counter.exact and not self.estimate_announced:
+            self.estimate_announced = True
             print(f"winnow: tokens for {self.model_name or 'the model'} are {counter.description}; passages "
                   "fitted to the context are cut by this estimate", file=sys.stderr)
         return counter

@@ -1,0 +1,272 @@
+"""``winnow eval --processes N``: a server's questions shared out over client processes on this machine.
+
+One Python process drives a fast server only as fast as one core turns answers into prompts and
+records, and its question threads share one GIL: against 64 slots at 200 ms a call (320 calls/s)
+RankGPT's windows kept 62% of the slots busy, vanilla's single call per question 44%
+(docs/benchmarks.md, "The client's CPU per question, cut"). Here the run's driver (the ``winnow
+eval`` process) keeps what makes a run safe to stop, as with ``--engine ray``: the run folder, its
+lock, the ids already answered, and the only writer. Each client process opens the index and the
+models from the run's spec, takes questions from one shared queue as its flow (:mod:`.flow`) has
+room, and sends each finished question's outcome back; the servers' ``--max-inflight`` is split
+between the processes, so together they never put more calls on the wire than it says.
+
+Why this cannot lose or repeat a question: only the driver writes, and it skips an id the folder
+already holds (:meth:`~winnow.evaluation.runner.EvalRun.keep`). A client process that dies (killed,
+out of memory) loses only the questions it held: they are recorded in ``errors.jsonl`` and the
+run ends incomplete (a non-zero exit), and the same command asks just those again.
+
+Processes are started with ``spawn``: a forked child would inherit the driver's threads' locks, and
+spawn behaves the same on Linux and macOS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import WinnowError
+from .flow import flow, questions_in_progress, server_capacity
+from .runner import FSYNC_SECONDS, answered_batch, model_identities
+from .schema import QuestionRecord
+
+if TYPE_CHECKING:
+    from ..datasets.qa import QAItem
+    from ..run_spec import RunSpec
+    from .runner import EvalRun
+
+#: Server slots one client process keeps full by default: one process sustains RankRAG, MAIN-RAG and
+#: RRR at 64 slots x 200 ms, but not RankGPT or vanilla (docs/benchmarks.md).
+SLOTS_PER_PROCESS = 32
+#: Fewest pending questions per process worth starting one for (each opens the index and models).
+QUESTIONS_PER_PROCESS = 64
+#: Seconds between checks that the client processes are alive while none has anything to say.
+POLL_SECONDS = 0.5
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def default_processes(spec: RunSpec, pending: int) -> int:
+    """Client processes when ``--processes`` is not given: one per :data:`SLOTS_PER_PROCESS` of the
+    servers' ``--max-inflight`` (64 by default), at most one per core and per
+    :data:`QUESTIONS_PER_PROCESS` pending questions; 1 for a model in this process."""
+    if spec.backend != "openai":
+        return 1
+    from ..llm.openai_http import MAX_INFLIGHT
+
+    slots = spec.max_inflight or MAX_INFLIGHT
+    return max(1, min(usable_cores(), math.ceil(slots / SLOTS_PER_PROCESS), pending // QUESTIONS_PER_PROCESS))
+
+
+def check_processes(processes: int, spec: RunSpec) -> None:
+    """Refuse ``--processes`` that cannot be honoured, before anything loads."""
+    if processes < 1:
+        raise WinnowError(f"--processes must be at least 1 (got {processes})")
+    if processes > 1 and spec.backend != "openai":
+        raise WinnowError(f"--processes {processes} needs --backend openai: a {spec.backend} model runs inside "
+                          "the process, and each process would load its own copy",
+                          "leave --processes out (llama.cpp: --slots decodes several sequences at once)")
+    slots = spec.max_inflight
+    if slots is not None and processes > slots:
+        raise WinnowError(f"--processes {processes} is more than --max-inflight {slots}: each process needs at "
+                          "least one of the servers' slots", f"give at most --processes {slots}")
+
+
+def inflight_shares(total: int, processes: int) -> list[int]:
+    """``total`` calls in flight split over ``processes`` as evenly as whole numbers allow."""
+    return [total // processes + (number < total % processes) for number in range(processes)]
+
+
+def merged_dispatch_stats(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The dispatchers' statistics of several processes (:meth:`Dispatcher.stats`): counts summed,
+    an endpoint open when any process has it open."""
+    merged: dict[str, Any] = {"calls": 0, "retries": 0, "failovers": 0, "endpoints": {}}
+    for stats in found:
+        for key in ("calls", "retries", "failovers"):
+            merged[key] += stats[key]
+        for url, endpoint in stats["endpoints"].items():
+            into = merged["endpoints"].setdefault(url, {})
+            for key, value in endpoint.items():
+                into[key] = (into.get(key, False) or value) if isinstance(value, bool) else into.get(key, 0) + value
+    return merged
+
+
+def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, number: int, cap: int | None,
+                   questions: Any, outbox: Any) -> None:
+    """One client process: open the run's pipeline, then flow the questions of the shared queue
+    until it says ``None``, at most ``cap`` in progress when given (``--batch-size`` split over the
+    processes); every message to the driver is ``(kind, number, payload)``."""
+    from ..pipeline import Pipeline
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it stops the processes
+    try:
+        pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache)
+    except WinnowError as exc:
+        outbox.put(("error", number, str(exc)))
+        return
+    with pipeline:
+        if number:  # the first process says once for all that tokens are estimated, if they are
+            for llm in pipeline.llms:
+                llm.estimate_announced = True
+        try:
+            outbox.put(("ready", number, {
+                "models": model_identities(pipeline),
+                "token_counting": {name: llm.token_counting
+                                   for name, llm in zip(model_identities(pipeline), pipeline.llms, strict=True)}}))
+            capacity = server_capacity(pipeline) or 1
+            flow(iter(questions.get, None), lambda item: answered_batch(pipeline, spec, [item]),
+                 workers=questions_in_progress(capacity, cap),
+                 keep=lambda outcomes: outbox.put(("outcomes", number, outcomes)))
+        except Exception as exc:  # what would have stopped the single-process engine: the driver raises it
+            outbox.put(("error", number, f"{type(exc).__name__}: {exc}" if not isinstance(exc, WinnowError)
+                        else str(exc)))
+            return
+        outbox.put(("done", number, {
+            "stale_cache_entries": sum(llm.stale_cache_entries for llm in pipeline.llms),
+            "dispatch": [stats() for llm in pipeline.llms
+                         if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]}))
+
+
+class ProcessEngine:
+    """The driver's side: start the client processes, give out the questions, keep what comes back."""
+
+    def __init__(self, run: EvalRun, processes: int, *, batch_size: int | None = None) -> None:
+        check_processes(processes, run.spec)
+        self.run = run
+        self.count = processes
+        self.batch_size = batch_size
+        self.context = multiprocessing.get_context("spawn")
+        self.questions: Any = self.context.Queue()
+        self.outbox: Any = self.context.Queue()
+        self.processes: list[Any] = []
+        self.stats: list[dict[str, Any]] = []
+        self.token_counting: dict[str, str] = {}
+
+    def start(self) -> None:
+        """Start the client processes (each opens the index and models) and check them against the run."""
+        from ..llm.openai_http import MAX_INFLIGHT
+
+        spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
+        shares = inflight_shares(spec.max_inflight or MAX_INFLIGHT, self.count)
+        cap = math.ceil(self.batch_size / self.count) if self.batch_size else None
+        for number, share in enumerate(shares):
+            own = dataclasses.replace(spec, max_inflight=share)
+            process = self.context.Process(target=client_process, name=f"winnow-client-{number}", daemon=True,
+                                           args=(own, index_dir, self.run.api_key, self.run.cache, number, cap,
+                                                 self.questions, self.outbox))
+            process.start()
+            self.processes.append(process)
+        described: dict[int, dict[str, Any]] = {}
+        while len(described) < self.count:
+            kind, number, payload = self._next_message({})
+            if kind == "died":
+                raise WinnowError(f"client process {number} died while opening the run (exit code {payload})")
+            if kind == "error":
+                raise WinnowError(f"client process {number} could not open the run: {payload}")
+            described[number] = payload
+        first = described[0]
+        for found in described.values():
+            if found["models"] != first["models"]:  # the same files on one machine: only a change mid-start
+                raise WinnowError("the client processes loaded different model files", "run the command again")
+        self.run.check_model_identities(first["models"])
+        self.run.token_counting = first["token_counting"]
+
+    def _next_message(self, finished: dict[int, int]) -> tuple[str, int, Any]:
+        """The next message of any client process; a process that died without a word (killed, out of
+        memory) is added to ``finished`` with its exit code, and one that died before the run
+        started stops it."""
+        while True:
+            try:
+                message: tuple[str, int, Any] = self.outbox.get(timeout=POLL_SECONDS)
+                return message
+            except queue.Empty:
+                pass
+            for number, process in enumerate(self.processes):
+                # Exit code 0 follows a message already sent (readable before the process ended).
+                if number not in finished and process.exitcode not in (None, 0):
+                    finished[number] = process.exitcode
+                    return "died", number, process.exitcode
+
+    def ask_all(self, pending: Sequence[QAItem], *, batch_size: int | None = None,
+                on_answer: Callable[[QuestionRecord], None] | None = None,
+                on_failure: Callable[[str, str], None] | None = None) -> None:
+        """Ask every pending question on the client processes, keeping each outcome as it comes."""
+        for item in pending:
+            self.questions.put(item)
+        for _ in self.processes:
+            self.questions.put(None)  # one end mark each: a process stops at the first it takes
+        returned: set[str] = set()
+        finished: dict[int, int] = {}  # process number -> exit code (0: said done)
+        died: list[str] = []
+        last_fsync = time.monotonic()
+        try:
+            while len(finished) < self.count:
+                kind, number, payload = self._next_message(finished)
+                if kind == "outcomes":
+                    for outcome in payload:
+                        if isinstance(outcome, QuestionRecord):
+                            returned.add(outcome.id)
+                            self.run.keep(outcome, on_answer, durable=False)
+                        else:
+                            question_id, error = outcome
+                            returned.add(question_id)
+                            self.run.failed(question_id, error, on_failure)
+                    # Written at once, made durable at most FSYNC_SECONDS later (as in one process).
+                    due = time.monotonic() - last_fsync >= FSYNC_SECONDS
+                    self.run.folder.sync(fsync=due)
+                    last_fsync = time.monotonic() if due else last_fsync
+                elif kind == "done":
+                    finished[number] = 0
+                    self.stats.append(payload)
+                elif kind == "died":
+                    died.append(f"client process {number} died (exit code {payload})")
+                elif kind == "error":
+                    raise WinnowError(f"client process {number} stopped: {payload}")
+        finally:
+            self.run.folder.sync()
+        if died:
+            # Only the dead processes' questions never came back: the live ones drained the queue.
+            reason = "; ".join(died)
+            for item in pending:
+                if item.id not in returned:
+                    self.run.failed(item.id, reason, on_failure, backend=False)
+
+    def stale_cache_entries(self) -> int:
+        """Cached answers the processes refused as unusable and asked again, summed."""
+        return sum(found["stale_cache_entries"] for found in self.stats)
+
+    def dispatch_stats(self) -> list[dict[str, Any]]:
+        """Each model's dispatcher statistics, summed over the processes that finished."""
+        per_model = [found["dispatch"] for found in self.stats]
+        return [merged_dispatch_stats(list(model)) for model in zip(*per_model, strict=True)] if per_model else []
+
+    def close(self) -> None:
+        """Stop the client processes that are still running."""
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.processes:
+            process.join(timeout=5)
+        self.processes.clear()
+        for channel in (self.questions, self.outbox):
+            channel.cancel_join_thread()  # questions never taken must not hold the driver at exit
+            channel.close()
+
+    def __enter__(self) -> ProcessEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,159 @@
+"""``winnow eval --processes N``: a server's questions shared over client processes on this machine
+(winnow.evaluation.process_engine), run for real: ``winnow eval`` processes against a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from test_llm_dispatch import ScriptedServer
+
+from winnow.evaluation.process_engine import default_processes, inflight_shares, merged_dispatch_stats
+from winnow.run_spec import RunSpec
+
+INCOMPLETE = 3  # winnow eval's exit code for a run that left questions unanswered
+
+
+@pytest.fixture
+def servers():
+    started: list[ScriptedServer] = []
+
+    def start(**options) -> ScriptedServer:
+        started.append(ScriptedServer(**options))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _questions(path: Path, count: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Where is place {i}?",
+                                        "golden_answers": ["Paris"]}) + "\n" for i in range(count)))
+    return path
+
+
+def _eval(index: Path, queries: Path, out: Path, url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "winnow.cli", "eval", "--index", str(index), "--queries", str(queries),
+            "--out", str(out), "--backend", "openai", "--model", "m", "--base-url", url, "--no-cache", *extra]
+
+
+def _answers(out: Path) -> dict[str, dict]:
+    lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert len(lines) == len({line["id"] for line in lines}), "a question was recorded twice"
+    return {line["id"]: line for line in lines}
+
+
+def _what_depends_on_the_answer(value):
+    """A record less the times it holds (wall and server seconds depend on the load, not the answer)."""
+    if isinstance(value, dict):
+        return {key: _what_depends_on_the_answer(item) for key, item in value.items() if "seconds" not in key}
+    if isinstance(value, list):
+        return [_what_depends_on_the_answer(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("method", ["vanilla", "rankrag"])
+def test_client_processes_give_one_process_answers_and_share_max_inflight(servers, index, tmp_path, method):
+    server = servers(delay=0.05)
+    queries = _questions(tmp_path / "q.jsonl", 24)
+    one = subprocess.run(_eval(index.path, queries, tmp_path / "one", server.url, "--method", method,
+                               "--max-inflight", "6", "--processes", "1"), capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr
+    server.max_inflight = 0
+    two = subprocess.run(_eval(index.path, queries, tmp_path / "two", server.url, "--method", method,
+                               "--max-inflight", "6", "--processes", "2", "--json"), capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr
+    assert "shared by 2 client processes (--processes)" in two.stderr
+    # The two processes hold 3 slots each: together never more than --max-inflight.
+    assert 1 < server.max_inflight <= 6
+    # Tokens are estimated (the server has no /tokenize): said once, not once per process.
+    assert two.stderr.count("passages fitted to the context are cut by this estimate") == 1
+    alone, shared = _answers(tmp_path / "one"), _answers(tmp_path / "two")
+    assert list(shared) != [] and set(shared) == set(alone)
+    for qid, record in alone.items():
+        assert _what_depends_on_the_answer(shared[qid]) == _what_depends_on_the_answer(record)
+    metrics = json.loads(two.stdout)
+    assert metrics["questions"]["answered"] == 24
+    config = json.loads((tmp_path / "two" / "config.json").read_text())
+    assert config["sessions"][-1]["token_counting"]["model"].startswith("estimated")
+
+
+def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_them(servers, index, tmp_path):
+    server = servers(delay=0.3)
+    queries = _questions(tmp_path / "q.jsonl", 40)
+    out = tmp_path / "run"
+    command = _eval(index.path, queries, out, server.url, "--method", "vanilla", "--max-inflight", "4",
+                    "--processes", "2")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=os.environ.copy())
+    answers = out / "answers.jsonl"
+    deadline = time.monotonic() + 120
+    while not (answers.is_file() and answers.read_bytes().count(b"\n") >= 4):
+        assert process.poll() is None, "the run ended before a client process could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    clients = [child for child in psutil.Process(process.pid).children()
+               if "spawn_main" in " ".join(child.cmdline())]
+    assert len(clients) == 2, [child.cmdline() for child in psutil.Process(process.pid).children()]
+    os.kill(clients[0].pid, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=120)
+    # The other process asked the rest; the dead one's questions (at most 2 in flight and its
+    # flow's headroom) are recorded as failed, and the run says it is incomplete.
+    assert process.returncode == INCOMPLETE, stderr
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    assert errors and all("client process" in e["error"] and "died (exit code -9)" in e["error"] for e in errors)
+    answered = _answers(out)
+    assert len(answered) + len(errors) == 40 and not set(answered) & {e["id"] for e in errors}
+    assert "incomplete" in stderr
+
+    rerun = subprocess.run(command, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(answered)} already answered, {len(errors)} to ask" in rerun.stderr
+    assert set(_answers(out)) == {f"q{i}" for i in range(40)}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--backend", "llama.cpp", "--processes", "2"], "--processes 2 needs --backend openai"),
+    (["--processes", "8", "--max-inflight", "4"], "--processes 8 is more than --max-inflight 4"),
+    (["--processes", "2", "--engine", "ray"], "--processes 2 runs with --engine local, not with --engine ray"),
+])
+def test_processes_that_cannot_be_honoured_are_refused_before_anything_loads(index, tmp_path, extra, message):
+    queries = _questions(tmp_path / "q.jsonl", 2)
+    command = _eval(index.path, queries, tmp_path / "run", "http://127.0.0.1:9/v1", *extra)
+    if "llama.cpp" in extra:  # the last --backend wins
+        command = [part for part in command if part not in ("--base-url", "http://127.0.0.1:9/v1")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode != 0 and message in " ".join(done.stderr.split()), done.stderr
+    assert not (tmp_path / "run" / "answers.jsonl").exists()
+
+
+def test_the_default_is_one_process_per_32_slots_within_the_cores_and_the_questions(monkeypatch):
+    monkeypatch.setattr("winnow.evaluation.process_engine.usable_cores", lambda: 4)
+    server = RunSpec(model="m", backend="openai", max_inflight=64)
+    assert default_processes(server, pending=1000) == 2
+    assert default_processes(RunSpec(model="m", backend="openai", max_inflight=256), pending=1000) == 4
+    assert default_processes(RunSpec(model="m", backend="openai"), pending=1000) == 2  # 64 by default
+    assert default_processes(server, pending=100) == 1  # too few questions to be worth a second process
+    assert default_processes(RunSpec(model="m", backend="openai", max_inflight=16), pending=1000) == 1
+    assert default_processes(RunSpec(model="m", backend="llama.cpp"), pending=1000) == 1
+
+
+def test_slots_are_shared_out_exactly_and_endpoint_statistics_summed():
+    assert inflight_shares(6, 2) == [3, 3] and inflight_shares(7, 3) == [3, 2, 2] and sum(inflight_shares(64, 5)) == 64
+    one = {"calls": 5, "retries": 2, "failovers": 1,
+           "endpoints": {"a": {"requests": 7, "failures": 2, "breaker_opened": 1, "open": False}}}
+    two = {"calls": 4, "retries": 1, "failovers": 0,
+           "endpoints": {"a": {"requests": 5, "failures": 1, "breaker_opened": 0, "open": True},
+                         "b": {"requests": 0, "failures": 0, "breaker_opened": 0, "open": False}}}
+    assert merged_dispatch_stats([one, two]) == {
+        "calls": 9, "retries": 3, "failovers": 1,
+        "endpoints": {"a": {"requests": 12, "failures": 3, "breaker_opened": 1, "open": True},
+                      "b": {"requests": 0, "failures": 0, "breaker_opened": 0, "open": False}}}
