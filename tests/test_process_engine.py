@@ -86,6 +86,30 @@ def test_client_processes_give_one_process_answers_and_share_max_inflight(server
     assert config["sessions"][-1]["token_counting"]["model"].startswith("estimated")
 
 
+def test_spawned_client_processes_answer_as_forked_ones(servers, index, tmp_path):
+    # In this test process the loopback server's thread runs, so the processes are spawned (a fork
+    # would copy that thread's locks); the subprocess runs above forked theirs.
+    import threading
+
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+    from winnow.evaluation.process_engine import start_method
+
+    server = servers(delay=0.05)
+    assert threading.active_count() > 1 and start_method() == "spawn"
+    queries = _questions(tmp_path / "q.jsonl", 12)
+    forked = subprocess.run(_eval(index.path, queries, tmp_path / "forked", server.url, "--method", "vanilla",
+                                  "--max-inflight", "4", "--processes", "2"), capture_output=True, text=True)
+    assert forked.returncode == 0, forked.stderr
+    result = CliRunner().invoke(app, _eval(index.path, queries, tmp_path / "spawned", server.url, "--method",
+                                           "vanilla", "--max-inflight", "4", "--processes", "2")[3:])
+    assert result.exit_code == 0, result.output
+    spawned, alone = _answers(tmp_path / "spawned"), _answers(tmp_path / "forked")
+    assert len(spawned) == 12 and all(_what_depends_on_the_answer(spawned[qid]) == _what_depends_on_the_answer(record)
+                                      for qid, record in alone.items())
+
+
 def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_them(servers, index, tmp_path):
     server = servers(delay=0.3)
     queries = _questions(tmp_path / "q.jsonl", 40)
@@ -101,7 +125,7 @@ def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_the
         assert time.monotonic() < deadline
         time.sleep(0.05)
     clients = [child for child in psutil.Process(process.pid).children()
-               if "spawn_main" in " ".join(child.cmdline())]
+               if "resource_tracker" not in " ".join(child.cmdline())]  # forked: the same command
     assert len(clients) == 2, [child.cmdline() for child in psutil.Process(process.pid).children()]
     os.kill(clients[0].pid, signal.SIGKILL)
     _, stderr = process.communicate(timeout=120)

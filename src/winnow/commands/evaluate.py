@@ -321,6 +321,7 @@ def _ask_on_processes(run: EvalRun, pending: list[Any], stages: StageProgress, a
     from ..evaluation.process_engine import ProcessEngine
 
     with ProcessEngine(run, count, batch_size=asking["batch_size"]) as engine:
+        engine.launch()  # before the status line's thread: on Linux they are then forked
         with err.status(f"starting {count} client processes"):
             engine.start()
         run.start_session(len(pending))

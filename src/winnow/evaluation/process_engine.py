@@ -15,8 +15,11 @@ already holds (:meth:`~winnow.evaluation.runner.EvalRun.keep`). A client process
 out of memory) loses only the questions it held: they are recorded in ``errors.jsonl`` and the
 run ends incomplete (a non-zero exit), and the same command asks just those again.
 
-Processes are started with ``spawn``: a forked child would inherit the driver's threads' locks, and
-spawn behaves the same on Linux and macOS.
+On Linux the processes are forked while the driver has no thread but its main one (it has not
+started its progress bar yet): they start with the driver's modules imported, about 0.9 s sooner a
+process on 2 cores than a fresh interpreter. Anywhere else, or with a thread running, they are
+spawned (a forked child would inherit a running thread's locks held). A client process whose
+driver is gone (killed with SIGKILL) stops within a second rather than wait on a queue nobody fills.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,6 +90,11 @@ def check_processes(processes: int, spec: RunSpec) -> None:
                           "least one of the servers' slots", f"give at most --processes {slots}")
 
 
+def start_method() -> str:
+    """``fork`` on Linux while this process runs no thread but its main one, else ``spawn``."""
+    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
+
+
 def inflight_shares(total: int, processes: int) -> list[int]:
     """``total`` calls in flight split over ``processes`` as evenly as whole numbers allow."""
     return [total // processes + (number < total % processes) for number in range(processes)]
@@ -112,6 +122,7 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
     from ..pipeline import Pipeline
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it stops the processes
+    threading.Thread(target=_stop_when_orphaned, args=(os.getppid(),), daemon=True).start()
     try:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache)
     except WinnowError as exc:
@@ -140,6 +151,13 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
                          if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]}))
 
 
+def _stop_when_orphaned(driver: int) -> None:
+    """End this client process once its driver is gone (it is then re-parented)."""
+    while os.getppid() == driver:
+        time.sleep(1)
+    os._exit(1)
+
+
 class ProcessEngine:
     """The driver's side: start the client processes, give out the questions, keep what comes back."""
 
@@ -148,17 +166,20 @@ class ProcessEngine:
         self.run = run
         self.count = processes
         self.batch_size = batch_size
-        self.context = multiprocessing.get_context("spawn")
-        self.questions: Any = self.context.Queue()
-        self.outbox: Any = self.context.Queue()
+        self.context: Any = None  # chosen at launch(), when the threads running are known
+        self.questions: Any = None
+        self.outbox: Any = None
         self.processes: list[Any] = []
         self.stats: list[dict[str, Any]] = []
         self.token_counting: dict[str, str] = {}
 
-    def start(self) -> None:
-        """Start the client processes (each opens the index and models) and check them against the run."""
+    def launch(self) -> None:
+        """Start the client processes (each then opens the index and models). Called before any
+        thread of this process starts (a progress bar's), so that on Linux they can be forked."""
         from ..llm.openai_http import MAX_INFLIGHT
 
+        self.context = multiprocessing.get_context(start_method())
+        self.questions, self.outbox = self.context.Queue(), self.context.Queue()
         spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
         shares = inflight_shares(spec.max_inflight or MAX_INFLIGHT, self.count)
         cap = math.ceil(self.batch_size / self.count) if self.batch_size else None
@@ -169,6 +190,9 @@ class ProcessEngine:
                                                  self.questions, self.outbox))
             process.start()
             self.processes.append(process)
+
+    def start(self) -> None:
+        """Wait for every client process to open the run, and check them against it."""
         described: dict[int, dict[str, Any]] = {}
         while len(described) < self.count:
             kind, number, payload = self._next_message({})
@@ -262,6 +286,8 @@ class ProcessEngine:
             process.join(timeout=5)
         self.processes.clear()
         for channel in (self.questions, self.outbox):
+            if channel is None:
+                continue
             channel.cancel_join_thread()  # questions never taken must not hold the driver at exit
             channel.close()
 
