@@ -12,9 +12,14 @@ writing of some questions overlap the calls of the others.
 
 How many questions are in progress: a question at its lightest stage has one call outstanding (every
 method's reader; RankGPT's windows; vanilla has nothing else), and some are between calls at any
-moment (retrieving, building prompts, being written), so the servers' capacity plus a quarter keeps
-their slots full whatever stage the questions are at; heavier stages (RankRAG's N calls) only queue
-more calls in the dispatcher. ``--batch-size`` given by the user caps it.
+moment (retrieving, building prompts, being written), so more questions than the servers' capacity
+keep their slots full whatever stage the questions are at; heavier stages (RankRAG's N calls) only
+queue more calls in the dispatcher. Twice the capacity, not capacity plus a quarter, because of the
+end of a run: once no question is left to admit, a method of sequential calls (RankGPT's four
+windows) leaves slots idle while its last questions finish their chains, and the more questions are
+in progress when that starts, the longer the slots stay full (RankGPT at 256 slots x 1 s: 77% of the
+LLM span busy with a quarter, 88% with twice; docs/benchmarks.md). ``--batch-size`` given by the
+user caps it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ Outcome = TypeVar("Outcome")
 #: The most questions in progress however large the servers: each holds a thread and its passages.
 MAX_QUESTIONS_IN_PROGRESS = 1024
 #: Questions between calls (retrieving, building prompts, being written) per question on the wire.
-HEADROOM = 0.25
+HEADROOM = 1.0
 
 
 def server_capacity(pipeline: Pipeline) -> int | None:
