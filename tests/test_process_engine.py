@@ -22,16 +22,11 @@ INCOMPLETE = 3  # winnow eval's exit code for a run that left questions unanswer
 
 
 @pytest.fixture
-def servers():
-    started: list[ScriptedServer] = []
-
-    def start(**options) -> ScriptedServer:
-        started.append(ScriptedServer(**options))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
+def server():
+    """A loopback OpenAI-compatible server answering "re: PROMPT" (test_llm_dispatch.py's)."""
+    started = ScriptedServer(delay=0.05)
+    yield started
+    started.stop()
 
 
 def _questions(path: Path, count: int) -> Path:
@@ -61,8 +56,7 @@ def _what_depends_on_the_answer(value):
 
 
 @pytest.mark.parametrize("method", ["vanilla", "rankrag"])
-def test_client_processes_give_one_process_answers_and_share_max_inflight(servers, index, tmp_path, method):
-    server = servers(delay=0.05)
+def test_client_processes_give_one_process_answers_and_share_max_inflight(server, index, tmp_path, method):
     queries = _questions(tmp_path / "q.jsonl", 24)
     one = subprocess.run(_eval(index.path, queries, tmp_path / "one", server.url, "--method", method,
                                "--max-inflight", "6", "--processes", "1"), capture_output=True, text=True)
@@ -86,7 +80,7 @@ def test_client_processes_give_one_process_answers_and_share_max_inflight(server
     assert config["sessions"][-1]["token_counting"]["model"].startswith("estimated")
 
 
-def test_spawned_client_processes_answer_as_forked_ones(servers, index, tmp_path):
+def test_spawned_client_processes_answer_as_forked_ones(server, index, tmp_path):
     # In this test process the loopback server's thread runs, so the processes are spawned (a fork
     # would copy that thread's locks); the subprocess runs above forked theirs.
     import threading
@@ -96,7 +90,6 @@ def test_spawned_client_processes_answer_as_forked_ones(servers, index, tmp_path
     from winnow.cli import app
     from winnow.evaluation.process_engine import start_method
 
-    server = servers(delay=0.05)
     assert threading.active_count() > 1 and start_method() == "spawn"
     queries = _questions(tmp_path / "q.jsonl", 12)
     forked = subprocess.run(_eval(index.path, queries, tmp_path / "forked", server.url, "--method", "vanilla",
@@ -110,8 +103,8 @@ def test_spawned_client_processes_answer_as_forked_ones(servers, index, tmp_path
                                       for qid, record in alone.items())
 
 
-def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_them(servers, index, tmp_path):
-    server = servers(delay=0.3)
+def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_them(server, index, tmp_path):
+    server.delay = 0.3
     queries = _questions(tmp_path / "q.jsonl", 40)
     out = tmp_path / "run"
     command = _eval(index.path, queries, out, server.url, "--method", "vanilla", "--max-inflight", "4",
