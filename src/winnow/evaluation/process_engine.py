@@ -84,10 +84,13 @@ def check_processes(processes: int, spec: RunSpec) -> None:
         raise WinnowError(f"--processes {processes} needs --backend openai: a {spec.backend} model runs inside "
                           "the process, and each process would load its own copy",
                           "leave --processes out (llama.cpp: --slots decodes several sequences at once)")
-    slots = spec.max_inflight
-    if slots is not None and processes > slots:
-        raise WinnowError(f"--processes {processes} is more than --max-inflight {slots}: each process needs at "
-                          "least one of the servers' slots", f"give at most --processes {slots}")
+    from ..llm.openai_http import MAX_INFLIGHT
+
+    slots = spec.max_inflight or MAX_INFLIGHT
+    if processes > slots:
+        raise WinnowError(f"--processes {processes} is more than --max-inflight {slots}"
+                          f"{'' if spec.max_inflight else ' (its default)'}: each process needs at least one of the "
+                          "servers' slots", f"give at most --processes {slots}, or a larger --max-inflight")
 
 
 def start_method() -> str:
