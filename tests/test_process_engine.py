@@ -165,12 +165,12 @@ def test_the_default_is_one_process_per_32_slots_within_the_cores_and_the_questi
 
 def test_slots_are_shared_out_exactly_and_endpoint_statistics_summed():
     assert inflight_shares(6, 2) == [3, 3] and inflight_shares(7, 3) == [3, 2, 2] and sum(inflight_shares(64, 5)) == 64
-    one = {"calls": 5, "retries": 2, "failovers": 1,
+    one = {"calls": 5, "retries": 2, "failovers": 1, "hedges": 2, "hedges_won": 1,
            "endpoints": {"a": {"requests": 7, "failures": 2, "breaker_opened": 1, "open": False}}}
-    two = {"calls": 4, "retries": 1, "failovers": 0,
+    two = {"calls": 4, "retries": 1, "failovers": 0, "hedges": 0, "hedges_won": 0,
            "endpoints": {"a": {"requests": 5, "failures": 1, "breaker_opened": 0, "open": True},
                          "b": {"requests": 0, "failures": 0, "breaker_opened": 0, "open": False}}}
     assert merged_dispatch_stats([one, two]) == {
-        "calls": 9, "retries": 3, "failovers": 1,
+        "calls": 9, "retries": 3, "failovers": 1, "hedges": 2, "hedges_won": 1,
         "endpoints": {"a": {"requests": 12, "failures": 3, "breaker_opened": 1, "open": True},
                       "b": {"requests": 0, "failures": 0, "breaker_opened": 0, "open": False}}}

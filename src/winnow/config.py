@@ -30,7 +30,7 @@ from .settings import SettingError, SettingsLayer
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
 #: of MAIN-RAG's two roles; ``profile`` names a preset of method settings (winnow.methods.profiles).
 RUN_OPTIONS = ("method", "model", "backend", "base_url", "retriever", "context_size", "agents", "judge_model",
-               "final_model", "max_inflight", "profile", "slots", "timeout", "ann", "ann_set", "tokenizer")
+               "final_model", "max_inflight", "profile", "slots", "timeout", "hedge", "ann", "ann_set", "tokenizer")
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

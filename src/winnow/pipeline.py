@@ -67,7 +67,8 @@ class Pipeline:
                 loading(name)
             llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
                            context_size=spec.context_size, max_inflight=spec.max_inflight, slots=spec.slots,
-                           timeout=spec.timeout, progress=progress, threads=threads, tokenizer=spec.tokenizer)
+                           timeout=spec.timeout, progress=progress, threads=threads, tokenizer=spec.tokenizer,
+                           hedge=spec.hedge)
             self.llms.append(llm)
             return llm
 

@@ -63,6 +63,10 @@ class RunOptions:
     timeout: float | None = option("--timeout", "--llm-timeout", minimum=0.001,
                                    help="--backend openai: seconds one LLM call may take before it is abandoned and "
                                         "retried, on another endpoint when there is one (default 600).")
+    hedge: float | None = option("--hedge", minimum=0.001,
+                                 help="--backend openai: seconds after which a call with no answer is sent again "
+                                      "to another endpoint (when a slot is free); the first answer wins. Set it "
+                                      "near your calls' 95th percentile (default: off).")
     tokenizer: str | None = option("--tokenizer", help="--backend openai: count tokens here with the served model's "
                                                        "tokenizer (a model folder, .gguf or registry name, or a hub "
                                                        "id online), not a /tokenize request per count; checked "
@@ -151,6 +155,7 @@ class RunSpec:
     max_inflight: int | None = None  # LLM calls in flight (--backend openai); not recorded: answers do not depend on it
     slots: int | None = None  # sequences llama.cpp decodes together (--backend llama.cpp); None: 1
     timeout: float | None = None  # seconds per LLM call attempt (--backend openai); not recorded, like max_inflight
+    hedge: float | None = None  # seconds before a straggling call is sent again (--backend openai); not recorded
     #: --backend openai: the tokenizer that counts here (winnow.llm.hf_tokens), "" for the server's /tokenize
     tokenizer: str = ""
     agents: dict[str, str] = field(default_factory=dict)  # agent role -> model, e.g. {"judge": "qwen2.5-coder-1.5b"}
@@ -202,6 +207,10 @@ class RunSpec:
             spec.timeout = coerce_value("timeout", float, spec.timeout)
             if spec.timeout <= 0:
                 raise SettingError("timeout", f"setting 'timeout' must be more than 0 seconds (got {spec.timeout})")
+        if spec.hedge is not None:
+            spec.hedge = coerce_value("hedge", float, spec.hedge)
+            if spec.hedge <= 0:
+                raise SettingError("hedge", f"setting 'hedge' must be more than 0 seconds (got {spec.hedge})")
         spec.ann, spec.ann_set = checked_ann(spec.ann, spec.ann_set, spec.retriever, config or "--ann-set")
         if not isinstance(spec.tokenizer, str):
             raise SettingError("tokenizer", f"tokenizer must be a folder, a .gguf file, a registry name or a hub id "
@@ -229,7 +238,7 @@ class RunSpec:
         # Options added after run folders existed are left out at their default, so those folders resume.
         # Slots are recorded when there are several: scores then differ slightly from one slot's.
         described = {key: value for key, value in asdict(self).items()
-                     if key not in ("agents", "max_inflight", "timeout", "provenance")
+                     if key not in ("agents", "max_inflight", "timeout", "hedge", "provenance")
                      and not (key in ("context_size", "profile", "first_stage_run", "ann", "ann_set", "tokenizer")
                               and not value)
                      and not (key == "slots" and (value or 1) == 1)}

@@ -342,15 +342,17 @@ def _dispatch_stats(llms: list[Any]) -> list[dict[str, Any]]:
 
 
 def _print_endpoint_health(per_model: list[dict[str, Any]]) -> None:
-    """One line per model whose server calls were retried: how many, how many went to another
-    endpoint (failed over), and which endpoints' breakers opened (:mod:`winnow.llm.dispatch`)."""
+    """One line per model whose server calls were retried or hedged: how many, how many went to
+    another endpoint (failed over), how many hedges answered first, and which endpoints' breakers
+    opened (:mod:`winnow.llm.dispatch`)."""
     for found in per_model:
-        if not found["retries"]:
+        if not found["retries"] and not found.get("hedges"):
             continue
         opened = [f"{url} ({e['failures']} failures, breaker opened {e['breaker_opened']}×)"
                   for url, e in found["endpoints"].items() if e["breaker_opened"]]
+        hedged = f", {found['hedges']} hedged ({found['hedges_won']} answered first)" if found.get("hedges") else ""
         err.print(f"[yellow]endpoints:[/] {found['calls']} calls, {found['retries']} retried, "
-                  f"{found['failovers']} failed over to another endpoint"
+                  f"{found['failovers']} failed over to another endpoint{hedged}"
                   + (f"; taken out of the pool: {', '.join(opened)}" if opened else ""), highlight=False)
 
 

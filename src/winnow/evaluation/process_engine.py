@@ -106,9 +106,10 @@ def inflight_shares(total: int, processes: int) -> list[int]:
 def merged_dispatch_stats(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The dispatchers' statistics of several processes (:meth:`Dispatcher.stats`): counts summed,
     an endpoint open when any process has it open."""
-    merged: dict[str, Any] = {"calls": 0, "retries": 0, "failovers": 0, "endpoints": {}}
+    merged: dict[str, Any] = {"calls": 0, "retries": 0, "failovers": 0, "hedges": 0, "hedges_won": 0,
+                              "endpoints": {}}
     for stats in found:
-        for key in ("calls", "retries", "failovers"):
+        for key in ("calls", "retries", "failovers", "hedges", "hedges_won"):
             merged[key] += stats[key]
         for url, endpoint in stats["endpoints"].items():
             into = merged["endpoints"].setdefault(url, {})

@@ -493,9 +493,9 @@ def _mappings(metadata: object, count: int) -> list[dict[str, Any]]:
 RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
 #: The run options :class:`MethodRunner` applies (every one there was when it was written).
 APPLIED_RUN_OPTIONS = frozenset({
-    "method", "model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads", "context_size",
-    "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model", "final_model",
-    "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set", "tokenizer"})
+    "method", "model", "backend", "base_url", "api_key", "max_inflight", "timeout", "hedge", "slots", "threads",
+    "context_size", "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model",
+    "final_model", "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set", "tokenizer"})
 
 
 def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
@@ -642,7 +642,7 @@ class MethodRunner:
                 llm = load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=self._api_key,
                                cache=self._cache, context_size=spec.context_size, max_inflight=spec.max_inflight,
                                slots=spec.slots, threads=self._threads, timeout=spec.timeout,
-                               tokenizer=spec.tokenizer)
+                               tokenizer=spec.tokenizer, hedge=spec.hedge)
                 self._owned.append(llm)
                 self._loaded.append(llm)
                 return llm

@@ -18,7 +18,7 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None,
              max_inflight: int | None = None, slots: int | None = None, timeout: float | None = None,
-             tokenizer: str = "") -> LLM:
+             tokenizer: str = "", hedge: float | None = None) -> LLM:
     """An :class:`LLM` ready for stages.
 
     ``backend="llama.cpp"`` runs ``model`` (a registry name, a ``.gguf`` path or a hub id) in this
@@ -41,6 +41,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     and retried (on another endpoint when there is one); default 600, long enough for a long answer on
     a busy server. Lower it for a cluster whose calls take seconds, so a hung server costs little.
 
+    ``hedge`` (openai only) is the seconds after which a call with no answer is sent again to another
+    endpoint when a slot is free, the first answer winning (:mod:`winnow.llm.dispatch`); off by default.
+
     ``tokenizer`` (openai only) names the served model's tokenizer, to count tokens here instead of
     asking the server's ``/tokenize`` per count (:mod:`winnow.llm.hf_tokens`).
 
@@ -55,6 +58,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     if timeout is not None and backend != "openai":
         raise WinnowError(f"timeout applies to the openai backend, not {backend!r}",
                           "the in-process backends have no requests to time out; leave --timeout out")
+    if hedge is not None and backend != "openai":
+        raise WinnowError(f"hedge applies to the openai backend, not {backend!r}",
+                          "the in-process backends have no requests to send twice; leave --hedge out")
     if tokenizer and backend != "openai":
         raise WinnowError(f"tokenizer applies to the openai backend, not {backend!r}",
                           "the in-process backends count with the model's own tokenizer; leave --tokenizer out")
@@ -79,7 +85,7 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
         engine = OpenAICompatibleBackend(model, base_url=base_url, api_key=api_key, context_size=context_size,
                                          max_inflight=max_inflight or MAX_INFLIGHT,
                                          timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout,
-                                         tokenizer=tokenizer)
+                                         tokenizer=tokenizer, hedge=hedge)
     elif backend == "transformers":
         from .transformers_backend import TransformersBackend
 

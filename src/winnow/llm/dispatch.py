@@ -17,6 +17,13 @@ takes it out again. So a dead endpoint beside a healthy one costs a handful of r
 them. A 429 is back-pressure from a live server, not a failure: it is retried elsewhere but does not
 open the breaker.
 
+A straggler can be *hedged* (``hedge_seconds``, ``--hedge``): a call with no answer after that long
+is sent again, to the least-loaded other endpoint when there is one, if a slot of ``max_inflight``
+is free at that moment (a hedge never displaces a first attempt); the first answer wins and the
+other request is cancelled. The copy is the same request, so a greedy call's answer is the same; a
+hedge that loses is not held against its endpoint's breaker. :meth:`Dispatcher.stats` counts the
+hedges sent and won. This is "The Tail at Scale"'s hedged request (Dean and Barroso, CACM 2013).
+
 The requests go out from one asyncio event loop on a thread of the dispatcher's own, over one
 aiohttp session per endpoint (kept-alive connections reused call after call), not from a thread per
 request: on a 2-core machine a thread per call with httpx's sync client costs 1.2-2.4 ms of CPU a
@@ -201,9 +208,13 @@ class Dispatcher:
     fail over to another endpoint and a circuit breaker per endpoint (see the module notes)."""
 
     def __init__(self, endpoints: Sequence[Endpoint], max_inflight: int, retry: RetryPolicy | None = None,
-                 seed: int | None = None, breaker: BreakerPolicy | None = None) -> None:
+                 seed: int | None = None, breaker: BreakerPolicy | None = None,
+                 hedge_seconds: float | None = None) -> None:
         if not endpoints:
             raise ValueError("a Dispatcher needs at least one endpoint")
+        if hedge_seconds is not None and not hedge_seconds > 0:
+            raise BackendError(f"--hedge must be above 0 seconds (got {hedge_seconds})")
+        self.hedge_seconds = hedge_seconds
         self.endpoints = list(endpoints)
         self.max_inflight = max(1, max_inflight)
         self.retry = retry or RetryPolicy()
@@ -214,6 +225,7 @@ class Dispatcher:
         self._loop_thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None  # max_inflight, made on the loop
         self.calls = self.retries = self.failovers = 0
+        self.hedges = self.hedges_won = 0  # copies of stragglers sent, and those that answered first
 
     @property
     def inflight(self) -> int:
@@ -225,6 +237,7 @@ class Dispatcher:
         and per endpoint its requests, failures and how often its breaker opened."""
         with self._lock:
             return {"calls": self.calls, "retries": self.retries, "failovers": self.failovers,
+                    "hedges": self.hedges, "hedges_won": self.hedges_won,
                     "endpoints": {e.base_url: {"requests": e.requests, "failures": e.failures,
                                                "breaker_opened": e.times_opened, "open": e.open_until > 0}
                                   for e in self.endpoints}}
@@ -247,10 +260,21 @@ class Dispatcher:
             endpoint.requests += 1
             return endpoint
 
-    def _release(self, endpoint: Endpoint, failure: TransientFailure | UnreadableAnswer | None) -> None:
+    def _release(self, endpoint: Endpoint, failure: BaseException | None, *, settled: bool = True) -> None:
+        """Give back ``endpoint``'s request, and let its outcome (``failure``, None for an answer) move
+        the breaker unless ``settled`` is False (a cancelled hedge race says nothing of the endpoint)."""
         with self._lock:
             endpoint.inflight -= 1
             endpoint.probing = False
+        if settled:
+            self._judge(endpoint, failure)
+
+    def _judge(self, endpoint: Endpoint, failure: BaseException | None) -> None:
+        """One request's outcome on ``endpoint``'s breaker: an answer (or a refusal of the request
+        itself, a 4xx) closes it; failures in a row open it."""
+        if not isinstance(failure, (TransientFailure, UnreadableAnswer)):
+            failure = None
+        with self._lock:
             if failure is None:
                 endpoint.failures_in_a_row, endpoint.open_until = 0, 0.0
                 return
@@ -278,10 +302,15 @@ class Dispatcher:
                         self.retries += 1
                         self.failovers += endpoint is not failed_at
                 failure: TransientFailure | UnreadableAnswer | None = None
+                settled = True
                 try:
                     started = time.perf_counter()
-                    response, raw = await endpoint.post(path, body)
-                    return read(endpoint, response, time.perf_counter() - started, raw), attempt
+                    if self.hedge_seconds is None:
+                        response, raw = await endpoint.post(path, body)
+                        answered_by = endpoint
+                    else:
+                        response, raw, answered_by, settled = await self._hedged(endpoint, path, body)
+                    return read(answered_by, response, time.perf_counter() - started, raw), attempt
                 except (TransientFailure, UnreadableAnswer) as exc:
                     failure = exc
                     if isinstance(exc, TransientFailure) and exc.unreachable and len(self.endpoints) == 1:
@@ -293,7 +322,7 @@ class Dispatcher:
                                            exc.hint or "the server is overloaded or failing: lower --max-inflight "
                                                        "or check its log") from exc
                 finally:
-                    self._release(endpoint, failure)
+                    self._release(endpoint, failure, settled=settled)
             failed_at = endpoint
             retry_after = failure.retry_after if isinstance(failure, TransientFailure) else None
             with self._lock:
@@ -303,6 +332,56 @@ class Dispatcher:
                 pause = 0.0 if elsewhere else self.retry.delay(attempt, self._rng, retry_after)
             await asyncio.sleep(pause)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _hedged(self, endpoint: Endpoint, path: str, body: dict[str, Any]) -> tuple[Any, str, Endpoint, bool]:
+        """``endpoint.post`` of the request, hedged: with no answer after ``hedge_seconds``, once a
+        slot is free, the same request goes to another endpoint (the least loaded; this one when it is alone)
+        and the first answer wins. Returns (answer, raw body, the endpoint that answered, whether
+        ``endpoint``'s own request is the one that answered: only then is its outcome the caller's
+        to judge; a failure of it was judged here, and a cancelled one says nothing). When every
+        copy fails, the first request's failure is raised, as without hedging."""
+        assert self._slots is not None and self.hedge_seconds is not None
+        first: asyncio.Future[tuple[Any, str]] = asyncio.ensure_future(endpoint.post(path, body))
+        await asyncio.wait({first}, timeout=self.hedge_seconds)
+        # A straggler waits for a spare slot (looked for a few times a hedge delay): a hedge never
+        # takes one that a first attempt is waiting for.
+        look = min(0.25, max(0.01, self.hedge_seconds / 4))
+        while not first.done() and self._slots.locked():
+            await asyncio.wait({first}, timeout=look)
+        if first.done():
+            response, raw = await first
+            return response, raw, endpoint, True
+        async with self._slots:
+            other = self._acquire(avoid=endpoint)
+            with self._lock:
+                self.hedges += 1
+            second: asyncio.Future[tuple[Any, str]] = asyncio.ensure_future(other.post(path, body))
+            owners = {first: endpoint, second: other}
+            racing = set(owners)
+            failures: dict[Endpoint, BaseException] = {}
+            winner: asyncio.Future[tuple[Any, str]] | None = None
+            try:
+                while racing and winner is None:
+                    done, racing = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if (error := task.exception()) is None:
+                            winner = winner or task
+                        else:
+                            failures[owners[task]] = error
+            finally:
+                for task in racing:
+                    task.cancel()
+                await asyncio.gather(*racing, return_exceptions=True)
+                self._release(other, failures.get(other), settled=second not in racing)
+            if winner is None:
+                raise failures[endpoint]
+            if winner is second:
+                with self._lock:
+                    self.hedges_won += 1
+            if endpoint in failures:  # the first request failed before the copy answered: that counts
+                self._judge(endpoint, failures[endpoint])
+            response, raw = winner.result()
+            return response, raw, owners[winner], first is winner
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

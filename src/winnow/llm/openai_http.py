@@ -68,7 +68,7 @@ class OpenAICompatibleBackend:
                  max_inflight: int = MAX_INFLIGHT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
                  top_logprobs: int = TOP_LOGPROBS, context_size: int | None = None, retry: RetryPolicy | None = None,
                  breaker: BreakerPolicy | None = None, headers: Mapping[str, str] | None = None,
-                 tokenizer: str = "") -> None:
+                 tokenizer: str = "", hedge: float | None = None) -> None:
         urls = base_urls(base_url or _env("WINNOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
         if not urls:
             raise BackendError("no server address for the OpenAI-compatible backend",
@@ -88,7 +88,7 @@ class OpenAICompatibleBackend:
             sent.setdefault("Authorization", f"Bearer {api_key}")
         self.timeout = timeout  # seconds per attempt of one call (each retry gets as long again)
         self.dispatcher = Dispatcher([Endpoint(url, sent, timeout, max_inflight) for url in urls],
-                                     max_inflight, retry, breaker=breaker)
+                                     max_inflight, retry, breaker=breaker, hedge_seconds=hedge)
         self._requested_context = checked_context_size(context_size)
         self._server: ServerFacts | None = None
         self._context: tuple[int, str] = (0, "")
