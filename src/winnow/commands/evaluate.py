@@ -290,6 +290,7 @@ def _asking_note(spec: RunSpec, batch_size: int | None, engine: str, processes: 
 def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: dict[str, Any], *,
               index_dir: Path, options: RunOptions, first_stage_run: Path | None = None) -> tuple[bool, int]:
     """Ask ``pending`` in this process; (interrupted by Ctrl-C, stale call-cache entries asked again)."""
+    from ..evaluation.runner import dispatch_stats
     from ..index.precomputed import PrecomputedRun
 
     interrupted = False
@@ -308,7 +309,7 @@ def _ask_here(run: EvalRun, pending: list[Any], stages: StageProgress, asking: d
             except KeyboardInterrupt:
                 interrupted = True
             finally:
-                _print_endpoint_health(_dispatch_stats(pipeline.llms))
+                _print_endpoint_health(dispatch_stats(pipeline.llms))
         if served is not None and (note := served.summary()):
             err.print(f"--run: {note}", highlight=False, soft_wrap=True)
         return interrupted, sum(llm.stale_cache_entries for llm in pipeline.llms)
@@ -334,11 +335,6 @@ def _ask_on_processes(run: EvalRun, pending: list[Any], stages: StageProgress, a
             finally:
                 _print_endpoint_health(engine.dispatch_stats())
         return False, engine.stale_cache_entries()
-
-
-def _dispatch_stats(llms: list[Any]) -> list[dict[str, Any]]:
-    """Each server-backed model's dispatcher statistics (:mod:`winnow.llm.dispatch`)."""
-    return [stats() for llm in llms if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]
 
 
 def _print_endpoint_health(per_model: list[dict[str, Any]]) -> None:

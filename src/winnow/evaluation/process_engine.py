@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import WinnowError
 from .flow import flow, questions_in_progress, server_capacity
-from .runner import FSYNC_SECONDS, answered_batch, model_identities
+from .runner import answered_batch, dispatch_stats, model_identities, token_counting
 from .schema import QuestionRecord
 
 if TYPE_CHECKING:
@@ -139,8 +139,7 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
         try:
             outbox.put(("ready", number, {
                 "models": model_identities(pipeline),
-                "token_counting": {name: llm.token_counting
-                                   for name, llm in zip(model_identities(pipeline), pipeline.llms, strict=True)}}))
+                "token_counting": token_counting(pipeline)}))
             capacity = server_capacity(pipeline) or 1
             flow(iter(questions.get, None), lambda item: answered_batch(pipeline, spec, [item]),
                  workers=questions_in_progress(capacity, cap),
@@ -151,8 +150,7 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
             return
         outbox.put(("done", number, {
             "stale_cache_entries": sum(llm.stale_cache_entries for llm in pipeline.llms),
-            "dispatch": [stats() for llm in pipeline.llms
-                         if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]}))
+            "dispatch": dispatch_stats(pipeline.llms)}))
 
 
 def _stop_when_orphaned(driver: int) -> None:
@@ -239,23 +237,12 @@ class ProcessEngine:
         returned: set[str] = set()
         finished: dict[int, int] = {}  # process number -> exit code (0: said done)
         died: list[str] = []
-        last_fsync = time.monotonic()
         try:
             while len(finished) < self.count:
                 kind, number, payload = self._next_message(finished)
                 if kind == "outcomes":
-                    for outcome in payload:
-                        if isinstance(outcome, QuestionRecord):
-                            returned.add(outcome.id)
-                            self.run.keep(outcome, on_answer, durable=False)
-                        else:
-                            question_id, error = outcome
-                            returned.add(question_id)
-                            self.run.failed(question_id, error, on_failure)
-                    # Written at once, made durable at most FSYNC_SECONDS later (as in one process).
-                    due = time.monotonic() - last_fsync >= FSYNC_SECONDS
-                    self.run.folder.sync(fsync=due)
-                    last_fsync = time.monotonic() if due else last_fsync
+                    returned.update(o.id if isinstance(o, QuestionRecord) else o[0] for o in payload)
+                    self.run.keep_outcomes(payload, on_answer, on_failure)
                 elif kind == "done":
                     finished[number] = 0
                     self.stats.append(payload)

@@ -35,6 +35,7 @@ from .schema import Metrics, QuestionRecord, RunInfo
 
 if TYPE_CHECKING:
     from ..datasets.qa import QAItem
+    from ..llm import LLM
     from ..pipeline import Pipeline
     from ..run_spec import RunSpec
     from .prices import PriceTable
@@ -144,6 +145,7 @@ class EvalRun:
         self.new_answers = 0
         self.failures: dict[str, str] = {}  # this session's skipped questions: id -> error
         self._in_a_row = 0  # questions failed since the last answered one
+        self._last_fsync = time.monotonic()  # when the folder was last made durable (keep_outcomes)
         self.token_counting: dict[str, str] = {}  # model role -> "exact: …" or "estimated …: why"
         self.started = time.perf_counter()
 
@@ -182,8 +184,7 @@ class EvalRun:
         """Record the loaded models' identities (with checksums), or refuse ones that changed, and
         how each counts tokens (written with the session: an estimate cuts passages shorter)."""
         self.check_model_identities(model_identities(pipeline))
-        self.token_counting = {name: llm.token_counting for name, llm in zip(model_identities(pipeline),
-                                                                             pipeline.llms, strict=True)}
+        self.token_counting = token_counting(pipeline)
 
     def check_model_identities(self, models: dict[str, Any]) -> None:
         """:meth:`check_models` for models loaded elsewhere (the workers of ``--engine ray``)."""
@@ -225,25 +226,10 @@ class EvalRun:
         if batch_size is not None and batch_size < 1:
             raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         self._in_a_row = 0
-        last_fsync = time.monotonic()
+        self._last_fsync = time.monotonic()
 
         def handle(outcomes: list[QuestionRecord | tuple[str, str]]) -> None:
-            nonlocal last_fsync
-            try:
-                for outcome in outcomes:
-                    if isinstance(outcome, QuestionRecord):
-                        self.keep(outcome, on_answer, durable=False)
-                    else:
-                        self.failed(*outcome, on_failure)
-            finally:
-                # Written at once (a crash of the process loses nothing), made durable against a
-                # crash of the machine at most FSYNC_SECONDS later: an fsync costs the recording
-                # thread about 9 ms, while a fast server finishes three questions.
-                now = time.monotonic()
-                due = now - last_fsync >= FSYNC_SECONDS
-                self.folder.sync(fsync=due)
-                if due:
-                    last_fsync = now
+            self.keep_outcomes(outcomes, on_answer, on_failure)
 
         try:
             capacity = server_capacity(pipeline)
@@ -257,6 +243,26 @@ class EvalRun:
                 handle(list(answer_batch(pipeline, self.spec, batch)))
         finally:
             self.folder.sync()
+
+    def keep_outcomes(self, outcomes: Sequence[QuestionRecord | tuple[str, str]],
+                      on_answer: Callable[[QuestionRecord], None] | None = None,
+                      on_failure: Callable[[str, str], None] | None = None) -> None:
+        """Keep questions that finished together: each record (:meth:`keep`) or ``(id, error)``
+        (:meth:`failed`). They are written at once (a crash of the process loses nothing) and made
+        durable against a crash of the machine at most FSYNC_SECONDS later: an fsync costs the
+        recording thread about 9 ms, while a fast server finishes three questions."""
+        try:
+            for outcome in outcomes:
+                if isinstance(outcome, QuestionRecord):
+                    self.keep(outcome, on_answer, durable=False)
+                else:
+                    self.failed(*outcome, on_failure)
+        finally:
+            now = time.monotonic()
+            due = now - self._last_fsync >= FSYNC_SECONDS
+            self.folder.sync(fsync=due)
+            if due:
+                self._last_fsync = now
 
     def keep(self, record: QuestionRecord, on_answer: Callable[[QuestionRecord], None] | None = None, *,
              durable: bool = True) -> bool:
@@ -366,6 +372,17 @@ def model_identities(pipeline: Pipeline) -> dict[str, Any]:
     models = {"model": pipeline.llm.identity}
     models.update({f"llm_{i}": llm.identity for i, llm in enumerate(pipeline.llms[1:], start=1)})
     return models
+
+
+def token_counting(pipeline: Pipeline) -> dict[str, str]:
+    """How each of a pipeline's models counts tokens ("exact: …" or "estimated …"), by the names
+    :func:`model_identities` gives them."""
+    return {name: llm.token_counting for name, llm in zip(model_identities(pipeline), pipeline.llms, strict=True)}
+
+
+def dispatch_stats(llms: Sequence[LLM]) -> list[dict[str, Any]]:
+    """Each server-backed model's dispatcher statistics (:meth:`~winnow.llm.dispatch.Dispatcher.stats`)."""
+    return [stats() for llm in llms if (stats := getattr(llm.backend, "dispatch_stats", None)) is not None]
 
 
 def answered_batch(pipeline: Pipeline, spec: RunSpec,
