@@ -78,21 +78,21 @@ class _Handler(BaseHTTPRequestHandler):
             server.inflight += 1
             server.max_inflight = max(server.max_inflight, server.inflight)
         prompt = body["messages"][-1]["content"]
-        try:
-            time.sleep(server.delay * (server.slow_factor if server.slow_word and server.slow_word in prompt else 1))
-            if failure == "drop":  # close the connection without an answer
-                self.close_connection = True
-                self.connection.shutdown(2)
-                return
-            if failure:
-                headers = {"Retry-After": server.retry_after} if server.retry_after else {}
-                self._send(int(failure), {"error": {"message": "busy"}}, headers)
-                return
-            self._send(200, self._answer(body, prompt))
-        finally:
-            with server.lock:
-                server.inflight -= 1
-                server.finished.append(prompt)
+        time.sleep(server.delay * (server.slow_factor if server.slow_word and server.slow_word in prompt else 1))
+        # Counted out before the answer is written: the client may send its next request the
+        # moment it reads this one, and that must not look like one more in flight.
+        with server.lock:
+            server.inflight -= 1
+            server.finished.append(prompt)
+        if failure == "drop":  # close the connection without an answer
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if failure:
+            headers = {"Retry-After": server.retry_after} if server.retry_after else {}
+            self._send(int(failure), {"error": {"message": "busy"}}, headers)
+            return
+        self._send(200, self._answer(body, prompt))
 
     def _answer(self, body: dict, prompt: str) -> dict:
         choice: dict = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": f"re: {prompt}"}}
