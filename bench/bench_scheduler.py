@@ -69,7 +69,8 @@ def run_eval(server: LoadServer, src: Path, index: Path, queries: Path, out: Pat
     cpu = children_cpu()
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
-    wall = time.perf_counter() - started
+    ended = time.perf_counter()
+    wall = ended - started
     cpu = children_cpu() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"winnow eval failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -79,7 +80,9 @@ def run_eval(server: LoadServer, src: Path, index: Path, queries: Path, out: Pat
             "questions_per_second": round(answered / wall, 3), "calls_per_second": round(stats["calls"] / wall, 1),
             "utilisation_llm_span": stats["utilisation"],
             "utilisation_command": round(stats["busy_slot_seconds"] / (capacity * wall), 4),
-            "max_in_slots": stats["max_in_slots"], "client_cpu_ms_per_call": round(1000 * cpu / stats["calls"], 2)}
+            "max_in_slots": stats["max_in_slots"], "client_cpu_ms_per_call": round(1000 * cpu / stats["calls"], 2),
+            "before_first_call_seconds": round(stats["first_start"] - started, 2),
+            "after_last_call_seconds": round(ended - stats["last_end"], 2)}
 
 
 def main() -> None:
@@ -103,7 +106,8 @@ def main() -> None:
           f"most), {args.questions} questions, no flag but --max-inflight {args.capacity}; load average at start "
           f"{load[0]:.1f} on {os.cpu_count()} cores; best of {args.repeats}", flush=True)
     print(f"{'method':8} {'ref':>6} {'q':>5} {'calls':>6} {'wall s':>7} {'q/s':>6} {'calls/s':>8} "
-          f"{'util(LLM span)':>15} {'util(command)':>14} {'max in slots':>12} {'client ms/call':>15}", flush=True)
+          f"{'util(LLM span)':>15} {'util(command)':>14} {'max in slots':>12} {'client ms/call':>15} "
+          f"{'to 1st call s':>13} {'after last s':>12}", flush=True)
     rows = []
     try:
         for method in args.methods:
@@ -117,7 +121,8 @@ def main() -> None:
                 print(f"{method:8} {ref:>6} {row['questions']:>5} {row['calls']:>6} {row['wall_seconds']:>7.1f} "
                       f"{row['questions_per_second']:>6.2f} {row['calls_per_second']:>8.1f} "
                       f"{row['utilisation_llm_span']:>15.1%} {row['utilisation_command']:>14.1%} "
-                      f"{row['max_in_slots']:>12} {row['client_cpu_ms_per_call']:>15.2f}", flush=True)
+                      f"{row['max_in_slots']:>12} {row['client_cpu_ms_per_call']:>15.2f} "
+                      f"{row['before_first_call_seconds']:>13.2f} {row['after_last_call_seconds']:>12.2f}", flush=True)
             pair = [r for r in rows if r["method"] == method]
             if len(pair) == 2:
                 print(f"         {method}: {pair[1]['ref']} / {pair[0]['ref']} questions/s = "

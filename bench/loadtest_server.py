@@ -81,7 +81,10 @@ class GpuModel:
         span = (self.last_end - self.first_start) if self.first_start is not None else 0.0
         return {"capacity": self.capacity, "calls": self.calls, "busy_slot_seconds": round(self.busy, 3),
                 "span_seconds": round(span, 3), "max_in_slots": self.max_in_slots, "max_waiting": self.max_waiting,
-                "utilisation": round(self.busy / (self.capacity * span), 4) if span else 0.0}
+                "utilisation": round(self.busy / (self.capacity * span), 4) if span else 0.0,
+                # time.perf_counter is the system's monotonic clock on Linux, so a client on the same
+                # machine can place the span within its own run (time before the first call, after the last)
+                "first_start": self.first_start, "last_end": self.last_end}
 
 
 def _tokens(text: str) -> int:

@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from winnow.cli import app, main
+from winnow.cli import app, run
 from winnow.evaluation.runner import run_label
 from winnow.methods import METHODS, PROFILES, method_settings
 from winnow.pipeline import RunSpec
@@ -99,7 +99,7 @@ def test_an_unknown_profile_is_refused_with_the_list(monkeypatch, capsys):
     assert "unknown profile 'papers'" in str(caught.value) and "paper, paper-fever" in str(caught.value)
     monkeypatch.setattr(sys, "argv", ["winnow", "ask", "--index", "nowhere", "--profile", "papers", "a question"])
     with pytest.raises(SystemExit) as exited:
-        main()
+        run()
     error = capsys.readouterr().err
     assert exited.value.code == 2 and "unknown profile 'papers'" in error and "paper-70b" in error
 

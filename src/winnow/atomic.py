@@ -83,8 +83,7 @@ def write_lines(path: str | Path, lines: Iterable[str]) -> int:
     with staged_file(path) as temp:
         with _create(temp, "w", path) as stream:
             for line in lines:
-                stream.write(line)
-                stream.write("\n")
+                stream.write(line + "\n")
                 count += 1
     return count
 

@@ -167,6 +167,10 @@ class LLM:
         key names its framing, so it never meets a chat prompt's answer (and chat keys stay as they
         were before plain prompts existed).
         """
+        if self.cache is None and len(prompts) == 1:
+            # Nothing to look up and nothing to share: hashing the prompt (0.1-0.2 ms of a 20-passage
+            # listwise prompt) would only name it. One call a question is vanilla's and RankGPT's way.
+            return [""], [None], {"": 0}
         keys = [call_key(self.identity, kind, prompt, {**params, "framing": "plain"} if is_plain(prompt) else params)
                 for prompt in prompts]
         if not shared:
