@@ -8,8 +8,8 @@ Results go to stdout (``--json`` prints one JSON object); progress, usage and no
 from __future__ import annotations
 
 import functools
-import json as json_module
 import inspect
+import json as json_module
 import signal
 import threading
 import time

@@ -72,34 +72,14 @@ def _fields(text: str, count: int, source: str | Path, line: int, hint: str) -> 
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> int:
     """Write ``qrels`` to ``path`` atomically as ``query-id 0 doc-id relevance``; return the line count."""
     def lines() -> Iterator[str]:
-        writable: set[str] = set()  # document ids already checked: a corpus's ids recur over queries
-        for query_id, ranking in run.items():
+        for query_id, judged in qrels.items():
             _check_id(query_id, "query id", path)
-            listed: set[str] = set()
-            for doc_id, _ in ranking:
-                if doc_id in listed:
-                    raise WinnowError(f"{path}: query {query_id!r}: document {doc_id!r} is ranked twice",
-                                      "a ranking lists each document once")
-                listed.add(doc_id)
-                if doc_id not in writable:
-                    _check_id(doc_id, "document id", path)
-                    writable.add(doc_id)
-            if scores_from_rank:  # length - rank + 1: finite and falling by construction
-                length = len(ranking)
-                for rank, (doc_id, _) in enumerate(ranking, start=1):
-                    yield f"{query_id} Q0 {doc_id} {rank} {float(length - rank + 1)!r} {tag}"
-                continue
-            previous: float | None = None
-            for rank, (doc_id, given) in enumerate(ranking, start=1):
-                score = float(given)
-                if not math.isfinite(score):
-                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} is not finite")
-                if previous is not None and score >= previous:
-                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} does not fall "
-                                      f"below the score above it ({previous!r}), so trec_eval would reorder it",
-                                      "pass scores_from_rank=True to write scores that keep the given order")
-                previous = score
-                yield f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}"  # repr: the float reads back exactly
+            for doc_id, grade in judged.items():
+                _check_id(doc_id, "document id", path)
+                if isinstance(grade, bool) or not isinstance(grade, int):
+                    raise WinnowError(f"{path}: relevance of query {query_id!r}, document {doc_id!r} must be "
+                                      f"an integer, got {grade!r}")
+                yield f"{query_id} 0 {doc_id} {grade}"
 
     return write_lines(path, lines())
 
@@ -164,20 +144,29 @@ def write_run(run: Mapping[str, Sequence[tuple[str, float]]], path: str | Path, 
     _check_id(tag, "tag", path)
 
     def lines() -> Iterator[str]:
+        writable: set[str] = set()  # document ids already checked: a corpus's ids recur over queries
         for query_id, ranking in run.items():
             _check_id(query_id, "query id", path)
-            previous: float | None = None
             listed: set[str] = set()
-            for rank, (doc_id, score) in enumerate(ranking, start=1):
-                _check_id(doc_id, "document id", path)
+            for doc_id, _ in ranking:
                 if doc_id in listed:
                     raise WinnowError(f"{path}: query {query_id!r}: document {doc_id!r} is ranked twice",
                                       "a ranking lists each document once")
                 listed.add(doc_id)
-                score = float(len(ranking) - rank + 1) if scores_from_rank else float(score)
+                if doc_id not in writable:
+                    _check_id(doc_id, "document id", path)
+                    writable.add(doc_id)
+            if scores_from_rank:  # length - rank + 1: finite and falling by construction
+                length = len(ranking)
+                for rank, (doc_id, _) in enumerate(ranking, start=1):
+                    yield f"{query_id} Q0 {doc_id} {rank} {float(length - rank + 1)!r} {tag}"
+                continue
+            previous: float | None = None
+            for rank, (doc_id, given) in enumerate(ranking, start=1):
+                score = float(given)
                 if not math.isfinite(score):
                     raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} is not finite")
-                if not scores_from_rank and previous is not None and score >= previous:
+                if previous is not None and score >= previous:
                     raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} does not fall "
                                       f"below the score above it ({previous!r}), so trec_eval would reorder it",
                                       "pass scores_from_rank=True to write scores that keep the given order")
