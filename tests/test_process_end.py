@@ -1,4 +1,5 @@
-"""The ``winnow`` command ends without the interpreter's teardown, and loses nothing by it."""
+"""The ``winnow`` command ends without the interpreter's teardown, and loses nothing by it; its
+``--json`` for a pipe is written plainly, as rich would print it there."""
 
 from __future__ import annotations
 
@@ -42,3 +43,20 @@ def test_an_error_keeps_its_status_and_message(tmp_path):
     assert done.returncode == 2
     assert "error:" in done.stderr
     assert (tmp_path / "handler").read_text() == "ran"
+
+
+def test_json_for_a_pipe_is_what_rich_prints_there_byte_for_byte():
+    import io
+    import json
+
+    from rich.console import Console
+
+    from winnow.commands.common import Output
+
+    data = {"questions": {"answered": 3}, "text": "[bold]not markup[/] é \u2603 \"quoted\" " + "x" * 300,
+            "scores": [0.1, 1e-9, None, True], "nested": {"empty": [], "deep": {"a": -1}}}
+    for given in ({"data": data}, {"json": json.dumps(data)}):
+        rich_text, plain_text = io.StringIO(), io.StringIO()
+        Console(file=rich_text).print_json(**given)
+        Output(file=plain_text).print_json(**given)
+        assert plain_text.getvalue() == rich_text.getvalue()

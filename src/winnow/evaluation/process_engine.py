@@ -25,6 +25,7 @@ driver is gone (killed with SIGKILL) stops within a second rather than wait on a
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import multiprocessing
 import os
@@ -142,6 +143,9 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
     except WinnowError as exc:
         outbox.put(("error", number, str(exc)))
         return
+    # The index and models live as long as the process: out of the collector's full passes, which
+    # otherwise walk them again and again while the questions' objects come and go.
+    gc.freeze()
     with pipeline:
         if number:  # the first process says once for all that tokens are estimated, if they are
             for llm in pipeline.llms:
@@ -193,6 +197,9 @@ class ProcessEngine:
         method = start_method()
         if method == "fork":
             preload_client_modules()
+            # Python's recipe for fork: what the driver holds now is frozen, so the children's
+            # collections neither walk it nor touch its pages (shared copy-on-write).
+            gc.freeze()
         self.context = multiprocessing.get_context(method)
         self.questions, self.outbox = self.context.Queue(), self.context.Queue()
         spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
