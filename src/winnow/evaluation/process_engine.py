@@ -103,7 +103,7 @@ def preload_client_modules() -> None:
     """Import here, once, what every forked client process needs and would otherwise import on its
     own: the pipeline (index and methods) and the HTTP client. aiohttp alone took 0.34 s to import
     on 2 cores, on the I/O thread at each process's first call, so no call left any process until
-    it was done (docs/benchmarks.md, "Start and end of a command")."""
+    it was done (docs/benchmarks.md, "The start and the end of a command")."""
     import aiohttp  # noqa: F401
 
     from .. import pipeline  # noqa: F401
