@@ -6,9 +6,9 @@ before it returns. What the interpreter still does at exit is tear down every mo
 every object one by one; after a ``winnow eval`` of 1,000 questions that took 0.3 s of a 5.6 s
 command on 2 cores (docs/benchmarks.md, "The start and the end of a command"), time in which the
 user, or the next job of a benchmark, waits for nothing. So the command ends the way the
-interpreter would, up to that point, and then leaves: non-daemon threads are joined, every ``atexit`` handler runs
-(the standard library's, and a coverage or logging handler a user added), the standard streams are
-flushed, and the process exits with the command's status.
+interpreter would, up to that point, and then leaves: non-daemon threads are joined, every
+``atexit`` handler runs (the standard library's, and a coverage or logging handler a user added),
+the standard streams are flushed, and the process exits with the command's status.
 
 Only for the command line's own process (:func:`winnow.cli.main`): code that calls Winnow in a
 process of its own is never ended behind its back.
