@@ -101,12 +101,16 @@ def start_method() -> str:
 
 def preload_client_modules() -> None:
     """Import here, once, what every forked client process needs and would otherwise import on its
-    own: the pipeline (index and methods) and the HTTP client. aiohttp alone took 0.34 s to import
-    on 2 cores, on the I/O thread at each process's first call, so no call left any process until
-    it was done (docs/benchmarks.md, "The start and the end of a command")."""
+    own: the pipeline (index and methods), the HTTP clients and the TLS context their endpoints
+    share. aiohttp alone took 0.34 s to import on 2 cores, on the I/O thread at each process's first
+    call, so no call left any process until it was done (docs/benchmarks.md, "The start and the end
+    of a command")."""
     import aiohttp  # noqa: F401
 
     from .. import pipeline  # noqa: F401
+    from ..llm.dispatch import shared_tls_context
+
+    shared_tls_context()  # each endpoint's client would otherwise read the CA bundle again in each process
 
 
 def inflight_shares(total: int, processes: int) -> list[int]:

@@ -36,6 +36,7 @@ bound on calls in flight.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import queue
 import random
@@ -131,6 +132,16 @@ class BreakerPolicy:
     cooldown_seconds: float = 5.0
 
 
+@functools.cache
+def shared_tls_context() -> Any:
+    """The TLS context every endpoint's sync client verifies servers with: httpx's default (certifi's
+    CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), made once per process. httpx makes a
+    new one for each client it is not given one, reading the whole CA bundle each time: about 50 ms
+    of every endpoint's start on 2 cores, on the way to a run's first call (docs/benchmarks.md, "The
+    start and the end of a command"). ``winnow eval`` makes it before forking its client processes."""
+    return httpx.create_ssl_context(verify=True, trust_env=True)
+
+
 class Endpoint:
     """One server address, its connection pool, the requests it has in flight and its breaker."""
 
@@ -139,7 +150,8 @@ class Endpoint:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         # The sync client asks the start-up questions (server_tokens); the calls go over the async one,
         # made on the dispatcher's loop when it first sends.
-        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits)
+        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits,
+                                   verify=shared_tls_context())
         self._headers = {**headers, "Content-Type": "application/json"}
         self._timeout = timeout
         self._connections = connections
