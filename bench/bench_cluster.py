@@ -86,8 +86,10 @@ class LoadServer:
     def reset(self) -> None:
         httpx.post(f"{self.url}/stats/reset", timeout=10)
 
-    def stats(self) -> dict:
-        return httpx.get(f"{self.url}/stats", timeout=10).json()
+    def stats(self, bins: float | None = None) -> dict:
+        """The server's counters; with ``bins``, also the share of slots busy per ``bins`` seconds."""
+        params = {"bins": bins} if bins else None
+        return httpx.get(f"{self.url}/stats", params=params, timeout=10).json()
 
     def stop(self) -> None:
         self.process.terminate()

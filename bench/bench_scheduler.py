@@ -12,10 +12,11 @@ For each run: questions, calls, wall seconds of the whole command, questions/s, 
 (busy slot-seconds / (C x time)) over the server's span from first call to last (the LLM span) and
 over the whole command (process start, index load, retrieval and writing included), the most calls
 in slots at once, and the client's CPU ms per call (user + system of the ``winnow eval`` process and
-its children, over its calls).
+its children, over its calls). ``--trace 0.5`` also prints, under each row, the share of the slots
+busy in each half second of the LLM span (where the slots were lost: the start, a dip, the end).
 
 Usage: .venv/bin/python bench/bench_scheduler.py [--questions 467] [--capacity 64] [--latency 0.2]
-       [--methods vanilla rankrag mainrag rrr rankgpt] [--refs main .] [--repeats 1]
+       [--methods vanilla rankrag mainrag rrr rankgpt] [--refs main .] [--repeats 1] [--trace 0.5]
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def children_cpu() -> float:
 
 
 def run_eval(server: LoadServer, src: Path, index: Path, queries: Path, out: Path, method: str, questions: int,
-             capacity: int) -> dict:
+             capacity: int, trace: float | None = None) -> dict:
     server.reset()
     command = [sys.executable, "-m", "winnow.cli", "eval", "--index", str(index), "--queries", str(queries),
                "--out", str(out), "--method", method, "--backend", "openai", "--model", "loadtest",
@@ -75,14 +76,15 @@ def run_eval(server: LoadServer, src: Path, index: Path, queries: Path, out: Pat
     if done.returncode != 0:
         raise RuntimeError(f"winnow eval failed ({done.returncode}): {done.stderr[-2000:]}")
     answered = json.loads(done.stdout)["questions"]["answered"]
-    stats = server.stats()
+    stats = server.stats(trace)
     return {"questions": answered, "calls": stats["calls"], "wall_seconds": round(wall, 2),
             "questions_per_second": round(answered / wall, 3), "calls_per_second": round(stats["calls"] / wall, 1),
             "utilisation_llm_span": stats["utilisation"],
             "utilisation_command": round(stats["busy_slot_seconds"] / (capacity * wall), 4),
             "max_in_slots": stats["max_in_slots"], "client_cpu_ms_per_call": round(1000 * cpu / stats["calls"], 2),
             "before_first_call_seconds": round(stats["first_start"] - started, 2),
-            "after_last_call_seconds": round(ended - stats["last_end"], 2)}
+            "after_last_call_seconds": round(ended - stats["last_end"], 2),
+            **({"occupancy": stats["occupancy"]} if trace else {})}
 
 
 def main() -> None:
@@ -95,6 +97,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs per row; the best is kept (shared CPU)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-sched"))
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--trace", type=float, default=None, metavar="SECONDS",
+                        help="print the share of slots busy per SECONDS of each kept run's LLM span")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     index, queries = prepare(args.work, args.questions)
@@ -114,7 +118,7 @@ def main() -> None:
             for ref, src in sources.items():
                 runs = [run_eval(server, src, index, queries,
                                  args.work / "runs" / f"{method}-{ref.replace('/', '_')}-{time.time_ns()}", method,
-                                 args.questions, args.capacity) for _ in range(args.repeats)]
+                                 args.questions, args.capacity, args.trace) for _ in range(args.repeats)]
                 row = max(runs, key=lambda r: r["utilisation_command"])
                 row.update(method=method, ref=ref)
                 rows.append(row)
@@ -123,6 +127,9 @@ def main() -> None:
                       f"{row['utilisation_llm_span']:>15.1%} {row['utilisation_command']:>14.1%} "
                       f"{row['max_in_slots']:>12} {row['client_cpu_ms_per_call']:>15.2f} "
                       f"{row['before_first_call_seconds']:>13.2f} {row['after_last_call_seconds']:>12.2f}", flush=True)
+                if args.trace:
+                    shares = " ".join(f"{share:.0%}" for share in row["occupancy"])
+                    print(f"         busy per {args.trace:g} s: {shares}", flush=True)
             pair = [r for r in rows if r["method"] == method]
             if len(pair) == 2:
                 print(f"         {method}: {pair[1]['ref']} / {pair[0]['ref']} questions/s = "

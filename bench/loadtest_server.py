@@ -13,6 +13,8 @@ scores are a function of the prompt (deterministic), so rankings differ from pas
 ``GET /stats`` reports calls, busy slot-seconds (the sum over calls of their time in a slot), the
 span from the first slot taken to the last released, and the most calls in slots and in queue at
 once; ``POST /stats/reset`` zeroes them. Utilisation over a span is busy / (C x span).
+``GET /stats?bins=0.5`` adds ``occupancy``: the share of the C slots busy in each half second
+from the first slot taken (where a run loses its slots: the start, a dip, the end).
 
 Usage: python bench/loadtest_server.py --port 8100 --capacity 64 [--base-latency 0.4]
        [--prefill-rate 4000] [--decode-rate 40]
@@ -54,6 +56,7 @@ class GpuModel:
         self.last_end = 0.0
         self.in_slots = self.max_in_slots = 0
         self.waiting = self.max_waiting = 0
+        self.intervals: list[tuple[float, float]] = []  # (slot taken, slot released) of every call
 
     def seconds(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (self.base_latency + prompt_tokens / self.prefill_rate + completion_tokens / self.decode_rate)
@@ -76,6 +79,20 @@ class GpuModel:
                 self.busy += ended - started
                 self.last_end = max(self.last_end, ended)
                 self.calls += 1
+                self.intervals.append((started, ended))
+
+    def occupancy(self, width: float) -> list[float]:
+        """The share of the slots busy in each ``width``-second bin from the first slot taken."""
+        if self.first_start is None or width <= 0:
+            return []
+        origin = self.first_start
+        busy = [0.0] * (int((self.last_end - origin) / width) + 1)
+        for started, ended in self.intervals:
+            first, last = int((started - origin) / width), int((ended - origin) / width)
+            for b in range(first, last + 1):
+                low, high = origin + b * width, origin + (b + 1) * width
+                busy[b] += max(0.0, min(ended, high) - max(started, low))
+        return [round(seconds / (self.capacity * width), 3) for seconds in busy]
 
     def stats(self) -> dict[str, Any]:
         span = (self.last_end - self.first_start) if self.first_start is not None else 0.0
@@ -123,7 +140,10 @@ def make_app(model: GpuModel) -> Starlette:
                                        "total_tokens": prompt_tokens + completion_tokens}})
 
     async def stats(request: Request) -> JSONResponse:
-        return JSONResponse(model.stats())
+        found = model.stats()
+        if "bins" in request.query_params:
+            found["occupancy"] = model.occupancy(float(request.query_params["bins"]))
+        return JSONResponse(found)
 
     async def reset(request: Request) -> JSONResponse:
         model.reset()
