@@ -40,6 +40,7 @@ import functools
 import json
 import queue
 import random
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -133,12 +134,13 @@ class BreakerPolicy:
 
 
 @functools.cache
-def shared_tls_context() -> Any:
+def shared_tls_context() -> ssl.SSLContext:
     """The TLS context every endpoint's sync client verifies servers with: httpx's default (certifi's
     CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), made once per process. httpx makes a
     new one for each client it is not given one, reading the whole CA bundle each time: about 50 ms
     of every endpoint's start on 2 cores, on the way to a run's first call (docs/benchmarks.md, "The
-    start and the end of a command"). ``winnow eval`` makes it before forking its client processes."""
+    load-test server's own CPU, the endpoints' TLS context, and where the slots are still lost").
+    ``winnow eval`` makes it before forking its client processes."""
     return httpx.create_ssl_context(verify=True, trust_env=True)
 
 
