@@ -139,7 +139,7 @@ def shared_tls_context() -> ssl.SSLContext:
     CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), made once per process. httpx makes a
     new one for each client it is not given one, reading the whole CA bundle each time: about 50 ms
     of every endpoint's start on 2 cores, on the way to a run's first call (docs/benchmarks.md, "The
-    load-test server's own CPU, the endpoints' TLS context, and where the slots are still lost").
+    start and the end of a command").
     ``winnow eval`` makes it before forking its client processes."""
     return httpx.create_ssl_context(verify=True, trust_env=True)
 
