@@ -155,11 +155,37 @@ def read_manifest(folder: Path, *, verify: bool = True) -> dict[str, Any]:
 
 
 def rebuild_hint(folder: Path, manifest: dict[str, Any]) -> str:
-    """How to rebuild this index: its own source and folder when the manifest names the source."""
+    """How to rebuild this index as it was built: its own source and folder when the manifest names the
+    source, with the options that shaped it (chunk size, BM25 profile, shard size), then the commands that
+    added its embeddings and ANN indexes, so following the hint gives the same index, not another one."""
     source = manifest.get("source")
     if not isinstance(source, str) or not source:
         return REBUILD
-    return f"rebuild it with `winnow index {shlex.quote(source)} --out {shlex.quote(str(folder))} --overwrite`"
+    where = shlex.quote(str(folder))
+    steps = [f"`winnow index {shlex.quote(source)} --out {where}{_build_flags(manifest)} --overwrite`"]
+    dense = manifest.get("dense")
+    if isinstance(dense, dict):
+        steps.append(f"`winnow embed {where} --encoder {shlex.quote(str(dense.get('preset', 'minilm')))} "
+                     f"--dense-storage {shlex.quote(str(dense.get('dtype', 'float16')))}`")
+        for kind, described in sorted((dense.get("ann") or {}).items()):
+            settings = described.get("settings") if isinstance(described, dict) else None
+            assigned = "".join(f" --ann-set {name}={value}" for name, value in (settings or {}).items())
+            steps.append(f"`winnow ann {where} --ann {shlex.quote(str(kind))}{assigned}`")
+    return "rebuild it with " + ", then ".join(steps)
+
+
+def _build_flags(manifest: dict[str, Any]) -> str:
+    """The `winnow index` flags that shaped this index, where they differ from the defaults."""
+    flags = ""
+    chunk_words = (manifest.get("source_options") or {}).get("chunk_words")
+    if isinstance(chunk_words, int) and chunk_words != 150:
+        flags += f" --chunk-words {chunk_words}"
+    bm25 = manifest.get("bm25") if isinstance(manifest.get("bm25"), dict) else {}
+    if isinstance(bm25.get("profile"), str) and bm25["profile"] != "default":
+        flags += f" --bm25-profile {shlex.quote(bm25['profile'])}"
+    if bm25.get("layout") == "sharded" and isinstance(bm25.get("shard_size"), int):
+        flags += f" --shard-size {bm25['shard_size']}"
+    return flags
 
 
 def check_shape(path: Path, manifest: dict[str, Any]) -> None:
