@@ -180,7 +180,7 @@ def _build_flags(manifest: dict[str, Any]) -> str:
     chunk_words = (manifest.get("source_options") or {}).get("chunk_words")
     if isinstance(chunk_words, int) and chunk_words != 150:
         flags += f" --chunk-words {chunk_words}"
-    bm25 = manifest.get("bm25") if isinstance(manifest.get("bm25"), dict) else {}
+    bm25: dict[str, Any] = manifest["bm25"] if isinstance(manifest.get("bm25"), dict) else {}
     if isinstance(bm25.get("profile"), str) and bm25["profile"] != "default":
         flags += f" --bm25-profile {shlex.quote(bm25['profile'])}"
     if bm25.get("layout") == "sharded" and isinstance(bm25.get("shard_size"), int):
