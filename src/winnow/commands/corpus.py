@@ -280,3 +280,22 @@ def ann_command(
 
     built = add_ann_index(index_dir, ann_settings(kind, parse_assignments(ann_set)))
     err.print(f"built the {built['kind']} index of {index_dir} in {built['seconds']:.1f} s ({built['settings']})")
+
+
+@app.command("sign")
+def sign_command(
+    index_dir: Annotated[Path, typer.Argument(help="An index made by `winnow index`.")],
+) -> None:
+    """Sign an index with the key in WINNOW_INDEX_KEY (or the file WINNOW_INDEX_KEY_FILE names), after
+    hashing every file against its manifest; `winnow serve --require-signature` then refuses any index
+    changed by someone without the key."""
+    from ..index.manifest import sign_index
+    from ..index.signature import KEY_FILE_VARIABLE, KEY_VARIABLE, index_key
+
+    key = index_key()
+    if key is None:
+        raise WinnowError("winnow sign needs a key", f"set {KEY_VARIABLE} to the key, or {KEY_FILE_VARIABLE} to a "
+                                                     "file holding it")
+    manifest = sign_index(index_dir, key)
+    err.print(f"signed {index_dir} ({manifest['counts']['passages']:,} passages, {len(manifest['files'])} files "
+              "hashed)")
