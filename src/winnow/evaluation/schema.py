@@ -99,9 +99,13 @@ class Scores(JsonRecord):
     accuracy: float
     str_em: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ALCE's str-em)
     rouge_l: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ROUGE-Lsum)
+    #: Self-RAG's raw, case-sensitive containment, the accuracy RankRAG and MAIN-RAG cite (not for
+    #: labels, choices or regex answers, and absent from lines written before it)
+    accuracy_match: float | None = field(default=None, metadata=OMIT)
+    accuracy_popqa: float | None = field(default=None, metadata=OMIT)  # PopQA's raw/lower/capitalised containment
 
     NAMES: ClassVar[tuple[str, ...]] = ("em", "f1", "accuracy")
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("str_em", "rouge_l")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("str_em", "rouge_l", "accuracy_match", "accuracy_popqa")
 
     def of(self, name: str) -> float:
         """The score called ``name`` (one of :attr:`NAMES`)."""
