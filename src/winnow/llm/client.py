@@ -54,7 +54,7 @@ class LLM:
         self._counts_tokens = _offers(backend, "tokens")
         self._knows_context = _offers(backend, "context_size")
         self._estimate = EstimatedTokens(
-            f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
+            f"estimated ({EstimatedTokens.RULE}): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
         # Said once on stderr (by the first of winnow eval's client processes for all of them).
         self.estimate_announced = False

@@ -226,5 +226,5 @@ def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
     gone = why.startswith("answered 4") and " on " not in why  # 404, 405: the route is not there
     reason = (f"{root} offers no /tokenize (it {why})" if gone
               else f"{root}/tokenize {why}, so the server's tokenizer could not be used")
-    estimate = EstimatedTokens(f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): {reason}")
+    estimate = EstimatedTokens(f"estimated ({EstimatedTokens.RULE}): {reason}")
     return ServerFacts("unknown", context, "the server's max_model_len", estimate)
