@@ -15,8 +15,9 @@ make up for; a prompt of only such text can overflow a server's context, which t
 refuses (a count from the model's tokenizer, `--tokenizer`, has no such risk). The old rule, 3 bytes
 a token, cut RankGPT's twenty 300-word passages to 61 words each in a 4,096-token window where
 GPT-3.5's own count keeps about 150. Non-ASCII text is counted densely (a CJK character is 3 bytes
-and about one token; an accented letter 2 bytes inside a longer token), so it over-counts. Fitting built on an estimate can
-still overflow a server's context, so the trace says which kind of count was used.
+and about one token; an accented letter 2 bytes inside a longer token), so it over-counts. Fitting
+built on an estimate can still overflow a server's context, so the trace says which kind of count
+was used.
 """
 
 from __future__ import annotations
