@@ -447,3 +447,18 @@ def test_cli_errors_are_one_line(tmp_path):
     result = winnow("bench-data", "build", "--out", str(tmp_path), "--limit", "5", "--overwrite", env_dir=tmp_path,
                     check=False)
     assert result.returncode == 2 and "is not a wiki-vital-qa build" in result.stderr
+
+
+def test_export_judged_only_keeps_the_judged_queries_and_says_what_it_left_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    everything = CliRunner().invoke(app, ["data", "export", "dl20-passage", "-o", str(tmp_path / "all.jsonl")])
+    assert everything.exit_code == 0, everything.output
+    assert "146 of the 200 questions have no relevance judgments" in " ".join(everything.output.split())
+    judged = CliRunner().invoke(app, ["data", "export", "dl20-passage", "--judged-only", "-o",
+                                      str(tmp_path / "judged.jsonl")])
+    assert judged.exit_code == 0, judged.output
+    assert len((tmp_path / "judged.jsonl").read_text().splitlines()) == 54
+    assert "(146 without judgments left out)" in " ".join(judged.output.split())
