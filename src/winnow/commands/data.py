@@ -62,7 +62,7 @@ def data_list(as_json: JsonOption = False) -> None:
     err.print("Also: a BEIR folder (its queries.jsonl and qrels/<split>.tsv) or irds:<ir_datasets id>, "
               "e.g. irds:beir/scifact/test (needs ir_datasets and a network); a downloaded benchmark file as "
               "kilt:FILE, asqa:FILE[#SPLIT], arc:FILE, mirage:FILE[#SET], popqa:FILE, popqa-longtail:FILE, "
-              "topiocqa:FILE, inscit:FILE or doc2dial:FILE (conversational: questions with their history).")
+              "2wiki:FILE, topiocqa:FILE, inscit:FILE or doc2dial:FILE (conversational: questions with their history).")
 
 
 def qrels_path_for(questions_file: Path) -> Path:
@@ -75,7 +75,7 @@ def qrels_path_for(questions_file: Path) -> Path:
 def data_export(
     name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, "
                                              "irds:<ir_datasets id>, or a downloaded benchmark file as LAYOUT:PATH "
-                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, topiocqa, inscit, "
+                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, 2wiki, topiocqa, inscit, "
                                              "doc2dial; "
                                              "asqa:FILE#SPLIT, mirage:FILE#SET).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="QA JSONL file to write; retrieval sets also "
