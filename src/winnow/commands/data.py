@@ -75,8 +75,8 @@ def qrels_path_for(questions_file: Path) -> Path:
 def data_export(
     name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, "
                                              "irds:<ir_datasets id>, or a downloaded benchmark file as LAYOUT:PATH "
-                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, 2wiki, topiocqa, inscit, "
-                                             "doc2dial; "
+                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, 2wiki, topiocqa, "
+                                             "inscit, doc2dial; "
                                              "asqa:FILE#SPLIT, mirage:FILE#SET).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="QA JSONL file to write; retrieval sets also "
                                                                "get qrels.<name>.txt beside it.")],
