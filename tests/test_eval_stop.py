@@ -39,7 +39,8 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell does to `cmd &` (no job control)
 
 
-def _stopped(server: FaultServer, index, tmp_path: Path, processes: int, signum: int) -> tuple[int, str, list[psutil.Process]]:
+def _stopped(server: FaultServer, index, tmp_path: Path, processes: int,
+             signum: int) -> tuple[int, str, list[psutil.Process]]:
     """Start ``winnow eval --processes N`` with SIGINT ignored; once its calls hang at the server and
     stay so, send ``signum``. (exit status, stderr, pids of the processes it had started)."""
     queries = tmp_path / "qa.jsonl"

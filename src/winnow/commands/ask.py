@@ -20,9 +20,10 @@ from .common import (
     app,
     dialogue_from,
     err,
+    exit_for,
     open_pipeline,
     out,
-    stop_on_ctrl_c,
+    stop_on_signal,
     with_run_options,
 )
 
@@ -69,8 +70,11 @@ def ask(
         raise WinnowError("--qid names the question in a --run file", "add --run FILE, or leave --qid out")
     progress = StageProgress(err)
     pipeline = open_pipeline(spec, index_dir, options, progress=progress, retriever=served)
-    with pipeline, progress.bar, stop_on_ctrl_c(lambda: sum(llm.inflight for llm in pipeline.llms)):
-        answer = pipeline.ask(query)
+    try:
+        with pipeline, progress.bar, stop_on_signal(lambda: sum(llm.inflight for llm in pipeline.llms)):
+            answer = pipeline.ask(query)
+    except KeyboardInterrupt as stop:
+        raise exit_for(stop) from stop
     if served is not None and (note := served.summary()):
         err.print(f"--run: {note}", highlight=False, soft_wrap=True)
     if as_json:
