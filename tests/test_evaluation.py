@@ -456,7 +456,7 @@ def read_lines(path):
 
 
 def test_the_default_batch_is_the_backends_parallelism():
-    from winnow.evaluation.runner import default_batch_size
+    from winnow.evaluation.answering import default_batch_size
 
     assert default_batch_size("llama.cpp", None) == 1 and default_batch_size("llama.cpp", 4) == 4
     assert default_batch_size("transformers", None) == 8

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from winnow.cli import app, run
-from winnow.evaluation.runner import run_label
+from winnow.evaluation.labels import run_label
 from winnow.methods import METHODS, PROFILES, method_settings
 from winnow.pipeline import RunSpec
 from winnow.service.limits import ApiError, Limits, check_settings

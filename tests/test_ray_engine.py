@@ -234,6 +234,43 @@ def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluste
     # retries for 20 s before it gives up: checked by hand, not here.)
 
 
+def test_a_signal_stops_a_ray_run_as_it_stops_the_other_engines(cluster, bench, tmp_path):
+    """``kill -INT`` of a driver started with SIGINT ignored (``nohup … &``) stops it as it stops the
+    other engines (tests/test_eval_stop.py): the stopping line at once, the answers kept, exit 130.
+    The workers' calls hang at the server, so the driver is waiting on them when the signal comes."""
+    from fault_server import FaultServer
+
+    server = FaultServer(hang_word="Passage")
+    out = tmp_path / "run"
+    args = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--backend", "openai", "--model", "m",
+            "--base-url", server.url, "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out,
+            "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1"]
+    driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 300
+        while server.hung < 1:
+            assert driver.poll() is None and time.monotonic() < deadline, driver.communicate(timeout=10)
+            time.sleep(0.05)
+        time.sleep(1)
+        driver.send_signal(signal.SIGINT)
+        _, stderr = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        server.stop()
+    said = " ".join(stderr.split())
+    assert driver.returncode == 130, stderr
+    assert f"stopping: waiting for the calls in flight to be cancelled; the answers so far are saved in {out}" in said
+    assert "run the same command again to continue" in said and "Traceback" not in stderr
+    deadline = time.monotonic() + 30
+    while worker_pids() and time.monotonic() < deadline:  # Ray ends a killed actor's process soon after
+        time.sleep(0.2)
+    assert not worker_pids()  # the workers went with the stopped run
+
+
 def test_the_driver_turns_token_mode_on_when_a_token_is_at_hand(tmp_path):
     from winnow.evaluation.ray_engine import token_auth_mode
 
