@@ -13,6 +13,7 @@ before any model loads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -33,20 +34,36 @@ ROLE_OPTIONS = {"judge_model": "judge", "final_model": "final"}
 
 
 def option(*flags: str, help: str, minimum: float | None = None, setting: bool = False,  # noqa: A002
-           metavar: str | None = None) -> Any:
+           metavar: str | None = None, generated: Callable[[], str] | None = None) -> Any:
     """A RunOptions field: not given (``None``) by default, with its command-line ``flags`` and ``help``.
-    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``)."""
+    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``). ``generated`` gives
+    the rest of the help from the registries (the methods, their roles) when help is shown, so a new
+    method is listed without a hand list and ``winnow`` starts without importing the methods."""
     return field(default=None, metadata={"flags": flags, "help": help, "minimum": minimum, "setting": setting,
-                                         "metavar": metavar})
+                                         "metavar": metavar, "generated": generated})
+
+
+def method_names() -> str:
+    """The registered methods, for ``--method``'s help."""
+    from .methods import METHODS
+
+    return f"One of: {', '.join(METHODS)}."
+
+
+def method_roles() -> str:
+    """Each registered method's agent roles, for ``--agent``'s help."""
+    from .methods import METHODS
+
+    return "Roles: " + "; ".join(f"{name} {', '.join(cls.roles)}" for name, cls in METHODS.items() if cls.roles) + "."
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """Every option of a run as a user gives it; ``None`` (or empty) means "not given"."""
 
-    method: str | None = option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or rankgpt (see `winnow "
-                                                        "methods`) [default: rankrag]; for serve and mcp, the "
-                                                        "method of requests that name none.")
+    method: str | None = option("--method", "-m", help="The method (`winnow methods` describes each) [default: "
+                                                        "rankrag]; for serve and mcp, the method of requests that "
+                                                        "name none.", generated=method_names)
     model: str | None = option("--model", help="Registry name, .gguf path, or the server's model name with "
                                                "--backend openai [default: qwen2.5-coder-1.5b].")
     backend: str | None = option("--backend", help="llama.cpp (in-process, default), openai (any OpenAI-compatible "
@@ -105,10 +122,9 @@ class RunOptions:
     final_model: str | None = option("--final-model", help="mainrag: the final predictor's model (the same as "
                                                            "--agent final=MODEL).")
     agents: tuple[str, ...] | None = option("--agent", metavar="ROLE=MODEL",
-                                            help="Give an agent role its own model, ROLE=MODEL (repeatable): mainrag "
-                                                 "judge, final; rrr rewrite, relevance, rerank, rerank2; rankgpt "
-                                                 "rerank, rerank2 (rerank2: the second pass over the top "
-                                                 "second_pass_depth; `winnow methods` lists every role).")
+                                            help="Give an agent role its own model, ROLE=MODEL (repeatable; "
+                                                 "`winnow methods` says what each role does).",
+                                            generated=method_roles)
     assignments: tuple[str, ...] | None = option("--set", metavar="KEY=VALUE",
                                                  help="Any method setting, KEY=VALUE (repeatable), e.g. --set "
                                                       "window=20.")
