@@ -143,14 +143,16 @@ class Service:
         values = settings.to_dict()
         history = check_history(request.history, settings.task, limits, container=container, method=method)
         turns = [turn.to_dict() for turn in history]
-        key = _key("ask", self._identity, method, values, question, turns) if self.answers.capacity else None
+        # The profile is reported with the answer: two requests that differ only in it are two entries.
+        profile = request.profile or spec.profile or None
+        key = _key("ask", self._identity, method, values, question, turns, profile) if self.answers.capacity else None
 
         def compute(models: Models | None) -> dict[str, Any]:
             assert models is not None
             answer = self._build(method, settings, models).ask(Query(question, history=history))
             payload = answer.to_dict()
             payload["settings"].update(self.pipeline.describe())
-            payload["profile"] = request.profile or spec.profile or None
+            payload["profile"] = profile
             payload["model"] = models.llm.identity
             payload["trace"]["documents"] = documents_seen(answer.trace)
             return dict(payload)
