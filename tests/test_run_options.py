@@ -380,3 +380,58 @@ def test_the_server_fills_in_the_reranker_model_it_was_started_with():
                               paths={"cross-encoder": "/models/ce", "monot5": ""})
     assert (chosen.rerank, chosen.rerank_model) == ("cross-encoder", "/models/ce")
     assert request_settings("rrr", {}, {}, Limits(), paths={"cross-encoder": "/models/ce"}).rerank_model == ""
+
+
+# ---- MAIN-RAG's k: a cap on the survivors, honoured at every door ------------------------------------
+
+@pytest.fixture(scope="module")
+def shared_llm(llama_backend, tmp_path_factory):
+    from winnow.llm import LLM, CallCache
+
+    return LLM(llama_backend, CallCache(tmp_path_factory.mktemp("walk-mainrag") / "calls.sqlite"))
+
+
+#: N = 4 retrieved, n = 3 in the bar keeps all four (no score is 3 std below the mean of four): k alone caps.
+MAINRAG = {"n": 4, "settings": {"judge_n": 3.0, "max_document_answer_tokens": 8}}
+QUERY = "what is the capital of france"
+
+
+@pytest.mark.llm
+def test_mainrag_k_caps_the_survivors_in_the_langchain_and_haystack_retrievers(index, shared_llm):
+    from winnow.integrations.haystack import WinnowRetriever as HaystackRetriever
+    from winnow.integrations.langchain import WinnowRetriever
+
+    retriever = WinnowRetriever(method="mainrag", index=index, llm=shared_llm, **MAINRAG)
+    assert len(retriever.invoke(QUERY)) == 4  # no k: every survivor, as the paper
+    docs = retriever.invoke(QUERY, k=2)
+    assert len(docs) == 2
+    scores = [d.metadata["winnow_stage_scores"]["judge"] for d in docs]
+    bar = next(s for s in retriever.last_answer.trace.stages if s.kind == "adaptive-judge-bar")
+    capped = [d for d in bar.details.dropped if "caps the survivors" in d["note"]]
+    assert len(capped) == 2 and max(c["score"] for c in capped) <= min(scores)  # the best by judge score kept
+    assert bar.settings["keep"] == 2
+    haystack = HaystackRetriever("mainrag", index=index, llm=shared_llm, **MAINRAG)
+    assert len(haystack.run(QUERY, top_k=3)["documents"]) == 3
+
+
+@pytest.mark.llm
+def test_winnow_ask_mainrag_k_answers_from_at_most_k(index, tmp_path, monkeypatch):
+    monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["ask", "--index", str(index.path), "--model", "smollm2-135m", "--method",
+                                      "mainrag", "--n", "4", "--k", "2", "--set", "judge_n=3", "--set",
+                                      "max_document_answer_tokens=8", "--max-answer-tokens", "4", "--json", QUERY])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert len(answer["passages"]) == 2 and answer["settings"]["k"] == 2
+
+
+def test_mainrag_k_is_marked_as_winnows_deviation_and_off_by_default():
+    from winnow.methods import method_settings
+    from winnow.settings import SettingError
+
+    assert method_settings("mainrag").k is None and "k" not in method_settings("mainrag").deviations()
+    assert "Winnow's cap on the survivors" in method_settings("mainrag", k=2).deviations()["k"]
+    with pytest.raises(SettingError, match="the naive variant has no bar"):
+        method_settings("mainrag", k=2, variant="naive")
+    with pytest.raises(SettingError, match=r"'k' \(5\) cannot exceed setting 'n' \(4\)"):
+        method_settings("mainrag", n=4, k=5)
