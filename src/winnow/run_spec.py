@@ -266,6 +266,9 @@ class RunSpec:
         file_settings = read_config(config) if config else {}
         if config:
             check_config_keys(file_settings, config)
+            endpoints = file_settings.get("base_url")
+            if isinstance(endpoints, list) and all(isinstance(url, str) for url in endpoints):
+                file_settings["base_url"] = ",".join(endpoints)  # a list of endpoints, as --base-url repeated
         given = {key: value for key, value in (run or {}).items() if value is not None}
         file_layers = [SettingsLayer(f"config {Path(config).name}", file_settings, partial=True,
                                      origin=str(config))] if config else []
