@@ -19,7 +19,7 @@ from ..settings import SettingError
 from ..text import lone_surrogate
 
 if TYPE_CHECKING:
-    from ..methods import MethodSettings
+    from ..methods import Method, MethodSettings
 
 
 def default_setting_caps() -> dict[str, int]:
@@ -152,15 +152,16 @@ def check_unicode(body: Any) -> None:
             pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
 
 
-def _k_ceiling(method: str, n: int, limits: Limits) -> int:
-    """The largest k a request may ask: k picks from the N retrieved, unless the method does not
-    read N (vanilla retrieves k)."""
+def _k_ceiling(method: str | type[Method], n: int, limits: Limits) -> int:
+    """The largest k a request may ask: k picks from the N retrieved, unless the method (its name,
+    or its class) does not read N (vanilla retrieves k)."""
     from ..methods import method_class
 
-    return limits.max_k if "n" in method_class(method).unused_settings else min(limits.max_k, n)
+    cls = method_class(method) if isinstance(method, str) else method
+    return limits.max_k if "n" in cls.unused_settings else min(limits.max_k, n)
 
 
-def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
+def within_ceilings(method: str | type[Method], settings: dict[str, Any], limits: Limits,
                     asked: Container[str] = ()) -> dict[str, Any]:
     """``settings`` with N and k lowered to the ceilings, except those in ``asked``: a default
     (the method's N=20, or the server's --n) above --max-n must not refuse requests that never
@@ -216,7 +217,8 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
     from ..methods import method_class, resolve_settings
     from ..settings import LayeredSettingError, SettingsLayer
 
-    settings_type = method_class(method).Settings
+    cls = method_class(method)  # once: the ceilings below read it again
+    settings_type = cls.Settings
     known = settings_type.field_types()
     asked_field = {name.removeprefix(f"{container}."): name for name in overrides}
     asked = {name.removeprefix(f"{container}."): value for name, value in overrides.items()}
@@ -229,7 +231,7 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
         built: the settings are built and checked once)."""
         requested = {key for key, source in provenance.items() if source != "server"}
         defaults = {f.name: f.default for f in fields(settings_type)}
-        merged = within_ceilings(method, {**{key: defaults[key] for key in ("n", "k")}, **values}, limits,
+        merged = within_ceilings(cls, {**{key: defaults[key] for key in ("n", "k")}, **values}, limits,
                                  asked=requested)
 
         def named(key: str) -> str:
@@ -240,7 +242,7 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
 
         n = check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
         if merged["k"] is not None:
-            check_range(named("k"), merged["k"], 1, _k_ceiling(method, n, limits), label_of("k"))
+            check_range(named("k"), merged["k"], 1, _k_ceiling(cls, n, limits), label_of("k"))
         for name, mark in settings_type.path_settings().items():
             kind = merged.get(mark.chosen_by, defaults.get(mark.chosen_by))
             if not merged.get(name) and (paths or {}).get(str(kind)):
