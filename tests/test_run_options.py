@@ -89,6 +89,24 @@ def test_the_walk_covers_every_run_option():
     assert set(OPTIONS) == {f.name for f in fields(RunOptions)}, "give the new run option a value to walk"
 
 
+def test_a_run_file_holds_the_run_options_the_resolver_reads():
+    """config.RUN_OPTIONS documents a run file's run options (winnow tune writes such files): the
+    typed run settings and the tables, no more and no fewer."""
+    from winnow.config import RUN_OPTIONS
+    from winnow.run_spec import RUN_SETTINGS, RUN_TABLES
+
+    assert set(RUN_OPTIONS) == {*RUN_SETTINGS, *RUN_TABLES}
+
+
+def test_a_run_file_may_list_its_endpoints(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('backend = "openai"\nbase_url = ["http://a:1/v1", "http://b:2/v1"]\n')
+    assert RunSpec.resolve(config=path).base_url == "http://a:1/v1,http://b:2/v1"
+    path.write_text('method = "vanilla"\nhedge = -1\n')
+    with pytest.raises(WinnowError, match=r"run.toml, field 'hedge': setting 'hedge' must be more than 0"):
+        RunSpec.resolve(config=path)
+
+
 @pytest.fixture(scope="module")
 def run_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("walk") / "run.toml"

@@ -537,9 +537,9 @@ class MethodRunner:
     ``model``, ``backend``, ``base_url``, … to load one). Every other keyword is a run option of
     :class:`~winnow.run_spec.RunOptions` (``method``, ``retriever``, ``profile``, ``config``, the
     setting shortcuts ``n``, ``k``, …), checked by :meth:`RunOptions.checked`: a typo is refused
-    naming it. ``settings`` are the method's (n, k, judge_n, tau, …), resolved with the shortcuts,
-    the profile and a config file by :meth:`RunSpec.resolve <winnow.run_spec.RunSpec.resolve>` (one
-    resolver: :func:`winnow.methods.resolve_settings`), a bad one named ``settings['k']``.
+    naming it. ``settings`` are the method's (n, k, judge_n, tau, …), resolved with the run options,
+    the shortcuts, the profile and a config file by :func:`~winnow.run_spec.resolve_run` (the one
+    resolver of every front door), a bad one named ``settings['k']``.
     ``agents`` gives roles their own model ({"judge": llm} or {"judge": "model-name"}).
 
     Everything is checked at construction; with ``lazy`` the index and models are opened by
