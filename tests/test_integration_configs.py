@@ -208,13 +208,17 @@ def test_langchain_serialisation_round_trips_the_retriever(index):
     assert loaded._runner.method is None  # lazy: nothing opened
 
 
-def test_method_runner_applies_every_run_option():
-    """A run option added to RunOptions is refused by MethodRunner (naming it) until the runner
-    applies it; this test says so the day one is added, so none waits unapplied."""
-    from dataclasses import fields
-
-    from winnow.integrations.core import APPLIED_RUN_OPTIONS
-    from winnow.run_spec import RunOptions
-
-    new = {f.name for f in fields(RunOptions)} - APPLIED_RUN_OPTIONS
-    assert not new, f"apply {sorted(new)} in MethodRunner (RunSpec.resolve, load_llm) and list it in APPLIED_RUN_OPTIONS"
+def test_method_runner_keeps_the_backends_options_and_saves_them(index):
+    """timeout, hedge and tokenizer were taken and silently dropped (the runner's own copy of the run
+    resolution had drifted): they reach the spec through the one resolver, are saved, and load back.
+    tests/test_run_options.py walks every run option through every front door."""
+    runner = MethodRunner("vanilla", index=index.path, backend="openai", base_url=SERVER, timeout=7.5, hedge=0.5,
+                          tokenizer="smollm2-135m", max_inflight=3, lazy=True)
+    spec = runner.spec
+    assert (spec.timeout, spec.hedge, spec.tokenizer, spec.max_inflight) == (7.5, 0.5, "smollm2-135m", 3)
+    saved = runner.config()
+    assert (saved["timeout"], saved["hedge"], saved["tokenizer"]) == (7.5, 0.5, "smollm2-135m")
+    loaded = MethodRunner(index=index.path, lazy=True, **{key: value for key, value in saved.items() if key != "index"})
+    assert loaded.spec == spec
+    with pytest.raises(ValueError, match=r"hedge: setting 'hedge' must be more than 0 seconds \(got -1.0\)"):
+        MethodRunner("vanilla", index=index.path, backend="openai", base_url=SERVER, hedge=-1, lazy=True)

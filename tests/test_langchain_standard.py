@@ -3,7 +3,9 @@
 The standard tests run the vanilla method (retrieval alone: the contract, not the model, is what they
 test) over the real BM25 index of tests/small_corpus.py, ``k`` given through the constructor (``k=3``)
 and per call (``invoke(q, k=1)``). One more test runs RankRAG (two P("True") calls of the real
-SmolLM2-135M) for the relevance LangChain's rerankers store.
+SmolLM2-135M) for the relevance LangChain's rerankers store. The standard tests run MAIN-RAG too,
+whose ``k`` is Winnow's cap on the survivors of its adaptive judge bar (n = 3 keeps all four of N = 4,
+so the cap alone decides how many come back).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ class TestWinnowRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "what is the capital of france"
+
+
+class TestWinnowMainRAGRetrieverStandard(TestWinnowRetrieverStandard):
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"method": "mainrag", "index": self._index, "llm": self._llm, "n": 4, "k": 4,
+                "settings": {"judge_n": 3.0, "max_document_answer_tokens": 8}}
 
 
 def test_the_retriever_stores_langchains_relevance_score(index, cached_llm):

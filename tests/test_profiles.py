@@ -144,6 +144,6 @@ def test_winnow_methods_shows_defaults_beside_the_paper_values(columns):
     assert rows["rrr"]["max_rewrite_tokens"] == ("20", "20")  # Table 4's limit is also the CPU default
     assert rows["rrr"]["second_pass_depth"] == ("0", "30 *")  # rrr: off on the CPU, §4(C)'s top 30 in the paper
     assert rows["rrr"]["rewrites"] == ("5", "5")
-    assert rows["mainrag"]["k"] == ("5", "- (not used)")
+    assert rows["mainrag"]["k"] == ("None", "None")  # Winnow's cap on the survivors, off as in the paper
     for name in PROFILES:
         assert name in result.output

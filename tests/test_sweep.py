@@ -70,12 +70,18 @@ def test_sweep_values_are_read_like_set_values_and_coerced_by_the_methods_settin
     ("judge_n", [0, "x"], "setting 'judge_n' must be a number"),
     ("order", ["descending", "sideways"], "setting 'order' must be one of"),
     ("judge_n", [0, 0.0], "the value 0 is given twice"),
-    ("k", [1, 2], "method 'mainrag' does not use setting 'k'"),
 ])
 def test_a_sweep_over_an_unknown_setting_or_a_bad_value_is_refused_naming_the_setting(setting, values, message):
     with pytest.raises(SettingError, match=message) as caught:
         sweep_specs(RunSpec(method="mainrag"), setting, values)
     assert caught.value.setting == setting
+
+
+def test_a_sweep_over_a_setting_the_method_does_not_read_is_refused():
+    """Vanilla retrieves k and reads no N; MAIN-RAG's k is a cap on its survivors, so it may be swept."""
+    with pytest.raises(SettingError, match="method 'vanilla' does not use setting 'n'"):
+        sweep_specs(RunSpec(method="vanilla"), "n", [1, 2])
+    assert [label for label, _, _ in sweep_specs(RunSpec(method="mainrag"), "k", [1, 2])] == ["k=1", "k=2"]
 
 
 def test_a_malformed_sweep_is_refused():

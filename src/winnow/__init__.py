@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .index.encoders import DenseEncoder
     from .llm import load_llm as load_llm
     from .methods import build_method as build_method
+    from .pipeline import Pipeline
 
 #: Facade names that are another module's function as it is, imported when first used (PEP 562).
 _LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods"}
@@ -72,10 +73,36 @@ def build_index(source: str | Path, out: str | Path, *, chunk_words: int = 150, 
     return BM25Index.open(out)
 
 
+def open_pipeline(index: str | Path, *, config: str | Path | None = None, cache: bool | str | Path = True,
+                  **options: Any) -> Pipeline:
+    """An index and a method with its models, from run options as ``winnow ask`` takes them: every
+    keyword is a run option (:class:`winnow.run_spec.RunOptions`: ``method``, ``model``, ``backend``,
+    ``base_url``, ``timeout``, ``hedge``, ``tokenizer``, ``slots``, ``context_size``, ``profile``,
+    ``agents=["judge=MODEL"]``, the setting shortcuts ``n``, ``k``, …; ``settings={"window": 20}`` for
+    any other method setting), and ``config`` a TOML or YAML run file, resolved by the one resolver
+    of every front door (:func:`winnow.run_spec.resolve_run`; keywords win over the file). A misspelt
+    keyword is refused naming it. Close the pipeline (or use ``with``) to free its models::
+
+        with winnow.open_pipeline("wiki-index", method="mainrag", model="smollm2-135m", k=3) as rag:
+            print(rag.ask("who painted the mona lisa").text)
+    """
+    import os
+
+    from .pipeline import Pipeline
+    from .run_spec import RunOptions, resolve_run
+    from .settings import SettingsLayer
+
+    settings = options.pop("settings", None) or {}
+    run = RunOptions.checked("winnow.open_pipeline", {**options, "config": config})
+    spec = resolve_run(run, settings=SettingsLayer("settings", dict(settings), field_of=lambda k: f"settings[{k!r}]"))
+    api_key = run.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
+    return Pipeline(spec, index, api_key=api_key, cache=False if run.no_cache else cache, threads=run.threads)
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'winnow' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "build_index", "build_method", "load_llm", "open_index"]
+__all__ = ["__version__", "build_index", "build_method", "load_llm", "open_index", "open_pipeline"]

@@ -26,11 +26,25 @@ from .run_spec import (
 
 if TYPE_CHECKING:
     from .llm.client import LLM
-    from .methods import Method
+    from .methods import Method, MethodSettings
     from .stages.retrieve import SearchIndex
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_RETRIEVER", "ROLE_OPTIONS", "Pipeline",
-           "RunOptions", "RunSpec", "resolve_run"]
+           "RunOptions", "RunSpec", "load_run_llm", "resolve_run"]
+
+
+def load_run_llm(spec: RunSpec, model: str, *, api_key: str = "", cache: bool | str | Path = True,
+                 threads: int | None = None, progress: Callable[[str, int, int], None] | None = None) -> LLM:
+    """The model ``model`` (the run's, or an agent role's) as ``spec`` runs it: its backend and
+    endpoints, context, slots, calls in flight, per-call timeout, hedging and tokenizer. Every front
+    door loads its models here (a :class:`Pipeline`, the framework adapters' method runner), so a run
+    option that reaches the spec reaches the backend."""
+    from .llm import load_llm
+
+    return load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
+                    context_size=spec.context_size, max_inflight=spec.max_inflight, slots=spec.slots,
+                    timeout=spec.timeout, progress=progress, threads=threads, tokenizer=spec.tokenizer,
+                    hedge=spec.hedge)
 
 
 class Pipeline:
@@ -52,7 +66,6 @@ class Pipeline:
                  loading: Callable[[str], Any] | None = None, threads: int | None = None,
                  retriever: SearchIndex | None = None) -> None:
         from .index import open_retriever
-        from .llm import load_llm
 
         self.spec = spec
         self.index_dir = Path(index_dir)
@@ -65,10 +78,7 @@ class Pipeline:
         def llm_for(name: str) -> LLM:
             if loading:
                 loading(name)
-            llm = load_llm(name, backend=spec.backend, base_url=spec.base_url, api_key=api_key, cache=cache,
-                           context_size=spec.context_size, max_inflight=spec.max_inflight, slots=spec.slots,
-                           timeout=spec.timeout, progress=progress, threads=threads, tokenizer=spec.tokenizer,
-                           hedge=spec.hedge)
+            llm = load_run_llm(spec, name, api_key=api_key, cache=cache, threads=threads, progress=progress)
             self.llms.append(llm)
             return llm
 
@@ -123,15 +133,19 @@ class Pipeline:
         """Answer many questions together, each stage over all of them (see :mod:`winnow.stages.contract`)."""
         return self.method.ask_batch(questions)
 
-    def method_with(self, method: str, settings: dict[str, Any], llm: LLM | None = None,
+    def method_with(self, method: str, settings: dict[str, Any] | MethodSettings, llm: LLM | None = None,
                     agents: dict[str, LLM] | None = None) -> Method:
         """Another method (or other settings) over the same index and models: what a server builds per
-        request. ``llm``/``agents`` default to this pipeline's; roles the method lacks are left out."""
-        from .methods import agent_roles, build_method
+        request. ``settings`` are overrides to resolve, or the method's settings already resolved
+        (a server's request, resolved once: built as they are). ``llm``/``agents`` default to this
+        pipeline's; roles the method lacks are left out."""
+        from .methods import agent_roles, build_method, method_class
 
         own = agent_roles(method)
         chosen = {role: agent for role, agent in (self.agents if agents is None else agents).items() if role in own}
-        return build_method(method, index=self.index, llm=llm or self.llm, agents=chosen, **settings)
+        if isinstance(settings, dict):
+            return build_method(method, index=self.index, llm=llm or self.llm, agents=chosen, **settings)
+        return method_class(method)(self.index, llm or self.llm, settings, chosen)
 
     def search(self, query: str | Query, k: int) -> CandidateList:
         """First-stage retrieval alone: the top ``k`` passages of this pipeline's retriever."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 from .errors import WinnowError
 from .records import Candidate, CandidateList, Passage, Query, StageScore, Trace
-from .settings import Settings, at_least, check_sliding_window
+from .settings import ModelPath, Settings, at_least, check_sliding_window
 
 if TYPE_CHECKING:
     from .index.embedder import Embedder
@@ -52,7 +52,7 @@ class RerankSettings(Settings):
     keep: int | None = None
     window: int = 10
     step: int = 5
-    model: str = ""
+    model: ModelPath = ""
 
     def check(self) -> None:
         if self.keep is not None:

@@ -13,13 +13,14 @@ before any model loads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .config import RUN_OPTIONS, config_layers, parse_assignment, read_config
+from .config import config_layers, parse_assignment, read_config
 from .errors import InputError, WinnowError
-from .settings import SettingError, SettingsLayer, coerce_value
+from .settings import ModelPath, SettingError, Settings, SettingsLayer, resolve_layers
 
 if TYPE_CHECKING:
     from .methods.base import MethodSettings
@@ -33,20 +34,36 @@ ROLE_OPTIONS = {"judge_model": "judge", "final_model": "final"}
 
 
 def option(*flags: str, help: str, minimum: float | None = None, setting: bool = False,  # noqa: A002
-           metavar: str | None = None) -> Any:
+           metavar: str | None = None, generated: Callable[[], str] | None = None) -> Any:
     """A RunOptions field: not given (``None``) by default, with its command-line ``flags`` and ``help``.
-    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``)."""
+    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``). ``generated`` gives
+    the rest of the help from the registries (the methods, their roles) when help is shown, so a new
+    method is listed without a hand list and ``winnow`` starts without importing the methods."""
     return field(default=None, metadata={"flags": flags, "help": help, "minimum": minimum, "setting": setting,
-                                         "metavar": metavar})
+                                         "metavar": metavar, "generated": generated})
+
+
+def method_names() -> str:
+    """The registered methods, for ``--method``'s help."""
+    from .methods import METHODS
+
+    return f"One of: {', '.join(METHODS)}."
+
+
+def method_roles() -> str:
+    """Each registered method's agent roles, for ``--agent``'s help."""
+    from .methods import METHODS
+
+    return "Roles: " + "; ".join(f"{name} {', '.join(cls.roles)}" for name, cls in METHODS.items() if cls.roles) + "."
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """Every option of a run as a user gives it; ``None`` (or empty) means "not given"."""
 
-    method: str | None = option("--method", "-m", help="vanilla, rankrag, mainrag, rrr or rankgpt (see `winnow "
-                                                        "methods`) [default: rankrag]; for serve and mcp, the "
-                                                        "method of requests that name none.")
+    method: str | None = option("--method", "-m", help="The method (`winnow methods` describes each) [default: "
+                                                        "rankrag]; for serve and mcp, the method of requests that "
+                                                        "name none.", generated=method_names)
     model: str | None = option("--model", help="Registry name, .gguf path, or the server's model name with "
                                                "--backend openai [default: qwen2.5-coder-1.5b].")
     backend: str | None = option("--backend", help="llama.cpp (in-process, default), openai (any OpenAI-compatible "
@@ -105,10 +122,9 @@ class RunOptions:
     final_model: str | None = option("--final-model", help="mainrag: the final predictor's model (the same as "
                                                            "--agent final=MODEL).")
     agents: tuple[str, ...] | None = option("--agent", metavar="ROLE=MODEL",
-                                            help="Give an agent role its own model, ROLE=MODEL (repeatable): mainrag "
-                                                 "judge, final; rrr rewrite, relevance, rerank, rerank2; rankgpt "
-                                                 "rerank, rerank2 (rerank2: the second pass over the top "
-                                                 "second_pass_depth; `winnow methods` lists every role).")
+                                            help="Give an agent role its own model, ROLE=MODEL (repeatable; "
+                                                 "`winnow methods` says what each role does).",
+                                            generated=method_roles)
     assignments: tuple[str, ...] | None = option("--set", metavar="KEY=VALUE",
                                                  help="Any method setting, KEY=VALUE (repeatable), e.g. --set "
                                                       "window=20.")
@@ -136,6 +152,64 @@ class RunOptions:
         """The method settings given by their own flags (``--n 10``), not given ones left out."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.metadata.get("setting") and getattr(self, f.name) is not None}
+
+
+#: Where the named flags' (and ``--set``'s) values come from, in provenance and messages.
+FLAGS_SOURCE = "--set and flags"
+
+
+@dataclass
+class RunSettings(Settings):
+    """The run's own knobs, typed like a method's settings and resolved by the same machinery
+    (:func:`winnow.settings.resolve_layers`: a config file's top level < ``--set`` and the flags,
+    each value coerced as it is read, a refusal naming the layer's field, provenance kept): which
+    method and models, the backend and how it is driven. Every front door (the command line, the
+    Python API, the framework adapters, ``winnow serve`` and ``winnow mcp``) resolves its run through
+    :func:`resolve_run`, so a knob is checked once, the same way everywhere.
+
+    ``model`` and ``tokenizer`` name files or folders here (:data:`~winnow.settings.ModelPath`): a
+    server's requests cannot set them (requests choose only the method and its settings)."""
+
+    owner: ClassVar[str] = "the run"
+    upper_bounds: ClassVar[dict[str, float]] = {"context_size": 1_048_576}
+    method: str = DEFAULT_METHOD
+    model: ModelPath = DEFAULT_MODEL
+    backend: Literal["llama.cpp", "openai", "transformers"] = "llama.cpp"
+    base_url: str = ""
+    retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
+    context_size: int | None = None
+    max_inflight: int | None = None
+    slots: int | None = None
+    timeout: float | None = None
+    hedge: float | None = None
+    tokenizer: ModelPath = ""
+    profile: str = ""
+    ann: str = ""
+
+    def check(self) -> None:
+        from .methods import METHODS, profile_named
+
+        self.require(self.method in METHODS, "method", f"unknown method {self.method!r}",
+                     f"choose one of: {', '.join(METHODS)}")
+        for name, low, unit in (("context_size", 64, " tokens"), ("max_inflight", 1, ""), ("slots", 1, "")):
+            value = getattr(self, name)
+            self.require(value is None or value >= low, name,
+                         f"setting {name!r} must be at least {low}{unit} (got {value})")
+        for name in ("timeout", "hedge"):
+            value = getattr(self, name)
+            self.require(value is None or value > 0, name, f"setting {name!r} must be more than 0 seconds "
+                                                           f"(got {value})")
+        self.require(self.slots is None or self.backend == "llama.cpp", "slots",
+                     f"setting 'slots' applies to the in-process llama.cpp backend, not {self.backend!r}",
+                     "a server's parallel slots are set on the server (llama-server --parallel N); leave --slots "
+                     "out" + (" and use --max-inflight" if self.backend == "openai" else ""))
+        if self.profile:
+            profile_named(self.profile)
+
+
+#: The run options a RunSettings holds, and those that are tables (role -> model, ANN search settings).
+RUN_SETTINGS = tuple(f.name for f in fields(RunSettings))
+RUN_TABLES = ("agents", "judge_model", "final_model", "ann_set")
 
 
 #: Fields of RunOptions that are not recorded in a RunSpec (secrets and how to run, not what).
@@ -167,61 +241,53 @@ class RunSpec:
     ann_set: dict[str, int] = field(default_factory=dict)
     #: A precomputed first stage read instead of retrieving (``winnow eval --run``): "PATH sha256:HEX", "" for none
     first_stage_run: str = ""
-    #: setting -> the source that gave it ("profile 'paper'", "config run.toml", "--set and flags")
+    #: setting or run option -> the source that gave it ("profile 'paper'", "config run.toml", "--set and flags")
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def resolve(cls, *, config: str | Path | None = None, run: dict[str, Any] | None = None,
-                settings: dict[str, Any] | None = None, agents_for_method: bool = True) -> RunSpec:
+                settings: dict[str, Any] | None = None, agents_for_method: bool = True,
+                more_settings: SettingsLayer | None = None) -> RunSpec:
         """Merge a config file (TOML/YAML) with explicit values; explicit values that are not None win.
 
         ``run`` holds run options (method, model, backend, base_url, retriever, agents, profile, and
-        the older judge_model / final_model); ``settings`` holds method settings (n, k, window, ...),
-        resolved by :func:`winnow.methods.resolve_settings` over the profile, the file's top level,
-        its ``[method]`` table and these. Unknown keys in the file, settings the method does not have
-        and values of the wrong type are errors naming the key. With ``agents_for_method``, an agent
-        role the method does not have is refused (a server, whose requests choose their method,
-        keeps roles for the methods that have them).
+        the older judge_model / final_model), resolved as :class:`RunSettings` over the file's top
+        level (:func:`winnow.settings.resolve_layers`: the same layers, bounds and provenance as a
+        method's); ``settings`` holds method settings (n, k, window, ...), resolved by
+        :func:`winnow.methods.resolve_settings` over the profile, the file's top level, its
+        ``[method]`` table, these and ``more_settings`` (an integration's ``settings=`` mapping, its
+        refusals naming ``settings['k']``). Unknown keys in the file, settings the method does not
+        have and values of the wrong type are errors naming the key. With ``agents_for_method``, an
+        agent role the method does not have is refused (a server, whose requests choose their
+        method, keeps roles for the methods that have them).
         """
         from .methods import check_agent_roles, resolve_settings
 
         file_settings = read_config(config) if config else {}
         if config:
             check_config_keys(file_settings, config)
-        chosen: dict[str, Any] = {key: file_settings.get(key) for key in RUN_OPTIONS if key != "api_key"}
-        chosen.update({key: value for key, value in (run or {}).items() if value is not None})
-        agents = agent_models(chosen.pop("agents", None) or {}, config or "agents")
+            endpoints = file_settings.get("base_url")
+            if isinstance(endpoints, list) and all(isinstance(url, str) for url in endpoints):
+                file_settings["base_url"] = ",".join(endpoints)  # a list of endpoints, as --base-url repeated
+        given = {key: value for key, value in (run or {}).items() if value is not None}
+        file_layers = [SettingsLayer(f"config {Path(config).name}", file_settings, partial=True,
+                                     origin=str(config))] if config else []
+        run_layer = SettingsLayer(FLAGS_SOURCE, {key: value for key, value in given.items() if key in RUN_SETTINGS})
+        knobs = resolve_layers(RunSettings, [*file_layers, run_layer], owner="the run")
+        tables: dict[str, Any] = {key: file_settings[key] for key in RUN_TABLES if file_settings.get(key) is not None}
+        tables.update({key: value for key, value in given.items() if key in RUN_TABLES})
+        agents = agent_models(tables.get("agents") or {}, config or "agents")
         for option_name, role in ROLE_OPTIONS.items():
-            if chosen.get(option_name):
-                agents[role] = chosen[option_name]
-        spec = cls(**{key: value for key, value in chosen.items() if value is not None and key in _SPEC_FIELDS},
-                   agents=agents)
-        if spec.context_size is not None:
-            spec.context_size = coerce_value("context_size", int, spec.context_size)
-            if spec.context_size < 64:
-                raise SettingError("context_size", f"setting 'context_size' must be at least 64 tokens "
-                                                   f"(got {spec.context_size})")
-        if spec.slots is not None:
-            spec.slots = checked_run_slots(spec.slots, spec.backend)
-        if spec.timeout is not None:
-            spec.timeout = coerce_value("timeout", float, spec.timeout)
-            if spec.timeout <= 0:
-                raise SettingError("timeout", f"setting 'timeout' must be more than 0 seconds (got {spec.timeout})")
-        if spec.hedge is not None:
-            spec.hedge = coerce_value("hedge", float, spec.hedge)
-            if spec.hedge <= 0:
-                raise SettingError("hedge", f"setting 'hedge' must be more than 0 seconds (got {spec.hedge})")
-        spec.ann, spec.ann_set = checked_ann(spec.ann, spec.ann_set, spec.retriever, config or "--ann-set")
-        if not isinstance(spec.tokenizer, str):
-            raise SettingError("tokenizer", f"tokenizer must be a folder, a .gguf file, a registry name or a hub id "
-                                            f"(got {spec.tokenizer!r})")
-        if not isinstance(spec.profile, str):
-            raise SettingError("profile", f"profile must be a name such as 'paper' (got {spec.profile!r})")
+            if tables.get(option_name):
+                agents.update(agent_models({role: tables[option_name]}, config or option_name))
+        spec = cls(**knobs.settings.to_dict(), agents=agents)
+        spec.ann, spec.ann_set = checked_ann(spec.ann, tables.get("ann_set"), spec.retriever, config or "--ann-set")
         layers = config_layers(file_settings, spec.method, config) if config else []
-        layers.append(SettingsLayer("--set and flags", settings or {}))
+        layers.append(SettingsLayer(FLAGS_SOURCE, settings or {}))
+        layers += [more_settings] if more_settings is not None else []
         resolved = resolve_settings(spec.method, layers, profile=spec.profile or None)
         spec.settings = resolved.overrides()
-        spec.provenance = resolved.provenance
+        spec.provenance = {**knobs.provenance, **resolved.provenance}
         if agents_for_method:
             check_agent_roles(spec.method, spec.agents)
         return spec
@@ -249,14 +315,16 @@ class RunSpec:
         return described
 
 
-_SPEC_FIELDS = {f.name for f in fields(RunSpec)} - {"agents", "provenance", "first_stage_run"}
 
 
-def resolve_run(options: RunOptions, *, agents_for_method: bool = True) -> RunSpec:
-    """The RunSpec of a command's (or an integration's) options: the config file, then ``--set``
-    values and named flags (run options such as ``model=`` and method settings such as ``n=``
-    alike). A value given both by ``--set`` and by its own flag must agree; two different values
-    are refused rather than one silently winning."""
+def resolve_run(options: RunOptions, *, agents_for_method: bool = True,
+                settings: SettingsLayer | None = None) -> RunSpec:
+    """The RunSpec of a front door's options, the one resolver of every front door (the command
+    line, the Python API, the framework adapters, ``winnow serve`` and ``winnow mcp``): the config
+    file, then ``--set`` values and named flags (run options such as ``model=`` and method settings
+    such as ``n=`` alike), then ``settings`` (an adapter's ``settings=`` mapping as a layer). A value
+    given both by ``--set`` and by its own flag must agree; two different values are refused rather
+    than one silently winning."""
     assigned = dict(parse_assignment(a) for a in options.assignments or ())
     named = {f.name: getattr(options, f.name) for f in fields(options)
              if f.name not in _NOT_IN_SPEC and getattr(options, f.name) is not None}
@@ -274,9 +342,10 @@ def resolve_run(options: RunOptions, *, agents_for_method: bool = True) -> RunSp
         values["base_url"] = ",".join(values["base_url"])
     if options.agents:
         values["agents"] = {**(values.get("agents") or {}), **dict(parse_role(a) for a in options.agents)}
-    run = {key: value for key, value in values.items() if key in RUN_OPTIONS}
-    settings = {key: value for key, value in values.items() if key not in RUN_OPTIONS}
-    return RunSpec.resolve(config=options.config, settings=settings, run=run, agents_for_method=agents_for_method)
+    run = {key: value for key, value in values.items() if key in RUN_SETTINGS or key in RUN_TABLES}
+    method_values = {key: value for key, value in values.items() if key not in run}
+    return RunSpec.resolve(config=options.config, settings=method_values, run=run,
+                           agents_for_method=agents_for_method, more_settings=settings)
 
 
 def fields_by_name() -> dict[str, Any]:
@@ -290,19 +359,6 @@ def parse_role(text: str) -> tuple[str, str]:
     if not sep or not role.strip() or not model.strip():
         raise WinnowError(f"--agent {text!r} is not ROLE=MODEL", "e.g. --agent judge=qwen2.5-coder-1.5b")
     return role.strip(), model.strip()
-
-
-def checked_run_slots(value: Any, backend: str) -> int:
-    """The run option ``slots`` as a whole number ≥ 1, for the one backend it applies to."""
-    slots: int = coerce_value("slots", int, value)
-    if slots < 1:
-        raise SettingError("slots", f"setting 'slots' must be at least 1 (got {slots})",
-                           "1 runs one sequence at a time, e.g. --slots 4 runs four together")
-    if backend != "llama.cpp":
-        raise SettingError("slots", f"setting 'slots' applies to the in-process llama.cpp backend, not {backend!r}",
-                           "a server's parallel slots are set on the server (llama-server --parallel N); "
-                           "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
-    return slots
 
 
 #: The settings of each ANN index kind that apply when searching (the others shape the index when it is built).
@@ -351,7 +407,8 @@ def check_config_keys(config: dict[str, Any], path: str | Path) -> None:
     """Refuse keys that are neither run options, method names nor any method's settings."""
     from .methods import METHODS
 
-    known = set(RUN_OPTIONS) | set(METHODS) | {name for m in METHODS.values() for name in m.Settings.field_types()}
+    settings = {name for m in METHODS.values() for name in m.Settings.field_types()}
+    known = {*RUN_SETTINGS, *RUN_TABLES, *METHODS, *settings}
     unknown = sorted(set(config) - known)
     if unknown:
         raise InputError(path, f"unknown setting(s) {unknown}", hint="`winnow methods` lists every method's settings")

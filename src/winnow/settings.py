@@ -8,7 +8,10 @@ field of its 422 answer).
 
 A field's annotation is its type: ``int``, ``float``, ``bool``, ``str`` or a ``Literal`` of the
 allowed values, or one of them ``| None`` for a setting whose absence means something (a derived
-default). Ranges are checked by each settings class's ``check``.
+default). Ranges are checked by each settings class's ``check``. :data:`ModelPath` is a ``str`` that
+names a file or folder on the machine that runs Winnow (a model, a tokenizer): a request to a server
+(a layer marked ``capped``, HTTP and MCP) may not set one, whatever the method, and the server fills
+it in from its own options (:meth:`Settings.path_settings`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from .errors import WinnowError
 
@@ -26,6 +29,17 @@ S = TypeVar("S", bound="Settings")
 # Settings class -> its fields' types. typing.get_type_hints evaluates every annotation string, ~3 ms a
 # call, which `winnow eval` paid twice a question (first_stage_depth resolves the method's settings).
 _FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
+_PATH_SETTINGS: dict[type, dict[str, LocalPath]] = {}
+
+
+def _local_marks(kind: Any) -> list[LocalPath]:
+    """The :class:`LocalPath` marks of an annotation (``ModelPath``, or ``ModelPath | None``)."""
+    found = [mark for mark in getattr(kind, "__metadata__", ()) if isinstance(mark, LocalPath)]
+    for argument in typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else ():
+        found += _local_marks(argument)
+    return found
 
 
 class SettingError(WinnowError):
@@ -42,6 +56,26 @@ class LayeredSettingError(SettingError):
     def __init__(self, setting: str, field_name: str, message: str, hint: str = "") -> None:
         super().__init__(setting, message, hint)
         self.field = field_name
+
+
+@dataclass(frozen=True)
+class LocalPath:
+    """The mark of a setting that names a file or folder on this machine (see :data:`ModelPath`).
+
+    ``chosen_by`` names the setting whose value says which kind of model the path is for (RRR's
+    ``rerank_model`` is the model of ``rerank`` = cross-encoder or monot5): a server fills the path
+    in from its own table for that kind (``winnow serve --rerank-model KIND=PATH``)."""
+
+    what: str = "a model folder or file"
+    chosen_by: str = ""
+
+
+#: A setting that names a file or folder here (a model folder, a .gguf, a tokenizer), or a hub id.
+#: Marked by type, so every front door treats every such setting alike: a server's request may not
+#: set it (a client must not make the server read its disk); the server fills it in.
+ModelPath = Annotated[str, LocalPath()]
+#: The model of a trained reranker (a folder or hub id) of the kind the ``rerank`` setting chooses.
+RerankerPath = Annotated[str, LocalPath("a reranker model folder", chosen_by="rerank")]
 
 
 def _same_name(key: str) -> str:
@@ -171,6 +205,16 @@ class Settings:
         return dict(types)
 
     @classmethod
+    def path_settings(cls) -> dict[str, LocalPath]:
+        """The settings that name a file or folder on this machine (annotated :data:`ModelPath`),
+        with their marks: what a request to a server may not set and the server fills in."""
+        marks = _PATH_SETTINGS.get(cls)
+        if marks is None:
+            hints = typing.get_type_hints(cls, include_extras=True)
+            marks = _PATH_SETTINGS[cls] = {f.name: mark for f in fields(cls) for mark in _local_marks(hints[f.name])}
+        return dict(marks)
+
+    @classmethod
     def from_values(cls: type[S], values: Mapping[str, Any], *, owner: str | None = None) -> S:
         """The defaults with ``values`` applied (``None`` means "not given"), coerced and checked."""
         types = cls.field_types()
@@ -245,48 +289,63 @@ class Resolved(Generic[S]):
         return self.provenance.get(setting, DEFAULT_SOURCE)
 
 
+#: A last step over the merged values before they are built and checked: (values, provenance) -> values.
+Adjust = Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]]
+
+
 def resolve_layers(settings_type: type[S], layers: Sequence[SettingsLayer], *, owner: str,
-                   caps: Mapping[str, int] | None = None) -> Resolved[S]:
+                   caps: Mapping[str, int] | None = None, adjust: Adjust | None = None) -> Resolved[S]:
     """``settings_type``'s defaults with each layer's values applied in order (later layers win).
 
     Every value is coerced to its setting's type as it is read, and a refusal names the layer's
     field for it (:class:`LayeredSettingError`); the type's bounds and cross-field rules are checked
     once on the merged values, the error naming the layer that gave the setting at fault. ``caps``
-    (setting -> largest value) hold for the layers marked ``capped``.
+    (setting -> largest value) hold for the layers marked ``capped``. ``adjust`` sees the merged
+    values and their sources before they are built (a server lowers the defaults it caps and fills
+    in its own paths there), so the settings are still built and checked once.
     """
     types = settings_type.field_types()
-    checked = [(layer, _layer_values(owner, layer, types, caps or {})) for layer in layers]
+    paths = settings_type.path_settings()
+    checked = [(layer, _layer_values(owner, layer, types, caps or {}, paths)) for layer in layers]
     chosen: dict[str, Any] = {}
     provenance: dict[str, str] = {}
     for layer, values in checked:
         chosen.update(values)
         provenance.update({name: layer.source for name in values})
+    if adjust is not None:
+        chosen = adjust(chosen, provenance)
     try:
         settings = settings_type.from_values(chosen, owner=owner)
     except SettingError as exc:
         origin = next((layer for layer, values in reversed(checked) if exc.setting in values), None)
         if origin is None:
             raise
-        raise origin.refuse(exc.setting, str(exc), exc.hint) from exc
+        raise origin.refuse(exc.setting, exc.message, exc.hint) from exc
     return Resolved(settings, provenance)
 
 
-def _layer_values(owner: str, layer: SettingsLayer, types: Mapping[str, Any],
-                  caps: Mapping[str, int]) -> dict[str, Any]:
-    """The layer's values coerced to their types and within ``caps``, naming the layer's field."""
+def _layer_values(owner: str, layer: SettingsLayer, types: Mapping[str, Any], caps: Mapping[str, int],
+                  paths: Mapping[str, LocalPath]) -> dict[str, Any]:
+    """The layer's values coerced to their types and within ``caps``, naming the layer's field; a
+    request (a ``capped`` layer) naming a file or folder here (a :data:`ModelPath`) is refused."""
     values: dict[str, Any] = {}
     for name, value in layer.values.items():
         if name not in types:
             if layer.partial:
                 continue
             raise layer.refuse(name, f"{owner} has no setting {name!r}", f"its settings: {', '.join(sorted(types))}")
+        if layer.capped and name in paths:
+            raise layer.refuse(name, f"{layer.field_of(name)} names {paths[name].what} on the server, which a "
+                                     f"request may not do: setting {name!r} is a path",
+                               "the server runs the models it was started with (winnow serve --rerank-model, "
+                               "--set on the server's command line); leave it out")
         if value is None and _optional_inner(types[name]) is None:
             raise layer.refuse(name, f"setting {name!r} has no value",
                                "give it a value (e.g. --set k=5), or leave it out for the default")
         try:
             value = coerce_value(name, types[name], value)
         except SettingError as exc:
-            raise layer.refuse(name, str(exc), exc.hint) from exc
+            raise layer.refuse(name, exc.message, exc.hint) from exc
         cap = caps.get(name) if layer.capped else None
         if cap is not None and value is not None and not 0 <= value <= cap:
             label = f"{layer.source} setting {name!r}" if layer.source.startswith("profile") else layer.field_of(name)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -41,7 +42,26 @@ if TYPE_CHECKING:
 
 C = TypeVar("C", bound=Callable[..., Any])
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+#: Run options whose help ends with text generated from the registries: typer parameter -> (help, generator).
+GENERATED_HELP: dict[str, tuple[str, Callable[[], str]]] = {}
+
+
+class WinnowGroup(typer.core.TyperGroup):
+    """The ``winnow`` group: a command's help asked for (``winnow ask --help``) gets the help its run
+    options generate from the registries (:data:`GENERATED_HELP`: the methods, their roles), filled in
+    only then, so a command that is run does not import the methods to describe them."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and any(arg in ("--help", "-h") for arg in rest):
+            for parameter in command.params:
+                if isinstance(parameter, typer.core.TyperOption) and parameter.name in GENERATED_HELP:
+                    text, generated = GENERATED_HELP[parameter.name]
+                    parameter.help = f"{text} {generated()}".replace("[", "\\[")
+        return name, command, rest
+
+
+app = typer.Typer(cls=WinnowGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
 
@@ -266,6 +286,8 @@ def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Coll
             meta = f.metadata
             flags = [flag for flag in meta["flags"] if flag not in taken]
             kind = _option_type(hints[f.name])
+            if meta["generated"] is not None:
+                GENERATED_HELP[f"run_{f.name}"] = (meta["help"], meta["generated"])
             option = typer.Option(*flags, help=meta["help"].replace("[", "\\["), min=meta["minimum"],
                                   metavar=meta["metavar"], show_default=False, rich_help_panel=panel)
             parameters.append(inspect.Parameter(f"{prefix}{f.name}", inspect.Parameter.KEYWORD_ONLY,

@@ -37,10 +37,10 @@ def run_label(spec: RunSpec) -> str:
     parts += [f"{role}={model}" for role, model in sorted(spec.agents.items())
               if model and model != spec.model]
     parts += [f"profile={profile}"] if profile else []
-    unused = method_class(spec.method).unused_settings  # vanilla retrieves k; MAIN-RAG reads all survivors
+    unused = method_class(spec.method).unused_settings  # vanilla retrieves k
     if "n" not in unused:
         parts.append(f"N={settings.get('n')}")
-    if "k" not in unused:
+    if "k" not in unused and settings.get("k") is not None:  # MAIN-RAG's k is None: every survivor
         parts.append(f"k={settings.get('k')}")
     for key, value in settings.items():
         if key not in ("n", "k") and value != defaults.get(key):

@@ -34,6 +34,7 @@ frameworks raise for theirs (pydantic wraps it in a ``ValidationError`` naming t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field, fields
@@ -50,6 +51,7 @@ from ..text import text_problem
 
 if TYPE_CHECKING:
     from ..methods import Method
+    from ..run_spec import RunOptions, RunSpec
 
 #: The stages an adapter can run, by name, with what each does.
 STAGES: dict[str, str] = {
@@ -491,13 +493,6 @@ def _mappings(metadata: object, count: int) -> list[dict[str, Any]]:
 
 #: What a method adapter takes besides the run options of :class:`~winnow.run_spec.RunOptions`.
 RUNNER_ARGUMENTS = ("index", "pipeline", "llm", "agents", "settings", "cache")
-#: The run options :class:`MethodRunner` applies (every one there was when it was written).
-APPLIED_RUN_OPTIONS = frozenset({
-    "method", "model", "backend", "base_url", "api_key", "max_inflight", "timeout", "hedge", "slots", "threads",
-    "context_size", "retriever", "n", "k", "fusion_alpha", "max_answer_tokens", "framing", "task", "judge_model",
-    "final_model", "agents", "assignments", "config", "profile", "no_cache", "ann", "ann_set", "tokenizer"})
-
-
 def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[str] = RUNNER_ARGUMENTS) -> Any:
     """``values`` as :class:`~winnow.run_spec.RunOptions` (:meth:`RunOptions.checked`); an unknown
     name (a typo) is an :class:`ArgumentError` naming it and listing what ``source`` takes."""
@@ -511,6 +506,29 @@ def checked_run_options(source: str, values: Mapping[str, Any], own: Sequence[st
                             f"{source}'s own arguments: {', '.join(own)}; {error.hint}") from None
 
 
+def resolved_run(options: RunOptions, settings: dict[str, Any], source: str) -> RunSpec:
+    """The :class:`~winnow.run_spec.RunSpec` of an adapter's run options and ``settings`` mapping,
+    through the one resolver (:func:`~winnow.run_spec.resolve_run`); a setting given both as a
+    keyword (``k=2``) and in ``settings`` must agree, and a refusal names the argument at fault
+    (``settings['k']`` for the mapping's) as an :class:`ArgumentError`."""
+    from ..run_spec import resolve_run
+
+    named = options.setting_values()  # n=, k=, … given as keywords
+    for key in sorted(named.keys() & settings.keys()):
+        if named[key] != settings[key]:
+            raise ArgumentError(key, f"given as {key}={named[key]!r} and settings[{key!r}]={settings[key]!r}",
+                                "give it once")
+    layer = SettingsLayer("settings", settings, field_of=lambda key: f"settings[{key!r}]")
+    try:
+        return resolve_run(options, settings=layer)
+    except LayeredSettingError as error:
+        raise ArgumentError(error.field, error.message, error.hint) from None
+    except SettingError as error:
+        raise ArgumentError(error.setting, error.message, error.hint) from None
+    except WinnowError as error:
+        raise ArgumentError(source, error.message, error.hint) from None
+
+
 class MethodRunner:
     """A whole Winnow method over a Winnow index, for the adapters' retrievers and query engines.
 
@@ -519,9 +537,9 @@ class MethodRunner:
     ``model``, ``backend``, ``base_url``, … to load one). Every other keyword is a run option of
     :class:`~winnow.run_spec.RunOptions` (``method``, ``retriever``, ``profile``, ``config``, the
     setting shortcuts ``n``, ``k``, …), checked by :meth:`RunOptions.checked`: a typo is refused
-    naming it. ``settings`` are the method's (n, k, judge_n, tau, …), resolved with the shortcuts,
-    the profile and a config file by :meth:`RunSpec.resolve <winnow.run_spec.RunSpec.resolve>` (one
-    resolver: :func:`winnow.methods.resolve_settings`), a bad one named ``settings['k']``.
+    naming it. ``settings`` are the method's (n, k, judge_n, tau, …), resolved with the run options,
+    the shortcuts, the profile and a config file by :func:`~winnow.run_spec.resolve_run` (the one
+    resolver of every front door), a bad one named ``settings['k']``.
     ``agents`` gives roles their own model ({"judge": llm} or {"judge": "model-name"}).
 
     Everything is checked at construction; with ``lazy`` the index and models are opened by
@@ -533,60 +551,19 @@ class MethodRunner:
                  agents: Mapping[str, LLM | str] | None = None, settings: Mapping[str, Any] | None = None,
                  cache: bool | str | Path = True, lazy: bool = False, source: str = "MethodRunner",
                  **options: Any) -> None:
-        from ..config import parse_assignment
-        from ..index.ann import parse_assignments
-        from ..methods import METHODS
-        from ..run_spec import DEFAULT_METHOD, RunSpec, parse_role
-
-        run_options = checked_run_options(source, {"method": method, **options})
-        # A run option this runner does not apply is refused, never dropped (one added to RunOptions
-        # later stays refused here until the runner applies it).
-        unused = sorted(name for name, value in vars(run_options).items()
-                        if value is not None and name not in APPLIED_RUN_OPTIONS)
-        if unused:
-            raise ArgumentError(unused[0], f"{source} does not apply the run option {unused[0]!r}",
-                                f"it applies: {', '.join(sorted(APPLIED_RUN_OPTIONS))}")
-        chosen = run_options.method or DEFAULT_METHOD
-        if not isinstance(chosen, str) or chosen not in METHODS:
-            raise ArgumentError("method", f"unknown Winnow method {chosen!r}", f"choose one of: {', '.join(METHODS)}")
         if settings is not None and not isinstance(settings, Mapping):
             raise ArgumentError("settings", "must be a mapping of setting name to value "
                                             f"(got {type(settings).__name__})")
         if agents is not None and not isinstance(agents, Mapping):
             raise ArgumentError("agents", "must be a mapping of role to LLM or model name "
                                           f"(got {type(agents).__name__})")
-        given = dict(settings or {})
-        named = run_options.setting_values()  # n=, k=, … given as keywords
-        for key in sorted(named.keys() & given.keys()):
-            if named[key] != given[key]:
-                raise ArgumentError(key, f"given as {key}={named[key]!r} and settings[{key!r}]={given[key]!r}",
-                                    "give it once")
-        merged = {**dict(parse_assignment(a) for a in run_options.assignments or ()), **named, **given}
-        self._agent_llms: dict[str, LLM] = {}
-        for role, agent in (agents or {}).items():
-            if not isinstance(agent, str):
-                self._agent_llms[role] = check_llm(agent, f"agents[{role!r}]") or self._missing_agent(role)
-        agent_names = {role: a for role, a in (agents or {}).items() if isinstance(a, str)}
-        agent_names.update(dict(parse_role(a) for a in run_options.agents or ()))
-        base_url = run_options.base_url
-        if isinstance(base_url, (list, tuple)):
-            base_url = ",".join(base_url)
-        run = {"method": chosen, "model": run_options.model, "backend": run_options.backend, "base_url": base_url,
-               "retriever": run_options.retriever, "context_size": run_options.context_size,
-               "max_inflight": run_options.max_inflight, "slots": run_options.slots,
-               "judge_model": run_options.judge_model, "final_model": run_options.final_model,
-               "profile": run_options.profile, "agents": agent_names or None, "ann": run_options.ann,
-               "ann_set": parse_assignments(list(run_options.ann_set)) if run_options.ann_set else None}
-        try:
-            self.spec = RunSpec.resolve(config=run_options.config, run=run, settings=merged)
-        except LayeredSettingError as error:
-            key = error.setting
-            raise ArgumentError(f"settings[{key!r}]" if key in given else error.field, error.message,
-                                error.hint) from None
-        except SettingError as error:
-            raise ArgumentError(error.setting, error.message, error.hint) from None
-        except WinnowError as error:
-            raise ArgumentError(source, error.message, error.hint) from None
+        self._agent_llms = {role: check_llm(agent, f"agents[{role!r}]") or self._missing_agent(role)
+                            for role, agent in (agents or {}).items() if not isinstance(agent, str)}
+        named_agents = tuple(f"{role}={model}" for role, model in (agents or {}).items() if isinstance(model, str))
+        run_options = checked_run_options(source, {"method": method, **options})
+        if named_agents:
+            run_options = dataclasses.replace(run_options, agents=named_agents + (run_options.agents or ()))
+        self.spec = resolved_run(run_options, dict(settings or {}), source)
         self._api_key = run_options.api_key or ""
         self._threads = run_options.threads
         self._cache: bool | str | Path = False if run_options.no_cache else cache
@@ -595,28 +572,31 @@ class MethodRunner:
         self._llm = check_llm(llm)
         if self._llm is not None and self._llm is not llm:
             self._owned.append(self._llm)  # a framework's chat model, adopted: closed here, saved by name
+        self._index = self._checked_index(index, pipeline)
+        if self._llm is None:
+            check_backend(self.spec.backend, self.spec.base_url)
+        self.method: Method | None = None
+        if not lazy:
+            self.open()
+
+    def _checked_index(self, index: Any, pipeline: Any) -> Any:
+        """The index (a folder or an opened one), or a pipeline's index and models."""
         if pipeline is not None:
             from ..pipeline import Pipeline
 
             if not isinstance(pipeline, Pipeline):
                 raise ArgumentError("pipeline", f"must be a winnow Pipeline (got {type(pipeline).__name__})")
-            index, self._llm = pipeline.index_dir, self._llm or pipeline.llm
+            self._llm = self._llm or pipeline.llm
             self._agent_llms = {**pipeline.agents, **self._agent_llms}
             self.spec.retriever = pipeline.spec.retriever
+            return pipeline.index
         if index is None:
             raise ArgumentError("index", "a Winnow index is needed: a folder made by `winnow index` or "
                                          "winnow.open_index(...)", "or pass pipeline=")
         if not isinstance(index, (str, Path)) and not hasattr(index, "search_many"):
             raise ArgumentError("index", "must be an index folder or an opened Winnow index "
                                          f"(got {type(index).__name__})")
-        if pipeline is not None:
-            index = pipeline.index
-        self._index = index
-        if self._llm is None:
-            check_backend(self.spec.backend, self.spec.base_url)
-        self.method: Method | None = None
-        if not lazy:
-            self.open()
+        return index
 
     @staticmethod
     def _missing_agent(role: str) -> LLM:
@@ -627,8 +607,8 @@ class MethodRunner:
         """Open the index and load the models (once): done at construction unless ``lazy``."""
         if self.method is not None:
             return self.method
-        from ..llm import load_llm
         from ..methods import METHODS
+        from ..pipeline import load_run_llm
 
         spec = self.spec
         try:
@@ -639,10 +619,7 @@ class MethodRunner:
                                          ann_set=dict(spec.ann_set))
 
             def load(model: str) -> LLM:
-                llm = load_llm(model, backend=spec.backend, base_url=spec.base_url, api_key=self._api_key,
-                               cache=self._cache, context_size=spec.context_size, max_inflight=spec.max_inflight,
-                               slots=spec.slots, threads=self._threads, timeout=spec.timeout,
-                               tokenizer=spec.tokenizer, hedge=spec.hedge)
+                llm = load_run_llm(spec, model, api_key=self._api_key, cache=self._cache, threads=self._threads)
                 self._owned.append(llm)
                 self._loaded.append(llm)
                 return llm
@@ -711,7 +688,8 @@ class MethodRunner:
                                      **model, "retriever": retriever if isinstance(retriever, str) else spec.retriever,
                                      "settings": dict(spec.settings)}
         optional = {"profile": spec.profile or None, "context_size": spec.context_size,
-                    "max_inflight": spec.max_inflight, "slots": spec.slots, "agents": agents or None,
+                    "max_inflight": spec.max_inflight, "slots": spec.slots, "timeout": spec.timeout,
+                    "hedge": spec.hedge, "tokenizer": spec.tokenizer or None, "agents": agents or None,
                     "cache": str(self._cache) if isinstance(self._cache, Path) else self._cache,
                     "ann": spec.ann or None,
                     "ann_set": [f"{name}={value}" for name, value in spec.ann_set.items()] or None}

@@ -124,7 +124,7 @@ class WinnowRetriever:
     title, ``winnow_id`` and the ``winnow_*`` scores). Arguments as
     :class:`~winnow.integrations.core.MethodRunner`."""
 
-    def __init__(self, method: str = "rankrag", **options: Any) -> None:
+    def __init__(self, method: str | None = None, **options: Any) -> None:
         self.runner = MethodRunner(method, source="WinnowRetriever", lazy=True, **options)
         self.last_answer: Answer | None = None
 

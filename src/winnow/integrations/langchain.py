@@ -98,7 +98,7 @@ class WinnowRetriever(Saved, BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
 
-    method: str = "rankrag"
+    method: str | None = None  # None: a config file's, or rankrag (resolved with the other run options)
     index: Any = Field(default=None, exclude=True)
     pipeline: Any = Field(default=None, exclude=True)
     llm: Any = Field(default=None, exclude=True)

@@ -85,7 +85,7 @@ class WinnowRetriever(BaseRetriever):
     keeps for a query, best first, as scored text nodes (see :class:`~winnow.integrations.core.MethodRunner`
     for the arguments)."""
 
-    def __init__(self, method: str = "rankrag", *, callback_manager: CallbackManager | None = None,
+    def __init__(self, method: str | None = None, *, callback_manager: CallbackManager | None = None,
                  **options: Any) -> None:
         self._runner = MethodRunner(method, source="WinnowRetriever", **options)
         self.last_answer: Answer | None = None
@@ -103,7 +103,7 @@ class WinnowQueryEngine(BaseQueryEngine):
     """A whole Winnow method as a LlamaIndex query engine: the method's answer, with the passages it
     answered from as ``source_nodes`` and its usage in the response's metadata."""
 
-    def __init__(self, method: str = "rankrag", *, callback_manager: CallbackManager | None = None,
+    def __init__(self, method: str | None = None, *, callback_manager: CallbackManager | None = None,
                  **options: Any) -> None:
         self._runner = MethodRunner(method, source="WinnowQueryEngine", **options)
         self.last_answer: Answer | None = None

@@ -12,8 +12,10 @@ Agents and instructions are in "Definition of LLM Agents in MAIN-RAG" and Append
 "Adaptive Judge Bar". The three agents may be one model or different ones (``judge_llm``,
 ``final_llm``); Agent-1 always uses ``llm``.
 
-MAIN-RAG has no top-k: the final predictor reads every document that clears the bar, so the
-inherited ``k`` setting is not used (and not checked against ``n``).
+MAIN-RAG has no top-k: the final predictor reads every document that clears the bar. Winnow's
+``k`` (None by default, the paper's behaviour) caps the survivors at the k best by judge score, for
+a caller that asks for at most k passages (a retriever's ``k``, ``winnow ask --k``); set, it is
+marked as a deviation from the paper (:meth:`MainRAGSettings.deviations`).
 
 The paper's ablations are settings: ``judge_n`` (n in {-0.5, 0, 0.5, 1}, the ablation table of n
 and document ordering), ``order`` of the survivors (``descending``, the paper's; ``ascending``,
@@ -45,19 +47,23 @@ from .base import Method, MethodSettings
 
 def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: float = 0.0,
                         max_document_answer_tokens: int = 32, order: str = "descending",
-                        order_seed: int = 0) -> tuple[PerDocumentPredictor, NoisyDocumentJudge, AdaptiveJudgeBar]:
+                        order_seed: int = 0, keep: int | None = None,
+                        ) -> tuple[PerDocumentPredictor, NoisyDocumentJudge, AdaptiveJudgeBar]:
     """MAIN-RAG's filter between retrieval and the final predictor: Agent-1 answers from each document
     alone, Agent-2 judges each (document, query, answer) triplet by s = log P("Yes") - log P("No"),
     and the adaptive judge bar keeps s ≥ τ = mean(s) - n·std(s), in ``order`` (descending s: "Adaptive Judge
-    Bar"). The method runs these three; :mod:`winnow.integrations` runs them alone over a caller's list."""
+    Bar"), at most ``keep`` of them (Winnow's cap; None: all, the paper's). The method runs these three;
+    :mod:`winnow.integrations` runs them alone over a caller's list."""
     predictor = PerDocumentPredictor(llm, max_tokens=max_document_answer_tokens)
     judge = NoisyDocumentJudge(judge_llm or llm)
-    return predictor, judge, AdaptiveJudgeBar(n=judge_n, scored_by=judge.name, order=order, order_seed=order_seed)
+    return predictor, judge, AdaptiveJudgeBar(n=judge_n, scored_by=judge.name, order=order, order_seed=order_seed,
+                                              keep=keep)
 
 
 @dataclass
 class MainRAGSettings(MethodSettings):
-    """``n`` documents are retrieved (paper: 20); ``k`` is unused (MAIN-RAG keeps all survivors).
+    """``n`` documents are retrieved (paper: 20); ``k`` caps the survivors (Winnow's; None, the
+    default, keeps every survivor as the paper does).
 
     ``judge_n`` is the bar's n in τ = mean − n·std (named apart from ``n``, the documents
     retrieved; the paper tries n in {-0.5, 0, 0.5, 1}, 0 its default); ``max_document_answer_tokens``
@@ -73,10 +79,17 @@ class MainRAGSettings(MethodSettings):
     order: Literal["descending", "ascending", "random"] = "descending"
     order_seed: int = 0
     variant: Literal["mainrag", "naive"] = "mainrag"
+    k: int | None = None  # type: ignore[assignment]  # no cap by default: the paper keeps every survivor
 
     def check(self) -> None:
-        # Not MethodSettings.check: it refuses k > n, and k means nothing to MAIN-RAG.
+        # Not MethodSettings.check: k is optional here (a cap on the survivors, not the reader's top k).
         at_least(self, 1, "n", "max_answer_tokens", "max_document_answer_tokens")
+        if self.k is not None:
+            at_least(self, 1, "k")
+            self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): "
+                                                "the survivors k caps are among the N retrieved")
+            self.require(self.variant == "mainrag", "k", "setting 'k' caps the adaptive bar's survivors by judge "
+                         "score; the naive variant has no bar", "leave k out with variant=naive")
         self.require(self.order == "random" or self.order_seed == 0, "order_seed",
                      f"setting 'order_seed' ({self.order_seed}) only applies with order = 'random' "
                      f"(order is {self.order!r})", "set order=random, or leave order_seed out")
@@ -86,6 +99,12 @@ class MainRAGSettings(MethodSettings):
                          "variant has no bar", "leave judge_n out with variant=naive")
             self.require(self.order == "descending", "order", "setting 'order' orders the survivors by judge "
                          "score; the naive variant keeps them in retrieval order", "leave order out with variant=naive")
+
+    def deviations(self) -> dict[str, str]:
+        if self.k is None:
+            return super().deviations()
+        return {**super().deviations(), "k": "Winnow's cap on the survivors: MAIN-RAG answers from every document "
+                                             "that clears the adaptive judge bar"}
 
 
 class MainRAG(Method):
@@ -98,7 +117,6 @@ class MainRAG(Method):
               "final predict from survivors (Agent-3)")
     Settings = MainRAGSettings
     roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
-    unused_settings = ("k",)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
                  agents: Mapping[str, LLM] | None = None) -> None:
@@ -107,7 +125,7 @@ class MainRAG(Method):
         self.predictor, self.judge, bar = judge_filter_stages(
             llm, self.llm_for("judge"), judge_n=settings.judge_n,
             max_document_answer_tokens=settings.max_document_answer_tokens, order=settings.order,
-            order_seed=settings.order_seed)
+            order_seed=settings.order_seed, keep=settings.k)
         self.bar: AdaptiveJudgeBar | YesNoJudgment = bar
         if settings.variant == "naive":
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
-from ..settings import at_least, check_sliding_window
+from ..settings import RerankerPath, at_least, check_sliding_window
 from ..stages import KeepTop, Reader, Retriever, ScoreFusion
 from ..stages.contract import Stage
 from ..stages.retrieve import SearchIndex
@@ -41,7 +41,7 @@ class RankGPTSettings(RerankingSettings):
     max_passage_words: int = 300
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # stages.listwise.LISTWISE_PROMPTS
     rerank: Literal["listwise", "pointwise", "graded", "cross-encoder", "monot5"] = "listwise"  # final_rerank
-    rerank_model: str = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
+    rerank_model: RerankerPath = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
     second_pass_depth: int = 0  # re-rank the top d again on the rerank2 model (RRR §4(C): 30); 0 is off
 
     def check(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..settings import LayeredSettingError, Resolved, SettingError, SettingsLayer, coerce_value, resolve_layers
+from ..settings import Adjust, LayeredSettingError, Resolved, SettingError, SettingsLayer, coerce_value, resolve_layers
 from .base import MethodSettings
 
 #: A method's resolved settings, with the source of each value a layer gave.
@@ -22,7 +22,7 @@ ResolvedSettings = Resolved[MethodSettings]
 
 
 def resolve_settings(method: str, layers: Sequence[SettingsLayer], *, profile: str | None = None,
-                     caps: Mapping[str, int] | None = None) -> ResolvedSettings:
+                     caps: Mapping[str, int] | None = None, adjust: Adjust | None = None) -> ResolvedSettings:
     """The settings of ``method`` from its defaults, then ``profile``'s values (a named preset,
     :mod:`.profiles`), then each layer in order (:func:`winnow.settings.resolve_layers`).
 
@@ -30,6 +30,7 @@ def resolve_settings(method: str, layers: Sequence[SettingsLayer], *, profile: s
     bounds every settings type declares; they hold for the layers marked ``capped`` (what a request
     asked, and the profile it named), not for the server's own settings. A bad value raises
     :class:`~winnow.settings.LayeredSettingError` naming the setting and the layer's field for it.
+    ``adjust`` is :func:`~winnow.settings.resolve_layers`'s last step (a server's ceilings and fills).
     """
     from . import method_class
     from .profiles import profile_settings
@@ -42,7 +43,7 @@ def resolve_settings(method: str, layers: Sequence[SettingsLayer], *, profile: s
     if preset:
         layers = [SettingsLayer(f"profile {profile!r}", preset, field_of=lambda _key: "profile",
                                 capped=any(layer.capped for layer in layers)), *layers]
-    return resolve_layers(settings_type, layers, owner=f"method {method!r}", caps=caps)
+    return resolve_layers(settings_type, layers, owner=f"method {method!r}", caps=caps, adjust=adjust)
 
 
 def _explicit_task(settings_type: type[MethodSettings], layers: Sequence[SettingsLayer]) -> str | None:

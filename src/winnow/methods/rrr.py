@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Literal, Mapping, Sequence
 from ..details import PoolDetails
 from ..llm.client import LLM
 from ..records import Candidate, CandidateList, Passage, StageScore
-from ..settings import at_least
+from ..settings import RerankerPath, at_least
 from ..stages import GradedRelevanceReranker, KeepTop, QueryRewriter, Reader, Retriever, ThresholdFilter
 from ..stages.contract import QuestionState, Stage, recording
 from ..stages.relevance_grade import RelevanceGrade
@@ -82,7 +82,7 @@ class RRRSettings(MethodSettings):
     listwise_prompt: Literal["rrr", "rankgpt"] = "rrr"  # App. A.3 as printed, or RankGPT's released prompt
     # h; none: Table 7 ablation; cross-encoder/monot5: the trained baselines of Tables 1-3 (final_rerank)
     rerank: Literal["listwise", "pointwise", "graded", "cross-encoder", "monot5", "none"] = "listwise"
-    rerank_model: str = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
+    rerank_model: RerankerPath = ""  # rerank=cross-encoder/monot5: a folder or hub id ("": the kind's default)
     second_pass_depth: int = 0  # §4(C): re-rank the top 30 again with the rerank2 model; 0 is off
     feedback: Literal["retriever", "relevance", "none"] = "retriever"  # Step 11; Table 9, Table 5 ablations
     relevance_query: Literal["original", "rewrite"] = "original"  # σ against q; Table 8 ablation: q_t

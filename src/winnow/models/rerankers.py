@@ -72,8 +72,11 @@ def relevance_of(kind: str, score: float) -> float:
 
 
 def _offline_hint(kind: str, name: str) -> str:
+    # No method's setting by name here (a new method's would be missed): settings that name a model
+    # folder are marked by type (winnow.settings.ModelPath) and listed by `winnow methods`.
     return (f"on a machine online, `hf download {name} --local-dir DIR` (huggingface_hub) and give the folder: "
-            f"--model DIR (winnow rerank --method {kind}), or rerank_model=DIR")
+            f"--model DIR (winnow rerank --method {kind}), or DIR as the method's reranker model setting "
+            f"(`winnow methods` lists each method's settings)")
 
 
 def model_folder(name: str, kind: str) -> Path:

@@ -33,10 +33,10 @@ from .limits import (
     Limits,
     check_history,
     check_range,
-    check_settings,
     check_text,
     invalid,
     request_overrides,
+    request_settings,
     within_ceilings,
 )
 from .schemas import AskRequest, RerankRequest
@@ -47,7 +47,7 @@ log = logging.getLogger("winnow.service")
 
 if TYPE_CHECKING:
     from ..index.embedder import Embedder
-    from ..methods import Method
+    from ..methods import Method, MethodSettings
 
 
 @dataclass
@@ -155,22 +155,22 @@ class Service:
         # The server's settings for its own method; for another, the server's profile's (if any).
         base = spec.settings if method == spec.method else profile_settings(spec.profile, method)
         overrides = request_overrides(request.n, request.k, request.options, container=container)
-        settings = check_settings(method, base, overrides, limits, container=container, profile=request.profile)
-        if request.options.get("rerank_model") not in (None, ""):
-            raise invalid(f"{container}.rerank_model", "a request cannot name a reranker model folder on this server: "
-                                                       "it runs the models of its --rerank-model")
-        if settings.get("rerank") in MODEL_RERANK_METHODS and not settings.get("rerank_model"):
-            settings["rerank_model"] = self.rerank_models[settings["rerank"]]  # the server's, or "": the default
-        history = check_history(request.history, settings["task"], limits, container=container, method=method)
+        # Resolved once: a path the settings type marks is refused from the request and filled in here.
+        settings = request_settings(method, base, overrides, limits, container=container, profile=request.profile,
+                                    paths=self.rerank_models)
+        values = settings.to_dict()
+        history = check_history(request.history, settings.task, limits, container=container, method=method)
         turns = [turn.to_dict() for turn in history]
-        key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
+        # The profile is reported with the answer: two requests that differ only in it are two entries.
+        profile = request.profile or spec.profile or None
+        key = _key("ask", self._identity, method, values, question, turns, profile) if self.answers.capacity else None
 
         def compute(models: Models | None) -> dict[str, Any]:
             assert models is not None
             answer = self._build(method, settings, models).ask(Query(question, history=history))
             payload = answer.to_dict()
             payload["settings"].update(self.pipeline.describe())
-            payload["profile"] = request.profile or spec.profile or None
+            payload["profile"] = profile
             payload["model"] = models.llm.identity
             payload["trace"]["documents"] = documents_seen(answer.trace)
             return dict(payload)
@@ -182,11 +182,11 @@ class Service:
             return body
 
         described = {"question": question, **({"history": turns} if turns else {}), "method": method,
-                     "settings": settings}
+                     "settings": values}
         return Plan("ask", key, compute, True, described,
                     self._timeout(request.timeout), shape)
 
-    def _build(self, method: str, settings: dict[str, Any], models: Models) -> Method:
+    def _build(self, method: str, settings: MethodSettings, models: Models) -> Method:
         return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:

@@ -8,14 +8,18 @@ ceiling; a request over it is refused before any work starts, with the field and
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Container
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Container, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from ..errors import WinnowError
+from ..settings import SettingError
 from ..text import lone_surrogate
+
+if TYPE_CHECKING:
+    from ..methods import Method, MethodSettings
 
 
 def default_setting_caps() -> dict[str, int]:
@@ -148,23 +152,25 @@ def check_unicode(body: Any) -> None:
             pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
 
 
-def _k_ceiling(method: str, n: int, limits: Limits) -> int:
-    """The largest k a request may ask: k picks from the N retrieved, unless the method does not
-    read N (vanilla retrieves k)."""
+def _k_ceiling(method: str | type[Method], n: int, limits: Limits) -> int:
+    """The largest k a request may ask: k picks from the N retrieved, unless the method (its name,
+    or its class) does not read N (vanilla retrieves k)."""
     from ..methods import method_class
 
-    return limits.max_k if "n" in method_class(method).unused_settings else min(limits.max_k, n)
+    cls = method_class(method) if isinstance(method, str) else method
+    return limits.max_k if "n" in cls.unused_settings else min(limits.max_k, n)
 
 
-def within_ceilings(method: str, settings: dict[str, Any], limits: Limits,
+def within_ceilings(method: str | type[Method], settings: dict[str, Any], limits: Limits,
                     asked: Container[str] = ()) -> dict[str, Any]:
     """``settings`` with N and k lowered to the ceilings, except those in ``asked``: a default
     (the method's N=20, or the server's --n) above --max-n must not refuse requests that never
-    mentioned N. Only what a request asks for itself is refused."""
+    mentioned N. Only what a request asks for itself is refused. A k of None (MAIN-RAG's: no cap
+    on the survivors) stays None."""
     out = dict(settings)
     if "n" in out and "n" not in asked:
         out["n"] = min(out["n"], limits.max_n)
-    if "k" in out and "k" not in asked:
+    if out.get("k") is not None and "k" not in asked:
         out["k"] = min(out["k"], _k_ceiling(method, out.get("n", limits.max_n), limits))
     return out
 
@@ -192,43 +198,62 @@ def request_overrides(n: Any, k: Any, options: dict[str, Any], *, container: str
 
 def check_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
                    container: str = "options", profile: str | None = None) -> dict[str, Any]:
-    """The method's settings for one request (:func:`winnow.methods.resolve_settings`): ``base``
-    (the server's), then the request's ``profile`` (a named preset, :mod:`winnow.methods.profiles`),
-    then ``overrides`` (what the request asked, keyed by field as :func:`request_overrides` gives
-    them, ``container`` the table of settings other than N and k), each coerced to the setting's
-    type, the costly ones capped, N and k kept in range (defaults lowered to the ceilings, requested
-    values refused above them: a profile's count as requested, and an error about one names the
-    field ``profile``). Returns the full resolved settings."""
-    from ..methods import method_class, method_settings, resolve_settings
+    """:func:`request_settings` as plain values (the full resolved settings)."""
+    return request_settings(method, base, overrides, limits, container=container, profile=profile).to_dict()
+
+
+def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any], limits: Limits, *,
+                     container: str = "options", profile: str | None = None,
+                     paths: Mapping[str, str] | None = None) -> MethodSettings:
+    """The method's settings for one request, resolved once (:func:`winnow.methods.resolve_settings`):
+    ``base`` (the server's), then the request's ``profile`` (a named preset,
+    :mod:`winnow.methods.profiles`), then ``overrides`` (what the request asked, keyed by field as
+    :func:`request_overrides` gives them, ``container`` the table of settings other than N and k),
+    each coerced to the setting's type, the costly ones capped, N and k kept in range (defaults
+    lowered to the ceilings, requested values refused above them: a profile's count as requested,
+    and an error about one names the field ``profile``). What the settings type marks as a path
+    here (:data:`~winnow.settings.ModelPath`) a request may not set; the server fills it in from
+    ``paths`` (the model for each kind, ``--rerank-model``) where its own settings leave it empty."""
+    from ..methods import method_class, resolve_settings
     from ..settings import LayeredSettingError, SettingsLayer
 
-    known = method_class(method).Settings.field_types()
+    cls = method_class(method)  # once: the ceilings below read it again
+    settings_type = cls.Settings
+    known = settings_type.field_types()
     asked_field = {name.removeprefix(f"{container}."): name for name in overrides}
     asked = {name.removeprefix(f"{container}."): value for name, value in overrides.items()}
 
     def field_of(key: str) -> str:
         return asked_field.get(key, key if key in ("n", "k") else f"{container}.{key}")
 
+    def served(values: dict[str, Any], provenance: Mapping[str, str]) -> dict[str, Any]:
+        """The ceilings on N and k, and the server's paths, over the merged values (before they are
+        built: the settings are built and checked once)."""
+        requested = {key for key, source in provenance.items() if source != "server"}
+        defaults = {f.name: f.default for f in fields(settings_type)}
+        merged = within_ceilings(cls, {**{key: defaults[key] for key in ("n", "k")}, **values}, limits,
+                                 asked=requested)
+
+        def named(key: str) -> str:
+            return "profile" if provenance.get(key, "").startswith("profile") else field_of(key)
+
+        def label_of(key: str) -> str:
+            return f"{provenance[key]} setting {key!r}" if named(key) == "profile" else named(key)
+
+        n = check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
+        if merged["k"] is not None:
+            check_range(named("k"), merged["k"], 1, _k_ceiling(cls, n, limits), label_of("k"))
+        for name, mark in settings_type.path_settings().items():
+            kind = merged.get(mark.chosen_by, defaults.get(mark.chosen_by))
+            if not merged.get(name) and (paths or {}).get(str(kind)):
+                merged[name] = (paths or {})[str(kind)]
+        return merged
+
     layers = [SettingsLayer("server", {key: value for key, value in base.items() if key in known}),
               SettingsLayer("request", asked, field_of=field_of, capped=True)]
     try:
-        resolved = resolve_settings(method, layers, profile=profile, caps=limits.setting_caps)
+        return resolve_settings(method, layers, profile=profile, caps=limits.setting_caps, adjust=served).settings
     except LayeredSettingError as exc:
         raise invalid(exc.field, str(exc)) from exc
     except WinnowError as exc:
-        raise invalid(container, str(exc)) from exc
-    requested = {key for key, source in resolved.provenance.items() if source != "server"}
-    merged = within_ceilings(method, resolved.settings.to_dict(), limits, asked=requested)
-
-    def named(key: str) -> str:
-        return "profile" if resolved.source_of(key).startswith("profile") else field_of(key)
-
-    def label_of(key: str) -> str:
-        return f"{resolved.source_of(key)} setting {key!r}" if named(key) == "profile" else named(key)
-
-    n = check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
-    check_range(named("k"), merged["k"], 1, _k_ceiling(method, n, limits), label_of("k"))
-    try:
-        return method_settings(method, **merged).to_dict()
-    except WinnowError as exc:
-        raise invalid(named(getattr(exc, "setting", container)), str(exc)) from exc
+        raise invalid(field_of(exc.setting) if isinstance(exc, SettingError) else container, str(exc)) from exc

@@ -84,7 +84,9 @@ class AdaptiveJudgeBar(ListStage):
     and one far below); then the best-scored candidate alone is kept, so the final predictor still
     has a document, and the details' ``fallback`` says so. An empty list passes through (τ None).
     ``order`` is ``descending`` (the paper's), ``ascending`` or ``random`` (seeded by ``order_seed``);
-    the details' ``order`` names the one used.
+    the details' ``order`` names the one used. ``keep`` (Winnow's, not the paper's: None by default)
+    caps the survivors at the ``keep`` best-scored, before they are put in ``order``; those it cuts
+    are dropped with that reason.
     """
 
     n: float = 0.0
@@ -92,6 +94,7 @@ class AdaptiveJudgeBar(ListStage):
     name: str = "adaptive_bar"
     order: str = "descending"
     order_seed: int = 0
+    keep: int | None = None
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -105,6 +108,8 @@ class AdaptiveJudgeBar(ListStage):
     def run(self, batch: Sequence[QuestionState]) -> None:
         settings = {"n": self.n, "std": "population", "scored_by": self.scored_by, "order": self.order_used,
                     "rule": f"keep s ≥ τ = mean(s) − n·std(s), {self.order_used} s (MAIN-RAG adaptive judge bar)"}
+        if self.keep is not None:
+            settings["keep"] = self.keep  # Winnow's cap on the survivors, not the paper's
         with recording(batch, self.name, "adaptive-judge-bar", settings) as traces:
             for state, stage in zip(batch, traces, strict=True):
                 state.candidates = self._cut(state.ranked, stage.details_as(FilterDetails))
@@ -131,6 +136,11 @@ class AdaptiveJudgeBar(ListStage):
                                     f"candidate {best.passage.id!r} (s = {s:.4g}) so the answer has a document")
                 kept.append(_noted(best, f"kept by {self.name} as a fallback: s = {s:.4g} < τ = {tau:.4g}, "
                                          "but it is the best-scored document"))
+        if self.keep is not None and len(kept) > self.keep:  # best first here: the cap keeps the best-scored
+            dropped += [_noted(c, f"dropped by {self.name}: cleared τ, but k = {self.keep} caps the survivors "
+                                  f"(ranked {rank} by judge score)")
+                        for rank, c in enumerate(kept[self.keep:], start=self.keep + 1)]
+            kept = kept[:self.keep]
         details.kept = len(kept)
         details.dropped = [{k: v for k, v in c.to_dict().items() if k != "text"} for c in dropped]
         details.order = self.order_used
