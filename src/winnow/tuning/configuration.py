@@ -8,6 +8,7 @@ breaks a rule between settings (``k`` above ``n``) is refused before it costs a 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,3 +117,25 @@ def _nearest(choices: list[Any], default: Any) -> Any:
     if numbers and isinstance(default, (int, float)):
         return min(numbers, key=lambda c: abs(c - default))
     return choices[0]
+
+
+def random_params(space: SearchSpace, rng: Any) -> dict[str, Any]:
+    """Optuna parameters of a configuration drawn uniformly (``rng``: a :class:`random.Random`), for
+    when the sampler keeps proposing configurations already measured (a small discrete space)."""
+    method = rng.choice(list(space.methods))
+    params: dict[str, Any] = {"method": method}
+    for dimension in space.methods[method].dimensions:
+        if dimension.kind == "choices":
+            params[dimension.name] = rng.choice(list(dimension.choices))
+        elif dimension.kind == "int":
+            params[dimension.name] = rng.randrange(int(dimension.low), int(dimension.high) + 1,
+                                                   int(dimension.step or 1)) if not dimension.log else \
+                int(round(math.exp(rng.uniform(math.log(dimension.low), math.log(dimension.high)))))
+        elif dimension.step is not None:
+            steps = int(round((dimension.high - dimension.low) / dimension.step))
+            params[dimension.name] = round(dimension.low + rng.randrange(steps + 1) * dimension.step, 12)
+        elif dimension.log:
+            params[dimension.name] = math.exp(rng.uniform(math.log(dimension.low), math.log(dimension.high)))
+        else:
+            params[dimension.name] = rng.uniform(dimension.low, dimension.high)
+    return params

@@ -149,7 +149,7 @@ class TuneReport:
         return (f"{counts.get('configurations', 0)} configurations ({counts.get('complete', 0)} measured on all "
                 f"{self.tuning_questions} tuning questions, {counts.get('pruned', 0)} stopped early by halving, "
                 f"{counts.get('failed', 0)} failed; {counts.get('refused', 0)} draws refused by the settings' "
-                f"rules) in {minutes} min {seconds} s. LLM calls: {spend.calls_made:,} made for tuning against "
+                f"rules, {counts.get('repeated', 0)} repeated a configuration) in {minutes} min {seconds} s. LLM calls: {spend.calls_made:,} made for tuning against "
                 f"{spend.full_grid_calls:,.0f} for a full evaluation of the same {spend.configurations} "
                 f"configurations on every tuning question without the call cache ({100 * spend.share:.1f}%"
                 f"{estimated}); {spend.confirming_calls:,} more to confirm; {spend.tokens:,} tokens sent.")
@@ -199,15 +199,16 @@ def build_report(study: TuneStudy, confirmed: Mapping[int, Measured], *, model: 
 
 def _rows_and_counts(study: TuneStudy) -> tuple[list[Row], dict[str, int], Spending]:
     states = study.optuna.trial.TrialState
-    counts = {"configurations": 0, "complete": 0, "pruned": 0, "failed": 0, "refused": 0, "running": 0}
+    counts = {"configurations": 0, "complete": 0, "pruned": 0, "failed": 0, "refused": 0, "repeated": 0,
+              "running": 0}
     spending = Spending()
     per_question: dict[str, tuple[int, int]] = {}  # configuration -> (calls without the cache, questions)
     rows: list[Row] = []
     seen_keys: set[str] = set()
     for trial in study.study.get_trials(deepcopy=False):
         attrs = trial.user_attrs
-        if "refused" in attrs:
-            counts["refused"] += 1
+        if "refused" in attrs or "repeat_of" in attrs:
+            counts["refused" if "refused" in attrs else "repeated"] += 1
             continue
         if "config" not in attrs:
             continue

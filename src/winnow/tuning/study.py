@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import random
 import socket
 import time
 import warnings
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, InputError, WinnowError
 from ..extras import import_extra
-from .configuration import Configuration, draw, reference_params
+from .configuration import Configuration, draw, random_params, reference_params
 from .halving import Point, pareto_front, promoted, rung_sizes
 from .measure import Measured, joined, measure
 from .objectives import Objective
@@ -49,6 +50,8 @@ CONDITIONS = "conditions"
 MAX_BACKEND_FAILURES = 3
 #: Drawn configurations the settings' rules may refuse for each one measured before the space is called unusable.
 MAX_REFUSED_PER_CONFIGURATION = 20
+#: Repeated draws after which a configuration not yet drawn is queued at random.
+REPEATS_BEFORE_RANDOM = 3
 
 
 def optuna_module() -> Any:
@@ -216,13 +219,15 @@ class TuneStudy:
     def run(self, bench: Workbench, progress: Progress) -> None:
         """Continue this machine's unfinished trials, then draw brackets until ``plan.trials``
         configurations have been drawn."""
-        progress.trials(self.finished(), max(self.plan.trials, self.configurations()))
+        progress.trials(self.finished(), max(self.target(), self.configurations()))
         left = self.unfinished()
         if left:
             progress.note(f"continuing {len(left)} unfinished trial{'s' if len(left) != 1 else ''} "
                           f"({', '.join(str(e.number) for e in left)}) from the rung each had reached")
             self.run_bracket(left, bench, progress)
-        while self.configurations() < self.plan.trials:
+        if self.target() < self.plan.trials and self.configurations() < self.target():
+            progress.note(f"the space holds {self.target()} configurations: each is drawn once")
+        while self.configurations() < self.target():
             self.run_bracket(self.new_bracket(), bench, progress)
 
     def unfinished(self) -> list[Entry]:
@@ -238,11 +243,25 @@ class TuneStudy:
                                  rung_results(attrs), int(attrs.get("rung", 0)), bool(attrs.get("reference"))))
         return entries
 
+    def target(self) -> int:
+        """Configurations to draw in all: ``plan.trials``, or every configuration of a smaller space."""
+        size = self.space.size()
+        return self.plan.trials if size is None else min(self.plan.trials, size)
+
+    def drawn(self) -> dict[str, int]:
+        """Each configuration drawn so far (its key) and the trial that measures it."""
+        return {Configuration.from_dict(t.user_attrs["config"]).key(): t.number
+                for t in self.study.get_trials(deepcopy=False) if "config" in t.user_attrs}
+
     def new_bracket(self) -> list[Entry]:
-        """Up to ``plan.bracket`` new configurations drawn by the sampler (the reference first, in a new study)."""
-        wanted = min(self.plan.bracket, self.plan.trials - self.configurations())
+        """Up to ``plan.bracket`` new configurations drawn by the sampler (the reference first, in a
+        new study). A rule between settings refuses a draw before it costs a call; a configuration
+        already drawn is told its twin's outcome and not measured again; when the sampler keeps
+        repeating itself (a small discrete space), a configuration not yet drawn is drawn at random."""
+        wanted = min(self.plan.bracket, self.target() - self.configurations())
+        drawn = self.drawn()
         entries: list[Entry] = []
-        refused = 0
+        refused = repeated = 0
         while len(entries) < wanted:
             trial = self.study.ask()
             try:
@@ -256,12 +275,45 @@ class TuneStudy:
                                       f"in a row, e.g. {exc}", "narrow the ranges so that k ≤ n and step ≤ window "
                                                               "hold for most values") from exc
                 continue
+            key = configuration.key()
+            if key in drawn:
+                self.tell_repeat(trial, drawn[key], configuration)
+                repeated += 1
+                if repeated % REPEATS_BEFORE_RANDOM == 0:
+                    self.enqueue_undrawn(set(drawn), repeated)
+                continue
+            drawn[key] = trial.number
             reference = bool(trial.user_attrs.get("reference"))
-            for key, value in (("config", configuration.to_dict()), ("label", configuration.label()),
-                               ("owner", self.owner), ("rung", 0)):
-                trial.set_user_attr(key, value)
+            for name, value in (("config", configuration.to_dict()), ("label", configuration.label()),
+                                ("owner", self.owner), ("rung", 0)):
+                trial.set_user_attr(name, value)
             entries.append(Entry(trial.number, trial._trial_id, configuration, reference=reference))
         return entries
+
+    def tell_repeat(self, trial: Any, twin: int, configuration: Configuration) -> None:
+        """A draw of a configuration already drawn: told what its twin was told (the sampler learns
+        the same lesson), measured never."""
+        states = self.optuna.trial.TrialState
+        original = self.study.get_trials(deepcopy=False)[twin]
+        trial.set_user_attr("repeat_of", twin)
+        trial.set_user_attr("label", configuration.label())
+        if original.state == states.COMPLETE:
+            self.study.tell(trial, values=list(original.values))
+        else:
+            self.study.tell(trial, state=states.PRUNED if original.state == states.PRUNED else states.FAIL)
+
+    def enqueue_undrawn(self, drawn: set[str], seed: int) -> None:
+        """Queue a configuration not drawn yet, chosen uniformly at random (seeded)."""
+        rng = random.Random(self.plan.seed * 1_000_003 + seed)
+        for _ in range(2000):
+            params = random_params(self.space, rng)
+            try:
+                configuration = draw(self.space, self.optuna.trial.FixedTrial(params))
+            except InputError:
+                continue
+            if configuration.key() not in drawn:
+                self.study.enqueue_trial(params)
+                return
 
     def run_bracket(self, entries: list[Entry], bench: Workbench, progress: Progress) -> None:
         """Measure the bracket rung by rung, halving it between rungs (:mod:`.halving`)."""
@@ -280,7 +332,7 @@ class TuneStudy:
                     alive.remove(entry)
             else:
                 self.halve(due, rung, alive)
-            progress.trials(self.finished(), max(self.plan.trials, self.configurations()))
+            progress.trials(self.finished(), max(self.target(), self.configurations()))
 
     def halve(self, due: list[Entry], rung: int, alive: list[Entry]) -> None:
         """Decide which of ``due`` (measured on ``rung``) go on: promoted ones are due on the next rung
