@@ -351,7 +351,7 @@ SMALL_PASSAGES = [
 ]
 SMALL_QUESTIONS = [("capital of France", "Paris"), ("capital of Germany", "Berlin"),
                    ("who painted the Mona Lisa", "Leonardo da Vinci"), ("largest planet", "Jupiter"),
-                   ("capital of Italy", "Rome"), ("capital of Spain", "Madrid")]
+                   ("capital of Spain", "Madrid")]
 
 
 @pytest.mark.llm
@@ -364,12 +364,13 @@ def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     qa.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the {q}?", "golden_answers": [a]}) + "\n"
                           for i, (q, a) in enumerate(SMALL_QUESTIONS)))
     space = tmp_path / "space.toml"
-    space.write_text("max_answer_tokens = 8\n[vanilla]\nk = [1, 2]\n[rankrag]\nn = [3]\nk = [1, 2]\n")
+    space.write_text("max_answer_tokens = 8\n[vanilla]\nk = [1, 2]\n[rankrag]\nn = [2]\nk = [1]\n")
     study = tmp_path / "study"
     result = winnow("tune", "--index", tmp_path / "idx", "--queries", qa, "--space", space, "--model", "smollm2-135m",
-                    "--study", study, "--trials", "4", "--min-questions", "2", "--objective", "accuracy")
+                    "--study", study, "--trials", "3", "--objective", "accuracy")
     summary = json.loads((study / "summary.json").read_text())
-    assert summary["questions"] == {"tuning": 4, "confirming": 2, "rungs": [2, 4]}
+    assert summary["questions"] == {"tuning": 3, "confirming": 2, "rungs": [3]}
+    assert summary["trials"]["configurations"] == 3 and summary["trials"]["complete"] == 3
     assert summary["lead"][0].startswith(("Vanilla", "Best configuration")) and "Pareto front" in result.stdout
     best = study / "best.toml"
     confirmed = json.loads(trials_of_attr(study, f"confirm:{summary['best']}"))
