@@ -197,7 +197,9 @@ def test_bad_options_get_one_line_before_any_model_loads(tmp_path, hard):
                            (("--objective", "acc"), "--objective 'acc' is not an objective"),
                            (("--cost", "money"), "--cost 'money' is not a cost"),
                            (("--cost", "usd"), "--cost usd needs a price table"),
-                           (("--objective", "ndcg@10"), "needs relevance judgements")):
+                           (("--objective", "ndcg@10"), "needs relevance judgements"),
+                           (("--storage", "nonsense://x"), "the study 'winnow-tune' in nonsense://x cannot be "
+                                                           "opened")):
         result = winnow(*base, *extra, check=False)
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
@@ -350,8 +352,7 @@ SMALL_PASSAGES = [
     ("everest", "Everest", "Mount Everest is the highest mountain above sea level."),
 ]
 SMALL_QUESTIONS = [("capital of France", "Paris"), ("capital of Germany", "Berlin"),
-                   ("who painted the Mona Lisa", "Leonardo da Vinci"), ("largest planet", "Jupiter"),
-                   ("capital of Spain", "Madrid")]
+                   ("who painted the Mona Lisa", "Leonardo da Vinci"), ("largest planet", "Jupiter")]
 
 
 @pytest.mark.llm
@@ -364,20 +365,23 @@ def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     qa.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the {q}?", "golden_answers": [a]}) + "\n"
                           for i, (q, a) in enumerate(SMALL_QUESTIONS)))
     space = tmp_path / "space.toml"
-    space.write_text("max_answer_tokens = 8\n[vanilla]\nk = [1, 2]\n[rankrag]\nn = [2]\nk = [1]\n")
+    space.write_text("max_answer_tokens = 8\n[vanilla]\nk = [1]\n[rankrag]\nn = [2]\nk = [1]\n")
     study = tmp_path / "study"
     result = winnow("tune", "--index", tmp_path / "idx", "--queries", qa, "--space", space, "--model", "smollm2-135m",
-                    "--study", study, "--trials", "3", "--objective", "accuracy")
+                    "--study", study, "--trials", "2", "--confirm-share", "0.5", "--objective", "accuracy",
+                    timeout=1500)
     summary = json.loads((study / "summary.json").read_text())
-    assert summary["questions"] == {"tuning": 3, "confirming": 2, "rungs": [3]}
-    assert summary["trials"]["configurations"] == 3 and summary["trials"]["complete"] == 3
+    assert summary["questions"] == {"tuning": 2, "confirming": 2, "rungs": [2]}
+    assert summary["trials"]["configurations"] == 2 and summary["trials"]["complete"] == 2
     assert summary["lead"][0].startswith(("Vanilla", "Best configuration")) and "Pareto front" in result.stdout
     best = study / "best.toml"
     confirmed = json.loads(trials_of_attr(study, f"confirm:{summary['best']}"))
     out = tmp_path / "eval"
-    winnow("eval", "--index", tmp_path / "idx", "--queries", study / "confirming.jsonl", "--config", best, "--out", out)
+    winnow("eval", "--index", tmp_path / "idx", "--queries", study / "confirming.jsonl", "--config", best, "--out", out,
+           timeout=1500)
     records = {json.loads(line)["id"]: json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()}
     assert [[records[qid]["answer"], records[qid]["final"]["ids"]] for qid in confirmed["ids"]] == confirmed["answers"]
     first = json.loads((study / "confirming.jsonl").read_text().splitlines()[0])
-    asked = json.loads(winnow("ask", "--index", tmp_path / "idx", "--config", best, "--json", first["question"]).stdout)
+    asked = json.loads(winnow("ask", "--index", tmp_path / "idx", "--config", best, "--json", first["question"],
+                              timeout=1500).stdout)
     assert [asked["answer"], [p["id"] for p in asked["passages"]]] == confirmed["answers"][0]

@@ -275,10 +275,11 @@ def _finish(study: TuneStudy, confirmed: Any, spec: RunSpec, study_dir: Path, se
     for line in report.lead():
         out.print(f"[bold]{escape(line)}[/]", highlight=False)
     out.print(front_table(report))
-    out.print(escape(report.summary()), highlight=False)
     best = study_dir / "best.toml"
     if best.exists():
-        out.print(f"best configuration: {best} (winnow ask --index … --config {best} \"…\")", highlight=False)
+        out.print(f"best configuration: {best} (winnow ask --index … --config {best} \"…\"); the report: "
+                  f"{study_dir / 'report.md'}", highlight=False)
+    out.print(escape(report.summary()), highlight=False)
 
 
 def _write_run_files(report: TuneReport, spec: RunSpec, study_dir: Path) -> list[Path]:

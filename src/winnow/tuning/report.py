@@ -55,6 +55,7 @@ class Spending:
 
     configurations: int = 0  # distinct configurations measured on at least one rung
     calls_made: int = 0  # tuning calls sent to the model (cache misses)
+    calls_asked: int = 0  # tuning calls asked, the call cache's answers included (halving without the cache)
     full_grid_calls: float = 0.0  # those configurations on every tuning question, without the call cache
     estimated: int = 0  # configurations whose full count is extrapolated from the questions they were asked
     confirming_calls: int = 0
@@ -149,10 +150,12 @@ class TuneReport:
         return (f"{counts.get('configurations', 0)} configurations ({counts.get('complete', 0)} measured on all "
                 f"{self.tuning_questions} tuning questions, {counts.get('pruned', 0)} stopped early by halving, "
                 f"{counts.get('failed', 0)} failed; {counts.get('refused', 0)} draws refused by the settings' "
-                f"rules, {counts.get('repeated', 0)} repeated a configuration) in {minutes} min {seconds} s. LLM calls: {spend.calls_made:,} made for tuning against "
-                f"{spend.full_grid_calls:,.0f} for a full evaluation of the same {spend.configurations} "
-                f"configurations on every tuning question without the call cache ({100 * spend.share:.1f}%"
-                f"{estimated}); {spend.confirming_calls:,} more to confirm; {spend.tokens:,} tokens sent.")
+                f"rules, {counts.get('repeated', 0)} repeated a configuration) in {minutes} min {seconds} s. "
+                f"LLM calls: {spend.calls_made:,} made for tuning against {spend.full_grid_calls:,.0f} for a full "
+                f"evaluation of the same {spend.configurations} configurations on every tuning question without "
+                f"the call cache ({100 * spend.share:.1f}%{estimated}); halving asked {spend.calls_asked:,} of "
+                f"them and the call cache answered {spend.calls_asked - spend.calls_made:,}; "
+                f"{spend.confirming_calls:,} more to confirm; {spend.tokens:,} tokens sent.")
 
     def to_dict(self) -> dict[str, Any]:
         def row(r: Row) -> dict[str, Any]:
@@ -173,6 +176,7 @@ class TuneReport:
                 "front": [row(r) for r in self.front], "confirmed": [row(r) for r in self.chosen],
                 "trials": self.counts,
                 "spending": {"configurations": spend.configurations, "calls_made": spend.calls_made,
+                             "calls_asked": spend.calls_asked,
                              "full_grid_calls": round(spend.full_grid_calls, 1), "share": round(spend.share, 4),
                              "estimated_configurations": spend.estimated, "confirming_calls": spend.confirming_calls,
                              "tokens": spend.tokens, "seconds": round(spend.seconds, 1)}}
@@ -219,6 +223,7 @@ def _rows_and_counts(study: TuneStudy) -> tuple[list[Row], dict[str, int], Spend
         rungs = rung_results(attrs)
         measured = joined(rungs)
         spending.calls_made += measured.calls
+        spending.calls_asked += measured.calls if "twin_of" in attrs else measured.uncached_calls
         spending.tokens += measured.tokens
         configuration = Configuration.from_dict(attrs["config"])
         key = configuration.key()

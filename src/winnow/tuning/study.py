@@ -193,12 +193,15 @@ class TuneStudy:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(seed=plan.seed, multivariate=True, group=True, constant_liar=True,
                                                  n_startup_trials=min(plan.bracket, 10))
+        database_error = import_extra("sqlalchemy.exc", "tune", "winnow tune").SQLAlchemyError  # optuna's storage
         try:
             opened = optuna.create_study(study_name=name, storage=_storage(optuna, storage),
                                          directions=["maximize", "minimize"], sampler=sampler, load_if_exists=True)
-        except (ValueError, ImportError, optuna.exceptions.OptunaError) as exc:
-            raise WinnowError(f"the study {name!r} in {_hidden(storage)} cannot be opened: {exc}",
-                              "check --storage, or use another --study-name") from exc
+        except (ValueError, ImportError, optuna.exceptions.OptunaError, database_error) as exc:
+            reason = str(exc).splitlines()[0]
+            raise WinnowError(f"the study {name!r} in {_hidden(storage)} cannot be opened: {reason}",
+                              "check --storage (a database URL such as sqlite:///PATH or "
+                              "postgresql://USER:PASSWORD@HOST/DB), or use another --study-name") from exc
         _check_conditions(opened, name, dict(conditions))
         study = cls(opened, space, plan, questions)
         if not opened.get_trials(deepcopy=False):
