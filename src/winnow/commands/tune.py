@@ -20,8 +20,9 @@ from .common import (
     StageProgress,
     app,
     err,
-    open_pipeline,
     out,
+    quiet_notices,
+    spinner_while_loading,
     stop_on_ctrl_c,
     with_run_options,
 )
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 TUNE_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "timeout", "hedge", "tokenizer", "slots",
                     "threads", "context_size", "retriever", "ann", "ann_set", "no_cache")
 STUDY_FILE = "study.sqlite"
+#: The call cache of a study run with --no-cache: its configurations still share calls, with nothing else.
+STUDY_CACHE = "calls.sqlite"
 
 
 @app.command()
@@ -178,7 +181,7 @@ def _run(spec: RunSpec, options: RunOptions, index_dir: Path, study_dir: Path, s
               f"against {plan.cost}; {total} of {plan.trials} configurations drawn, {done} finished"
               + (f"; space of {searched.size():,} configurations" if searched.size() else ""), highlight=False)
     stages = StageProgress(err)
-    pipelines = _open_models(spec, options, index_dir, searched, stages, questions)
+    pipelines = _open_models(spec, options, index_dir, searched, stages, questions, study_dir)
     started = time.perf_counter()
     bench = Workbench(spec, pipelines[0].index, {p.spec.model: p.llm for p in pipelines}, str(index_dir))
     progress = TuneProgress(stages)
@@ -201,15 +204,24 @@ def _run(spec: RunSpec, options: RunOptions, index_dir: Path, study_dir: Path, s
 
 
 def _open_models(spec: RunSpec, options: RunOptions, index_dir: Path, searched: SearchSpace, stages: StageProgress,
-                 questions: Questions) -> list[Pipeline]:
-    """The run's model, then every other model the space names for an agent role, over one index."""
-    pipelines = [open_pipeline(spec, index_dir, options, progress=stages)]
+                 questions: Questions, study_dir: Path) -> list[Pipeline]:
+    """The run's model, then every other model the space names for an agent role, over one index.
+    With --no-cache the configurations still share calls, through STUDY/calls.sqlite only."""
+    import os
+
+    from ..pipeline import Pipeline
+
+    key = options.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
+    cache: bool | Path = study_dir / STUDY_CACHE if options.no_cache else True
+    pipelines: list[Pipeline] = []
     try:
-        for model in searched.models():
-            if model not in {p.spec.model for p in pipelines}:
-                other = dataclasses.replace(spec, model=model, agents={})
-                pipelines.append(open_pipeline(other, index_dir, options, progress=stages,
-                                               retriever=pipelines[0].index))
+        for model in [spec.model, *searched.models()]:
+            if model in {p.spec.model for p in pipelines}:
+                continue
+            with spinner_while_loading(spec.backend) as loading, quiet_notices():
+                pipelines.append(Pipeline(dataclasses.replace(spec, model=model, agents={}), index_dir, api_key=key,
+                                          cache=cache, progress=stages, loading=loading, threads=options.threads,
+                                          retriever=pipelines[0].index if pipelines else None))
         if questions.prices is not None:
             _check_priced([p.llm for p in pipelines], questions)
     except BaseException:
