@@ -385,3 +385,29 @@ def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     asked = json.loads(winnow("ask", "--index", tmp_path / "idx", "--config", best, "--json", first["question"],
                               timeout=1500).stdout)
     assert [asked["answer"], [p["id"] for p in asked["passages"]]] == confirmed["answers"][0]
+
+
+def test_an_agent_roles_model_is_searched_and_priced_in_usd(server, hard, tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('[mainrag]\nn = [5]\njudge_n = [0.0, 1.0]\n[mainrag.agents]\njudge = ["loadtest", "dear"]\n')
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."loadtest"]\nprompt = 1.0\ncompletion = 2.0\n'
+                      '[models."dear"]\nprompt = 100.0\ncompletion = 200.0\n')
+    study = tmp_path / "study"
+    winnow("tune", "--index", hard / "idx", "--queries", hard / "qa.jsonl", "--space", space, "--backend", "openai",
+           "--model", "loadtest", "--base-url", server, "--study", study, "--trials", "5", "--bracket", "5",
+           "--cost", "usd", "--prices", prices, "--objective", "answer_recall@5")
+    trials = {t.number: t for t in trials_of(study) if "config" in t.user_attrs}
+    judges = {t.user_attrs["config"]["agents"].get("judge") for t in trials.values() if t.number}
+    assert judges == {"loadtest", "dear"} and len(trials) == 5
+    # The judge on the dear model costs more per question than on the cheap one, at the same settings.
+    cost = {(t.user_attrs["config"]["agents"]["judge"], t.user_attrs["config"]["settings"]["judge_n"]):
+            sum(json.loads(json.dumps(t.user_attrs["rung0"]))["cost"]) for t in trials.values() if t.number}
+    assert all(cost[("dear", n)] > 10 * cost[("loadtest", n)] for n in (0.0, 1.0))
+    assert any(t.user_attrs["label"].endswith("judge=dear") for t in trials.values())
+    # Pricing every model is checked before the first trial: a model the table lacks is one line.
+    prices.write_text('[models."loadtest"]\nprompt = 1.0\ncompletion = 2.0\n')
+    refused = winnow("tune", "--index", hard / "idx", "--queries", hard / "qa.jsonl", "--space", space, "--backend",
+                     "openai", "--model", "loadtest", "--base-url", server, "--study", tmp_path / "other", "--cost",
+                     "usd", "--prices", prices, check=False)
+    assert refused.returncode == 2 and "has no price for model(s) ['dear']" in refused.stderr
