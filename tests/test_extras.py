@@ -195,11 +195,12 @@ MISSING = {  # what a user of the core types → the extra it needs
     "ask (llama.cpp)": ["ask", "--index", "{idx}", "who painted the mona lisa"],
     "ask --backend transformers": ["ask", "--index", "{idx}", "--backend", "transformers", "--model", "m", "q"],
     "train sft": ["train", "sft", "--base", "smollm2-135m", "--data", "{folder}/blend", "--out", "{folder}/sft"],
+    "tune": ["tune", "--index", "{idx}", "--queries", "{folder}/q.jsonl"],
 }
 EXTRA_OF = {"serve": "serve", "mcp": "mcp", "report": "eval", "eval --qrels": "eval", "eval --engine ray": "ray",
             "index --dense": "dense",
             "rerank --method embedding": "dense", "data export irds:": "data", "ask (llama.cpp)": "llamacpp",
-            "ask --backend transformers": "train", "train sft": "train"}
+            "ask --backend transformers": "train", "train sft": "train", "tune": "tune"}
 
 
 @pytest.mark.parametrize("command", list(MISSING))

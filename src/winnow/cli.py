@@ -24,6 +24,7 @@ from .commands import (  # noqa: F401  (they register)
     report,
     serve,
     train,
+    tune,
 )
 from .commands.common import STATE, app, err
 from .errors import WinnowError
