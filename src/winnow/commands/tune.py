@@ -20,10 +20,11 @@ from .common import (
     StageProgress,
     app,
     err,
+    exit_for,
     out,
     quiet_notices,
     spinner_while_loading,
-    stop_on_ctrl_c,
+    stop_on_signal,
     with_run_options,
 )
 
@@ -186,15 +187,15 @@ def _run(spec: RunSpec, options: RunOptions, index_dir: Path, study_dir: Path, s
     bench = Workbench(spec, pipelines[0].index, {p.spec.model: p.llm for p in pipelines}, str(index_dir))
     progress = TuneProgress(stages)
     try:
-        with stages.bar, stop_on_ctrl_c(lambda: sum(p.llm.inflight for p in pipelines)):
+        with stages.bar, stop_on_signal(lambda: sum(p.llm.inflight for p in pipelines)):
             study.run(bench, progress)
             confirmed = study.confirm(bench, progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         study.save_session(time.perf_counter() - started)
         # One line, then the status Ctrl-C gives (130), without the command line's own "interrupted".
         err.print(f"interrupted: {study.finished()} finished trials are kept in {study_dir}; run the same command "
                   "again to continue the study (no finished trial is measured again)", highlight=False)
-        raise typer.Exit(130) from None
+        raise exit_for(stop) from None
     finally:
         for pipeline in pipelines:
             pipeline.close()
