@@ -21,7 +21,7 @@ from typing import Any
 from ..atomic import write_json
 from ..errors import IndexLoadError
 from ..version import __version__
-from .store import STORE_FILES
+from .store_layout import STORE_FILES
 from .verified import VERIFIED, file_states, record_verified, was_verified
 
 FORMAT = "winnow-index"
