@@ -93,7 +93,8 @@ def test_a_cache_file_from_before_checksums_gets_the_column_and_its_entries_are_
     path = tmp_path / "old.sqlite"
     old = sqlite3.connect(path)
     old.executescript("CREATE TABLE llm_calls (key TEXT PRIMARY KEY, kind TEXT NOT NULL, response TEXT NOT NULL, "
-                      "created REAL NOT NULL); CREATE TABLE cache_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);")
+                      "created REAL NOT NULL); "
+                      "CREATE TABLE cache_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);")
     old.execute("INSERT INTO llm_calls VALUES ('k', 'generate', ?, 1.0)", (json.dumps(ANSWER),))
     old.commit()
     old.close()
