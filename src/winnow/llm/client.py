@@ -327,9 +327,16 @@ class LLM:
                                  "in usage)")
 
     def close(self) -> None:
+        """Close the backend (a model, or an HTTP backend's sessions) and the call cache."""
         self.backend.close()
         if self.cache is not None:
             self.cache.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _name(traces: list[StageTrace]) -> str:
