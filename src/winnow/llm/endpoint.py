@@ -16,9 +16,7 @@ timeout), which :mod:`.server_tokens` reads as it reads httpx's.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,14 +68,15 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return min(MAX_RETRY_AFTER_SECONDS, max(0.0, seconds))
 
 
-@functools.cache
-def shared_tls_context() -> ssl.SSLContext:
-    """The TLS context every endpoint's session verifies servers with: Python's default (the system's CA
-    store, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), made once per process rather than once per
-    endpoint (reading a CA bundle costs tens of ms on 2 cores, on the way to a run's first call:
-    docs/benchmarks.md, "The load-test server's own CPU, the endpoints' TLS context, and where the slots
-    are still lost"). ``winnow eval`` makes it before starting its client processes."""
-    return ssl.create_default_context()
+def shared_tls_context() -> None:
+    """Make the TLS context every endpoint's session verifies servers with, once per process: aiohttp's
+    verified default (Python's default CA store, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set), which
+    aiohttp makes when it is imported and every session shares. Reading a CA bundle costs 50-250 ms on 2
+    cores, on the way to a run's first call (docs/benchmarks.md, "The load-test server's own CPU, the
+    endpoints' TLS context, and where the slots are still lost"); with one HTTP stack it is read once,
+    not once for httpx and again for aiohttp. ``winnow eval`` calls this before starting its client
+    processes."""
+    import aiohttp  # noqa: F401  (its import makes the context)
 
 
 @dataclass(frozen=True)
@@ -121,10 +120,13 @@ class Endpoint:
         import aiohttp
 
         if self._session is None:
+            # Room for the calls (the dispatcher's slots bound them to ``connections``) and as many
+            # start-up and /tokenize questions beside them, so fitting a prompt never waits for a call
+            # to end to get a connection (as when each had a pool of its own).
+            limit = 2 * self._connections
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout),
-                connector=aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections,
-                                               ssl=shared_tls_context()))
+                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit))
         return self._session
 
     async def _exchange(self, method: str, url: str, body: Any) -> Received:
