@@ -126,6 +126,11 @@ def summary_line(usage: Usage, seconds: float) -> str:
     if usage.cache_hits:
         line += (f" · the cached calls first cost {usage.cached_prompt_tokens} prompt + "
                  f"{usage.cached_completion_tokens} completion tokens and {usage.cached_seconds:.1f} s")
+    if usage.cache_rejected:
+        line += f" · {usage.cache_rejected} cached answer(s) refused and asked again"
+    if usage.choices_not_in_top:
+        line += (f" · {usage.choices_not_in_top} choice answer(s) with no choice among the top tokens "
+                 "(scored as equally likely)")
     return line
 
 

@@ -256,6 +256,10 @@ class CostSummary(JsonRecord):
     first_stage_seconds_per_question: float | None = field(default=None, metadata=OMIT)
     total_seconds: float
     without_cache: UncachedCost | None = None
+    #: Cached answers refused (a bad checksum, none, or failing today's checks) and asked again; 0 is not written.
+    cache_rejected: int = field(default=0, metadata=OMIT)
+    #: Choice calls with none of the choices among the model's top tokens (each scored uniform); 0 is not written.
+    choices_not_in_top: int = field(default=0, metadata=OMIT)
 
 
 @dataclass(kw_only=True)

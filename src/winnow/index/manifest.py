@@ -22,7 +22,7 @@ from ..atomic import write_json
 from ..errors import IndexLoadError
 from ..version import __version__
 from .signature import SIGNATURE, check_signature, index_key, sign_manifest
-from .store import STORE_FILES
+from .store_layout import STORE_FILES
 from .verified import VERIFIED, file_states, record_verified, was_verified
 
 FORMAT = "winnow-index"
