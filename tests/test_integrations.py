@@ -87,7 +87,7 @@ def test_langchain_bad_arguments_name_the_argument(index, shared_llm):
         WinnowCompressor(stage="pointwise", llm="smollm2")
     with pytest.raises(ValidationError, match="backend: unknown backend 'vllm'"):
         WinnowCompressor(stage="pointwise", model="smollm2-135m", backend="vllm")
-    with pytest.raises(ValidationError, match="method: unknown Winnow method 'rankrag2'"):
+    with pytest.raises(ValidationError, match="method: unknown method 'rankrag2'"):  # the one resolver's words
         WinnowRetriever(method="rankrag2", index=index, llm=shared_llm)
     with pytest.raises(ValidationError, match=r"settings\['k'\].*at least 1"):
         WinnowRetriever(method="rankrag", index=index, llm=shared_llm, settings={"k": 0})
