@@ -141,8 +141,6 @@ class Service:
         if request.options.get("rerank_model") not in (None, ""):
             raise invalid(f"{container}.rerank_model", "a request cannot name a reranker model folder on this server: "
                                                        "it runs the models of its --rerank-model")
-        if settings.get("rerank") in MODEL_RERANK_METHODS and not settings.get("rerank_model"):
-            settings["rerank_model"] = self.rerank_models[settings["rerank"]]  # the server's, or "": the default
         history = check_history(request.history, settings["task"], limits, container=container, method=method)
         turns = [turn.to_dict() for turn in history]
         key = _key("ask", self._identity, method, settings, question, turns) if self.answers.capacity else None
@@ -169,7 +167,9 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: dict[str, Any], models: Models) -> Method:
-        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
+        # The server's --rerank-model models reach whatever the method reranks with (methods.reranking).
+        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents,
+                                         rerankers=self.rerank_models)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
         from ..records import Passage
