@@ -10,12 +10,15 @@ stage record must be its kind's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from winnow.llm import LLM
 from winnow.methods import METHODS, build_method
-from winnow.stages import Reader, Recipe, Retriever
-from winnow.testing import MethodContract, contract_settings
+from winnow.records import Query
+from winnow.stages import ListStage, QuestionState, Reader, Recipe, Retriever, recording
+from winnow.testing import QUESTIONS, ContractError, MethodContract, check_step, contract_settings
 
 
 @pytest.fixture(params=list(METHODS))
@@ -60,3 +63,33 @@ def test_a_recipe_prints_as_it_is_composed(index):
         retrieve >> "generate"  # noqa: B018
     reader = Reader(llm=object(), max_tokens=8)  # type: ignore[arg-type]  # printed, never run
     assert repr(retrieve % 2 >> reader) == "Retriever(index='bm25', n=4) % 2 >> Reader(max_tokens=8)"
+
+
+@dataclass
+class _CutToBatchSize(ListStage):
+    """A stage that breaks the contract the way a careless one would: its cut depends on the batch,
+    and (``first_only``) it records only the first question, or (``kind``) a kind with no record."""
+
+    first_only: bool = False
+    kind: str = "threshold"
+    name: str = "cut"
+
+    def run(self, batch):
+        with recording(batch[:1] if self.first_only else batch, self.name, self.kind, {}) as traces:
+            for state, stage in zip(batch, traces, strict=False):
+                state.candidates = state.ranked.truncated(len(batch) + 1)
+                stage.output = state.ranked.to_dicts()
+        for state in batch[len(traces):]:
+            state.candidates = state.ranked.truncated(len(batch) + 1)
+
+
+@pytest.mark.parametrize("stage, message", [
+    (_CutToBatchSize(), "moved on differently alone"),
+    (_CutToBatchSize(first_only=True), r"\[1, 0\] StageTraces for the 2 questions"),
+    (_CutToBatchSize(kind="cutting"), "has no details record"),
+])
+def test_the_stage_checks_catch_a_stage_that_breaks_the_contract(index, stage, message):
+    batch = [QuestionState(Query(q)) for q in QUESTIONS]
+    check_step(Retriever(index, n=4), batch)  # a stage that keeps the contract passes
+    with pytest.raises(ContractError, match=message):
+        check_step(stage, batch)

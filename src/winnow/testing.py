@@ -20,8 +20,9 @@ values (small, so the run takes seconds). What is checked:
 * **The Stage contract** (docs/architecture.md, "The Stage contract"), stage by stage along the
   recipe: each question gets one :class:`~winnow.records.StageTrace` per stage run (a composite step,
   RRR's loop, several), recording the batch it ran with; the record's details are the typed record of
-  its kind (:mod:`winnow.details`); every rank a stage gave is 1-based and a list a stage ordered is
-  in its order; and the stage moves each question on exactly as it does that question alone.
+  its kind (:mod:`winnow.details`); every rank is 1-based and the ranks a stage gave are distinct
+  places in the list it ranked; and the stage moves each question on exactly as it does that
+  question alone.
 * **The method contract**: ``ask`` answers as the batch does (answers, passages, every stage's
   scores and LLM calls); every trace records the recipe; the settings come back unchanged through
   the resolver and JSON; every stage that calls a model calls its agent role's (``stage_roles``,
@@ -44,7 +45,7 @@ from .llm.client import LLM
 from .methods import METHODS, Method, MethodSettings, build_method, resolve_settings
 from .records import Answer, Query, StageTrace
 from .settings import SettingsLayer
-from .stages import Stage
+from .stages import Stage, label
 from .stages.contract import QuestionState
 from .stages.retrieve import SearchIndex
 
@@ -99,7 +100,8 @@ def state_view(state: QuestionState) -> tuple[Any, ...]:
 
 
 def check_stage_record(stage: StageTrace, where: str) -> None:
-    """One StageTrace: the details record of its kind, ranks 1-based, a list it ordered in its order."""
+    """One StageTrace: the details record of its kind; every rank 1-based, and the ranks the stage gave
+    distinct places in the list it ranked (a scorer may pass the list on in its old order: RRR's σ)."""
     record = DETAILS_BY_KIND.get(stage.kind)
     _require(record is not None, f"{where}: stage kind {stage.kind!r} has no details record: add one to "
                                  "winnow/details.py (or reuse a kind that has one)")
@@ -112,25 +114,28 @@ def check_stage_record(stage: StageTrace, where: str) -> None:
                                          f"{score['stage']!r}: ranks are 1-based")
         if candidate["scores"] and candidate["scores"][-1]["stage"] == stage.name:
             own_ranks.append(candidate["scores"][-1]["rank"])
-    _require(own_ranks == sorted(set(own_ranks)), f"{where}: its output is not in the order it ranked ({own_ranks})")
+    ranked = max(len(stage.input), len(stage.output))
+    _require(len(set(own_ranks)) == len(own_ranks) and all(rank <= ranked for rank in own_ranks),
+             f"{where}: the ranks it gave ({own_ranks}) are not distinct places among the {ranked} it ranked")
 
 
 def check_step(step: Any, batch: Sequence[QuestionState], *, method: str = "") -> None:
     """Run ``step`` over ``batch`` (moving it on) and check the Stage contract: a StageTrace per
     question (several for a composite step), the batch size recorded, each record's details and ranks,
     and each question moved on exactly as it is when the step runs on it alone."""
-    where = f"method {method!r}, step {getattr(step, 'name', step)!r}" if method else f"stage {step!r}"
+    where = f"method {method!r}, step {label(step)}" if method else f"stage {label(step)}"
     _require(isinstance(step, Stage), f"{where}: not a Stage (a name and run(batch))")
     alone = [copy.deepcopy(state) for state in batch]
     before = [len(state.trace.stages) for state in batch]
     step.run(batch)
     added = [state.trace.stages[count:] for state, count in zip(batch, before, strict=True)]
     composite = getattr(step, "steps", None) is not None
+    counts = [len(new) for new in added]
+    _require(composite or counts in ([0] * len(batch), [1] * len(batch)),
+             f"{where}: {counts} StageTraces for the {len(batch)} questions of the batch, where each gets one "
+             "(or, for a step that records nothing, none)")
     for number, (state, new) in enumerate(zip(batch, added, strict=True), start=1):
         at = f"{where}, question {number} ({state.query.text!r})"
-        if not composite:
-            _require(len(new) == len(added[0]) <= 1, f"{at}: {len(new)} StageTraces where each question of the "
-                                                      f"batch gets one (the first got {len(added[0])})")
         for stage in new:
             _require(stage.batch <= len(batch), f"{at}: recorded a batch of {stage.batch}, ran with {len(batch)}")
             check_stage_record(stage, f"{at}, trace {stage.name!r}")
