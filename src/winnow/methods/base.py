@@ -159,6 +159,22 @@ class Method:
                                             {role: getattr(m.backend, "source", None) for role, m in models.items()}):
             self.notice(notice)
 
+    @property
+    def recipe(self) -> Recipe:
+        """The method's stages composed (:mod:`winnow.stages.recipe`); ``run_batch`` runs it."""
+        return self._recipe
+
+    @recipe.setter
+    def recipe(self, value: Recipe) -> None:
+        self._recipe = value
+        self._printed = ""
+
+    def printed_recipe(self) -> str:
+        """``repr(self.recipe)``, printed once (every trace records it; a fast run asks thousands of questions)."""
+        if not self._printed:
+            self._printed = repr(self._recipe)
+        return self._printed
+
     def notice(self, text: str) -> None:
         """Keep ``text`` in :attr:`notices` and raise it as a :class:`WinnowWarning` for Python callers."""
         self.notices.append(text)
@@ -187,7 +203,7 @@ class Method:
         if batch:
             self.run_batch(batch, answer=answer)
             for state in batch:
-                state.trace.recipe = repr(self.recipe)
+                state.trace.recipe = self.printed_recipe()
                 for stage in state.trace.stages:
                     if stage.llm_calls:
                         stage.role = self.stage_roles.get(stage.name, DEFAULT_ROLE)
