@@ -349,6 +349,9 @@ class Trace:
 
     stages: list[StageTrace] = field(default_factory=list)
     seconds: float = 0.0
+    #: The recipe the method ran, as it prints (``Retriever(...) >> ... % 5 >> Reader()``); "" for a
+    #: stage run alone.
+    recipe: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -372,6 +375,7 @@ class Trace:
             "stages": [s.to_dict() for s in self.stages],
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),
+            **({"recipe": self.recipe} if self.recipe else {}),
         }
 
 

@@ -220,7 +220,8 @@ MaxQuestionCharsOption = Annotated[int, typer.Option("--max-question-chars", min
 MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help="Per rerank request.")]
 RerankModelOption = Annotated[Optional[list[str]], typer.Option(
     "--rerank-model", metavar="METHOD=MODEL", show_default=False,
-    help="The model of the cross-encoder or monot5 rerank method (repeatable): a folder or hub id, e.g. "
+    help="The model of the cross-encoder or monot5 reranker (repeatable), for rerank requests and every method "
+         "that reranks with one (e.g. rerank=cross-encoder): a folder or hub id, e.g. "
          "cross-encoder=BAAI/bge-reranker-v2-m3. Default: cross-encoder/ms-marco-MiniLM-L-6-v2 and "
          "castorini/monot5-base-msmarco, loaded on first use.")]
 

@@ -187,7 +187,9 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: MethodSettings, models: Models) -> Method:
-        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
+        # The server's --rerank-model models reach whatever the method reranks with (methods.reranking).
+        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents,
+                                         rerankers=self.rerank_models)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
         from ..records import Passage

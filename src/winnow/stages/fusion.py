@@ -61,16 +61,3 @@ class ScoreFusion(ListStage):
                 fused = fuse([r for r, _ in both], [f for _, f in both], self.alpha)
                 state.candidates = state.ranked.ranked_by(self.name, fused, keep=self.keep)
                 stage.output = state.ranked.to_dicts()
-
-
-@dataclass
-class KeepTop:
-    """Pass on the top ``k`` of each list (the reader's k). Records nothing: the cut is the next
-    stage's input, and a reranker that cut its own list keeps its whole order in its details."""
-
-    k: int
-    name: str = "keep_top"
-
-    def run(self, batch: Sequence[QuestionState]) -> None:
-        for state in batch:
-            state.candidates = state.ranked.truncated(self.k)
