@@ -40,7 +40,7 @@ from ..stages import (
     YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
 
 
 def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: float = 0.0,
@@ -56,7 +56,7 @@ def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: floa
 
 
 @dataclass
-class MainRAGSettings(MethodSettings):
+class MainRAGSettings(AdaptiveDepthSettings):
     """``n`` documents are retrieved (paper: 20); ``k`` is unused (MAIN-RAG keeps all survivors).
 
     ``judge_n`` is the bar's n in τ = mean − n·std (named apart from ``n``, the documents
@@ -113,5 +113,6 @@ class MainRAG(Method):
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
-        self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]
+        self.depth = adaptive_depth(settings, self.retriever, self.predictor, self.judge, self.bar)
+        self.recipe = [self.retriever, self.depth, self.final_predictor]
         self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

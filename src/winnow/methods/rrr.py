@@ -53,7 +53,7 @@ from ..stages import GradedRelevanceReranker, KeepTop, QueryRewriter, Reader, Re
 from ..stages.contract import QuestionState, Stage, recording
 from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -66,7 +66,7 @@ from .rankgpt import check_window
 
 
 @dataclass
-class RRRSettings(MethodSettings):
+class RRRSettings(AdaptiveDepthSettings):
     upper_bounds: ClassVar[dict[str, float]] = {"rewrites": 1000, "feedback_docs": 100_000, "window": 100_000,
                                                "max_passage_words": 1_000_000, "max_rewrite_tokens": 1_048_576}
     server_caps: ClassVar[dict[str, int]] = {"max_rewrite_tokens": 256, "rewrites": 10, "feedback_docs": 20,
@@ -158,6 +158,8 @@ class RRR(Method):
             self.notice(notice)
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+        # Adaptive depth reads R_1: a sure question leaves the loop before σ, h seeing its top few (or none).
+        self.depth = adaptive_depth(settings, self.retriever)
         self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite"}
         if self.reranker is not None:
             self.stage_roles[self.reranker.name] = "rerank"
@@ -166,26 +168,47 @@ class RRR(Method):
 
     def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
         loops = [_Loop() for _ in batch]
+        sure = self._sure_at_first_retrieval(batch)
         for round_number in range(1, self.settings.rewrites + 1):
             active = [i for i, state in enumerate(batch) if not state.done]
             if not active:
                 break
-            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active])
-        self._order_by_sigma(batch, loops)
+            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active],
+                        retrieve=round_number > 1 or not self.depth.on)
+        looped = [i for i in range(len(batch)) if i not in sure]
+        self._order_by_sigma([batch[i] for i in looped], [loops[i] for i in looped])
         passes: list[Stage] = [stage for stage in (self.reranker, self.second_pass) if stage is not None]
-        reranking = [state for state in batch if len(state.ranked) > 1]
+        reranking = [batch[i] for i in looped if len(batch[i].ranked) > 1]
         for stage in passes if reranking else []:
             stage.run(reranking)
+        if sure:
+            self.depth.run_within([batch[i] for i in sure], list(sure.values()), passes)
         self.keep_top.run(batch)
         if answer:
             self.reader.run(batch)
 
-    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop]) -> None:
-        """Algorithm 1 lines 3-12 for every question still in the loop."""
+    def _sure_at_first_retrieval(self, batch: Sequence[QuestionState]) -> dict[int, int]:
+        """With adaptive depth, retrieve R_1 for every question and decide on it: each question whose
+        first stage is sure (question index -> the depth h sees) leaves the loop before σ and rewrites."""
+        if not self.depth.on:
+            return {}
+        for state in batch:
+            state.round = 1
+        self.retriever.run(batch)
+        sure = {i: depth for i, depth in enumerate(self.depth.decide(batch)) if depth is not None}
+        for i in sure:
+            batch[i].done = True
+        return sure
+
+    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop], *,
+               retrieve: bool = True) -> None:
+        """Algorithm 1 lines 3-12 for every question still in the loop (R_1 already retrieved
+        when ``retrieve`` is False)."""
         s = self.settings
         for state in batch:
             state.round = round_number
-        self.retriever.run(batch)  # R_t = f(q_t, N)
+        if retrieve:
+            self.retriever.run(batch)  # R_t = f(q_t, N)
         retrieved = [state.ranked for state in batch]
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}
