@@ -20,7 +20,7 @@ range (docs/results.md, "Adaptive depth"). It needs no corpus statistics; scaled
 list is 0 and a list whose whole mass is on its top is 1:
 
     share  = s_1 / (s_1 + … + s_N)
-    margin = (share - 1/N) / (1 - 1/N)          (0 for N < 2 or equal scores)
+    margin = (share - 1/N) / (1 - 1/N)          (N the list's length; 0 for equal scores, 1 for N = 1)
 
 Scores below 0 (a dense inner product) are first shifted so the lowest is 0, which the record's
 ``rule`` says. The margin depends on N (an even list of 10 has share 0.1, of 20 share 0.05), so a
@@ -52,9 +52,9 @@ SHIFTED = " (scores shifted so the lowest is 0: some were negative)"
 
 def first_stage_margin(scores: Sequence[float]) -> float:
     """The top score's share of the list, scaled to [0, 1] (see the module docstring); 0 for a list
-    of fewer than two scores or of equal scores, which says nothing."""
+    of equal scores, which says nothing, or of none, and 1 for a list of one (nothing to reorder)."""
     if len(scores) < 2:
-        return 0.0
+        return float(len(scores))
     low = min(scores)
     shifted = [s - low for s in scores] if low < 0 else list(scores)
     total, top, even = sum(shifted), max(shifted), 1 / len(shifted)
