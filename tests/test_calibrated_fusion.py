@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from test_evaluation import CORPUS, QUESTIONS, make_bench, read_lines, winnow
+
 from winnow.commands.fusion import fusion_toml
 from winnow.config import config_layers, read_config
 from winnow.errors import WinnowError
@@ -84,11 +84,13 @@ def test_fit_on_a_run_then_run_from_the_file_it_wrote(tmp_path):
     common = ("--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m", "--method",
               "rankrag", "--n", "3", "--k", "1", "--limit", "2")
     winnow("eval", *common, "--out", tmp_path / "tuning")
-    # The reranker passed on its top 1 and still recorded all three P("True") scores.
-    [line] = [s for s in read_lines(tmp_path / "tuning" / "answers.jsonl")[0]["stages"] if s["stage"] == "rerank"]
-    assert len(line["ids"]) == len(line["scores"]) == 3
+    # The reranker passed on its top 1 and still recorded every retrieved passage's P("True").
+    reranked = [next(s for s in line["stages"] if s["stage"] == "rerank")
+                for line in read_lines(tmp_path / "tuning" / "answers.jsonl")]
+    assert all(len(s["ids"]) == len(s["scores"]) > 1 for s in reranked)
+    passages = sum(len(s["ids"]) for s in reranked)
     fitted = json.loads(winnow("fit-fusion", tmp_path / "tuning", "--out", tmp_path / "fused.toml", "--json").stdout)
-    assert fitted["questions"] == 2 and fitted["passages"] == 6 and 0 < fitted["relevant"] < 6
+    assert fitted["questions"] == 2 and fitted["passages"] == passages and 0 < fitted["relevant"] < passages
     weights = fitted["fusion_weights"]
     assert read_config(tmp_path / "fused.toml") == {"method": "rankrag", "rankrag": {"fusion_weights": weights}}
     winnow("eval", *common, "--config", tmp_path / "fused.toml", "--out", tmp_path / "fused")
@@ -100,6 +102,6 @@ def test_fit_on_a_run_then_run_from_the_file_it_wrote(tmp_path):
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 paris 1\nq2 0 mona 1\nq3 0 jupiter 1\nq4 0 rome 1\n")
     judged = json.loads(winnow("fit-fusion", tmp_path / "tuning", "--qrels", qrels, "--json").stdout)
-    assert 1 <= judged["relevant"] <= 2 and judged["passages"] == 6  # one judged passage per question
+    assert 1 <= judged["relevant"] <= 2 and judged["passages"] == passages  # one judged passage per question
     refused = winnow("fit-fusion", tmp_path / "nowhere", check=False)
     assert refused.returncode == 2 and "answers.jsonl does not exist" in refused.stderr
