@@ -20,6 +20,7 @@ from .commands import (  # noqa: F401  (they register)
     corpus,
     data,
     evaluate,
+    fusion,
     mcp,
     report,
     serve,

@@ -137,8 +137,9 @@ Scalar = Union[str, int, float, bool]
 @dataclass(kw_only=True)
 class StageEntry(JsonRecord):
     """One stage of the method for one question (see :mod:`.record`): its label (``retrieve#2``
-    for a second round), kind, ranked ids, and what it cost. ``scores`` only when the stage scored
-    every passage it passed on; ``details`` the scalar details; ``judge_scores`` MAIN-RAG's judge."""
+    for a second round), kind, ranked ids, and what it cost. ``scores``, one per id, only when the
+    stage scored every passage it ranked (kept in its details when it passed on its top k);
+    ``details`` the scalar details; ``judge_scores`` MAIN-RAG's judge."""
 
     stage: str
     kind: str

@@ -21,10 +21,11 @@ from ..llm.client import LLM
 from ..models.loading import check_trained_framing
 from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
-from ..stages.contract import ListStage, QuestionState
+from ..stages.adaptive_depth import AdaptiveDepth
+from ..stages.contract import ListStage, QuestionState, Stage
 from ..stages.reader import Reader
 from ..stages.recipe import Recipe
-from ..stages.retrieve import SearchIndex
+from ..stages.retrieve import Retriever, SearchIndex
 from .reranking import TrainedRerankers, check_trained_rerankers, choose_reranker
 
 
@@ -92,16 +93,86 @@ class MethodSettings(Settings):
 
 
 @dataclass
-class RerankingSettings(MethodSettings):
-    """Settings of methods that rerank the first-stage list."""
+class AdaptiveDepthSettings(MethodSettings):
+    """Settings of methods that run an LLM over the first-stage list (RankRAG, MAIN-RAG, RRR, RankGPT).
+
+    ``adaptive_depth`` is the first-stage margin (:mod:`winnow.stages.adaptive_depth`, in (0, 1])
+    at which a question counts as sure, its LLM stages then seeing only its top
+    ``adaptive_depth_keep`` candidates (0: none, the first stage's order kept). 0, the default, is
+    off: every question gets the paper's method.
+    """
+
+    upper_bounds: ClassVar[dict[str, float]] = {"adaptive_depth_keep": 100_000}
+    adaptive_depth: float = 0.0
+    adaptive_depth_keep: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # Here rather than in check(): MAIN-RAG replaces check() and must keep these refusals.
+        self.require(0.0 <= self.adaptive_depth <= 1.0, "adaptive_depth",
+                     f"setting 'adaptive_depth' must be between 0 and 1 (got {self.adaptive_depth})",
+                     "it is the first stage's margin (its top score's share, scaled to 0..1) at which the LLM "
+                     "stage is shortened; 0 is off (the paper's method)")
+        at_least(self, 0, "adaptive_depth_keep")
+        self.require(self.adaptive_depth > 0 or self.adaptive_depth_keep == 0, "adaptive_depth_keep",
+                     f"setting 'adaptive_depth_keep' ({self.adaptive_depth_keep}) only applies with "
+                     "adaptive_depth above 0 (it is 0, off)",
+                     "set adaptive_depth too, or leave adaptive_depth_keep out")
+        self.require(self.adaptive_depth == 0 or self.adaptive_depth_keep < self.n, "adaptive_depth_keep",
+                     f"setting 'adaptive_depth_keep' ({self.adaptive_depth_keep}) must be below setting 'n' "
+                     f"({self.n}): a sure question's LLM stage would see the whole list anyway",
+                     "0 skips the LLM stage for sure questions")
+
+    def deviations(self) -> dict[str, str]:
+        if not self.adaptive_depth:
+            return super().deviations()
+        depth = "skipped" if self.adaptive_depth_keep == 0 else f"shortened to the top {self.adaptive_depth_keep}"
+        return {**super().deviations(),
+                "adaptive_depth": f"the LLM stage {depth} for questions whose first-stage margin is at least "
+                                  f"{self.adaptive_depth:g}; the papers run it on every question"}
+
+
+@dataclass
+class RerankingSettings(AdaptiveDepthSettings):
+    """Settings of methods that rerank the first-stage list.
+
+    ``fusion_alpha`` blends the reranker's and the first stage's min-max normalised scores;
+    ``fusion_weights`` = [w_llm, w_first, bias] combines them by a fitted logistic model instead
+    (:func:`winnow.stages.fusion.calibrated`, fitted by ``winnow fit-fusion``). Neither is the papers'.
+    """
 
     fusion_alpha: float = 0.0  # blend with the first-stage score; 0 reproduces the paper
+    fusion_weights: tuple[float, ...] = ()  # calibrated fusion [w_llm, w_first, bias]; () is off
 
     def check(self) -> None:
         super().check()
         self.require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha",
                      f"setting 'fusion_alpha' must be between 0 and 1 (got {self.fusion_alpha})",
                      "0 reproduces the paper, 1 keeps the retriever's order")
+        self.require(len(self.fusion_weights) in (0, 3), "fusion_weights",
+                     f"setting 'fusion_weights' must hold 3 numbers [w_llm, w_first, bias] (got "
+                     f"{len(self.fusion_weights)})", "`winnow fit-fusion` fits them; [] is off")
+        self.require(not (self.fusion_weights and self.fusion_alpha), "fusion_weights",
+                     "settings 'fusion_weights' and 'fusion_alpha' are two ways to combine the same two scores "
+                     "and cannot both be set", "set fusion_alpha=0 to use the fitted weights")
+
+    @property
+    def fusing(self) -> bool:
+        """Whether the reranker's score is combined with the first stage's (then every passage keeps its score)."""
+        return bool(self.fusion_alpha or self.fusion_weights)
+
+    def deviations(self) -> dict[str, str]:
+        if not self.fusion_weights:
+            return super().deviations()
+        return {**super().deviations(),
+                "fusion_weights": "the LLM's score and the first stage's combined by a logistic model fitted on "
+                                  "tuning questions (calibrated fusion); the papers rank by the LLM's score alone"}
+
+
+def adaptive_depth(settings: AdaptiveDepthSettings, retriever: Retriever, *stages: Stage) -> AdaptiveDepth:
+    """The LLM ``stages`` under the settings' adaptive depth (:mod:`winnow.stages.adaptive_depth`),
+    reading ``retriever``'s scores: they run as they are while ``adaptive_depth`` is 0."""
+    return AdaptiveDepth(settings.adaptive_depth, settings.adaptive_depth_keep, retriever.kind, stages)
 
 
 def check_dialogue(settings: MethodSettings, questions_with_history: int) -> None:

@@ -42,7 +42,7 @@ from ..stages import (
     YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
 from .reranking import TrainedRerankers
 
 
@@ -62,7 +62,7 @@ def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: floa
 
 
 @dataclass
-class MainRAGSettings(MethodSettings):
+class MainRAGSettings(AdaptiveDepthSettings):
     """``n`` documents are retrieved (paper: 20); ``k`` caps the survivors (Winnow's; None, the
     default, keeps every survivor as the paper does).
 
@@ -133,5 +133,6 @@ class MainRAG(Method):
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
-        self.recipe = self.retriever >> self.predictor >> self.judge >> self.bar >> self.final_predictor
+        self.depth = adaptive_depth(settings, self.retriever, self.predictor, self.judge, self.bar)
+        self.recipe = self.retriever >> self.depth >> self.final_predictor
         self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

@@ -20,7 +20,7 @@ from ..llm.client import LLM
 from ..settings import RerankerPath, at_least, check_sliding_window
 from ..stages import Reader, Recipe, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, RerankingSettings
+from .base import Method, RerankingSettings, adaptive_depth
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -49,9 +49,9 @@ class RankGPTSettings(RerankingSettings):
         super().check()
         check_window(self)
         check_final_rerank(self)
-        self.require(not (self.second_pass_depth and self.fusion_alpha), "second_pass_depth",
-                     "settings 'second_pass_depth' and 'fusion_alpha' cannot be combined: the blend would reorder "
-                     "the second pass's list by the first pass's scores", "set one of them to 0")
+        self.require(not (self.second_pass_depth and self.fusing), "second_pass_depth",
+                     "settings 'second_pass_depth' and 'fusion_alpha' (or 'fusion_weights') cannot be combined: the "
+                     "blend would reorder the second pass's list by the first pass's scores", "set one of them to 0")
 
     def deviations(self) -> dict[str, str]:
         return {**super().deviations(), **rerank_deviations(self)}
@@ -82,8 +82,10 @@ class RankGPT(Method):
         self.second_pass = second_pass(settings, self.llm_for("rerank2"))
         if notice := second_pass_without_its_model(settings, self.agents, llm):
             self.notice(notice)
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name,
+                                  weights=settings.fusion_weights)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
         passes = Recipe.of(reranker, *([self.second_pass] if self.second_pass else []))
         self.stage_roles = {reranker.name: "rerank", **({self.second_pass.name: "rerank2"} if self.second_pass else {})}
-        self.recipe = self.retriever >> passes >> self.fusion % settings.k >> self.reader
+        self.depth = adaptive_depth(settings, self.retriever, *passes, self.fusion)
+        self.recipe = self.retriever >> self.depth % settings.k >> self.reader

@@ -54,7 +54,7 @@ from ..stages.contract import QuestionState, recording
 from ..stages.recipe import Composable, label
 from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -68,7 +68,7 @@ from .reranking import TrainedRerankers
 
 
 @dataclass
-class RRRSettings(MethodSettings):
+class RRRSettings(AdaptiveDepthSettings):
     upper_bounds: ClassVar[dict[str, float]] = {"rewrites": 1000, "feedback_docs": 100_000, "window": 100_000,
                                                "max_passage_words": 1_000_000, "max_rewrite_tokens": 1_048_576}
     server_caps: ClassVar[dict[str, int]] = {"max_rewrite_tokens": 256, "rewrites": 10, "feedback_docs": 20,
@@ -191,6 +191,8 @@ class RRR(Method):
             self.notice(notice)
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+        # Adaptive depth reads R_1: a sure question leaves the loop before σ, h seeing its top few (or none).
+        self.depth = adaptive_depth(settings, self.retriever)
         self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite"}
         if self.reranker is not None:
             self.stage_roles[self.reranker.name] = "rerank"
@@ -200,13 +202,21 @@ class RRR(Method):
                                 settings.n, settings.cap_pool_at_n, self._loop)
         self.passes = Recipe.of(*[stage for stage in (self.reranker, self.second_pass) if stage is not None])
         # What run_batch runs, as a value: a list of one passage is not re-ranked.
-        self.recipe = self.loop >> self.passes >> self.keep_top >> self.reader
+        self.recipe = (self.depth >> self.loop if self.depth.on else self.loop) >> self.passes >> self.keep_top \
+            >> self.reader
 
     def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
-        self.loop.run(batch)
-        reranking = [state for state in batch if len(state.ranked) > 1]
+        # With adaptive depth, a question whose first retrieval is sure leaves before σ and rewrites:
+        # h re-ranks only its top candidates (AdaptiveDepth.run_within).
+        sure = self._sure_at_first_retrieval(batch)
+        looped = [state for i, state in enumerate(batch) if i not in sure]
+        if looped:
+            self.loop.run(looped)
+        reranking = [state for state in looped if len(state.ranked) > 1]  # a list of one is not re-ranked
         if reranking:
             self.passes.run(reranking)
+        if sure:
+            self.depth.run_within([batch[i] for i in sure], list(sure.values()), list(self.passes))
         self.keep_top.run(batch)
         if answer:
             self.reader.run(batch)
@@ -218,15 +228,33 @@ class RRR(Method):
             active = [i for i, state in enumerate(batch) if not state.done]
             if not active:
                 break
-            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active])
+            # With adaptive depth on, R_1 was retrieved when the depth was decided.
+            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active],
+                        retrieve=round_number > 1 or not self.depth.on)
         self._order_by_sigma(batch, loops)
 
-    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop]) -> None:
-        """Algorithm 1 lines 3-12 for every question still in the loop."""
+    def _sure_at_first_retrieval(self, batch: Sequence[QuestionState]) -> dict[int, int]:
+        """With adaptive depth, retrieve R_1 for every question and decide on it: each question whose
+        first stage is sure (question index -> the depth h sees) leaves the loop before σ and rewrites."""
+        if not self.depth.on:
+            return {}
+        for state in batch:
+            state.round = 1
+        self.retriever.run(batch)
+        sure = {i: depth for i, depth in enumerate(self.depth.decide(batch)) if depth is not None}
+        for i in sure:
+            batch[i].done = True
+        return sure
+
+    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop], *,
+               retrieve: bool = True) -> None:
+        """Algorithm 1 lines 3-12 for every question still in the loop (R_1 already retrieved
+        when ``retrieve`` is False)."""
         s = self.settings
         for state in batch:
             state.round = round_number
-        self.retriever.run(batch)  # R_t = f(q_t, N)
+        if retrieve:
+            self.retriever.run(batch)  # R_t = f(q_t, N)
         retrieved = [state.ranked for state in batch]
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}
