@@ -1,7 +1,9 @@
 """Outputs written whole or not at all, one writer at a time, and clear errors when they cannot be.
 
-The writing functions are tested on real files; the command-line cases run ``winnow`` for real in
-subprocesses: two real processes contend for one output, and a real build is killed with SIGKILL.
+The writing functions are tested on real files; the command-line cases run ``winnow`` for real: in
+subprocesses where processes are the case (two real processes contend for one output, a real build
+is killed with SIGKILL, a temporary of another live process), in this process through
+tests/cli_runner.py otherwise.
 """
 
 import json
@@ -12,6 +14,7 @@ import sys
 import time
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from small_corpus import PASSAGES
 from winnow.atomic import check_replaceable, staged_file, write_json, write_lines, write_text
@@ -23,10 +26,14 @@ from winnow.lock import lock_path, output_lock, process_alive
 BIG_PASSAGES = 10_000
 
 
-def winnow(*args, cache, check=True):
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True, text=True,
-                            env=env, timeout=300)
+def winnow(*args, cache, check=True, process=False):
+    """``winnow ARGS`` in this process, or in a subprocess of its own with ``process``."""
+    if process:
+        env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"}
+        result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True,
+                                text=True, env=env, timeout=300)
+    else:
+        result = winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"})
     if check and result.returncode != 0:
         raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -269,7 +276,7 @@ def test_a_live_builders_temporary_is_left_alone(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     live = tmp_path / f".idx.tmp-{os.getpid()}-0123abcd"  # this test process is alive
     live.mkdir()
-    winnow("index", corpora / "small.jsonl", "--out", out, cache=cache)
+    winnow("index", corpora / "small.jsonl", "--out", out, cache=cache, process=True)  # a builder of its own
     assert live.is_dir()
 
 

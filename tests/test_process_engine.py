@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_llm_dispatch import ScriptedServer
+from fakes import ScriptedServer
 
 from winnow.evaluation.process_engine import default_processes, inflight_shares, merged_dispatch_stats
 from winnow.run_spec import RunSpec
