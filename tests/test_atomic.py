@@ -177,6 +177,7 @@ def holder():
         process.wait(timeout=30)
 
 
+@pytest.mark.subprocess
 def test_a_second_writer_is_told_which_process_holds_the_lock(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -185,6 +186,7 @@ def test_a_second_writer_is_told_which_process_holds_the_lock(tmp_path, holder):
             pass
 
 
+@pytest.mark.subprocess
 def test_the_lock_is_free_again_after_its_holder_is_killed(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -195,6 +197,7 @@ def test_the_lock_is_free_again_after_its_holder_is_killed(tmp_path, holder):
     assert not lock_path(out).exists()  # released and removed
 
 
+@pytest.mark.subprocess
 def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -208,6 +211,7 @@ def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path, holder):
     assert waiting.communicate(timeout=60)[0].strip() == "got it"
 
 
+@pytest.mark.subprocess
 def test_process_alive():
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     finished.wait()
@@ -240,6 +244,7 @@ def test_index_out_that_cannot_be_written_is_one_clear_line(corpora, cache, unwr
     assert f"cannot write {out}: {reason}" in line and "--out" in line
 
 
+@pytest.mark.subprocess
 def test_two_index_builds_on_one_out_the_second_is_refused(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     first = start_winnow("index", corpora / "big.jsonl", "--out", out, cache=cache)
@@ -256,6 +261,7 @@ def test_two_index_builds_on_one_out_the_second_is_refused(corpora, tmp_path, ca
     assert leftovers(tmp_path) == ["idx"]  # no lock file or temporary folder left
 
 
+@pytest.mark.subprocess
 def test_a_killed_build_leaves_a_temporary_that_the_next_build_removes(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     killed = start_winnow("index", corpora / "big.jsonl", "--out", out, cache=cache)
@@ -272,6 +278,7 @@ def test_a_killed_build_leaves_a_temporary_that_the_next_build_removes(corpora, 
     assert len(BM25Index.open(out)) == len(PASSAGES)
 
 
+@pytest.mark.subprocess
 def test_a_live_builders_temporary_is_left_alone(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     live = tmp_path / f".idx.tmp-{os.getpid()}-0123abcd"  # this test process is alive
@@ -280,6 +287,7 @@ def test_a_live_builders_temporary_is_left_alone(corpora, tmp_path, cache):
     assert live.is_dir()
 
 
+@pytest.mark.subprocess
 def test_a_rebuild_killed_between_its_renames_gets_the_old_index_back(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     winnow("index", corpora / "small.jsonl", "--out", out, cache=cache)
@@ -324,6 +332,7 @@ def test_eval_out_that_is_a_file_is_one_clear_line(eval_inputs, tmp_path, cache)
     assert f"cannot write {out / 'config.json'}: {out} is a file, not a folder" in line
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_two_evals_on_one_run_folder_the_second_is_refused(eval_inputs, tmp_path, cache):
     out = tmp_path / "run"

@@ -66,6 +66,7 @@ def test_no_cache_calls_the_model_again(built):
     assert second["usage"]["cache_hits"] == 0
 
 
+@pytest.mark.subprocess
 def test_missing_index_is_one_clear_line(built):
     """In a real process: ``python -m winnow.cli`` exits with status 2 and one line."""
     env = {**os.environ, "WINNOW_CACHE_DIR": str(built / "cache"), "COLUMNS": "160"}

@@ -140,6 +140,7 @@ def text_folder(tmp_path):
     return folder
 
 
+@pytest.mark.subprocess
 def test_a_fifo_in_a_text_folder_is_skipped_and_reported(tmp_path):
     folder = text_folder(tmp_path)
     os.mkfifo(folder / "pipe.txt")  # nothing ever writes to it: reading it would block forever
@@ -151,6 +152,7 @@ def test_a_fifo_in_a_text_folder_is_skipped_and_reported(tmp_path):
     assert manifest["load_report"]["not_regular_skipped"] == [{"file": str(folder / "pipe.txt"), "kind": "FIFO"}]
 
 
+@pytest.mark.subprocess
 def test_a_folder_of_only_a_fifo_says_what_it_found(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -160,6 +162,7 @@ def test_a_folder_of_only_a_fifo_says_what_it_found(tmp_path):
             f"({folder / 'pipe.txt'}, a FIFO))") in line
 
 
+@pytest.mark.subprocess
 def test_a_fifo_given_as_the_corpus_is_refused(tmp_path):
     os.mkfifo(tmp_path / "corpus.jsonl")
     line = one_error_line(winnow("index", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "idx"), process=True))
@@ -216,6 +219,7 @@ def unreadable(path):
     return preexec
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_corpus_file_is_named(tmp_path):
     source = write_jsonl(tmp_path / "corpus.jsonl", PASSAGES)
     preexec = unreadable(source)
@@ -223,6 +227,7 @@ def test_an_unreadable_corpus_file_is_named(tmp_path):
     assert f"{source}: cannot read this file: Permission denied" in line and "chmod u+r" in line
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_file_in_a_text_folder_is_named(tmp_path):
     folder = text_folder(tmp_path)
     secret = folder / "secret.md"
@@ -237,6 +242,7 @@ def test_an_unreadable_file_in_a_text_folder_is_named(tmp_path):
 ZERO_WIDTH = "\u200b\u200c\u200d\ufeff \u2060"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", ["ask", "search"])
 def test_a_non_utf8_byte_in_the_question_or_query_is_refused(index_dir, command):
     # Python decodes the byte 0xff of an argument to the lone surrogate U+DCFF (PEP 383).
@@ -278,6 +284,7 @@ def test_unreadable_json_in_a_qa_file_names_its_line(index_dir, tmp_path, record
     assert "qa.jsonl, " + message in line
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_qa_file_is_named(index_dir, tmp_path):
     queries = write_jsonl(tmp_path / "qa.jsonl", [QA_OK])
     preexec = unreadable(queries)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from winnow.corpus import load_corpus
 from winnow.errors import InputError, WinnowError
@@ -230,8 +230,7 @@ def test_blend_command_prints_counts_and_names_bad_input(tmp_path, capitals):
     config = blend_config(tmp_path, capitals)
 
     def winnow(*args):
-        return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, "COLUMNS": "200"}, timeout=120)
+        return winnow_in_process(*args, env={"COLUMNS": "200"})
 
     done = winnow("train", "blend", "--config", str(config), "--out", str(tmp_path / "blend"))
     assert done.returncode == 0, done.stderr
@@ -528,6 +527,7 @@ def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, 
         llm.close()
 
 
+@pytest.mark.subprocess
 def test_core_command_line_does_not_import_torch():
     code = ("import sys, winnow.cli, winnow.commands.train, winnow.training.blend, winnow.llm; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
