@@ -64,12 +64,13 @@ test: setup $(CHROMIUM)
 
 # The inner loop of development (not a set-up command: `make test` is): the same lint, types and floors,
 # then the tests that neither load a GGUF model nor start a Python process (the `llm` and `subprocess`
-# marks, which tests/conftest.py enforces), in under 3 minutes. `make test` runs them all.
+# marks, which tests/conftest.py enforces) nor train a model with torch (`slow`), in under 3 minutes.
+# `make test` runs them all.
 check: setup
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -m "not llm and not subprocess" --durations=10
+	$(PY) -m pytest -q -m "not llm and not subprocess and not slow" --durations=10
 
 # The same tests against the oldest release each of pyproject.toml's ranges admits (its floor), in a
 # venv of their own; not part of `make test` (a second full install and run would not fit CI's time).
