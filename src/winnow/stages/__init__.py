@@ -24,8 +24,8 @@ from .second_pass import HeadReranker
 from .yes_no import YesNoJudgment
 
 __all__ = ["AdaptiveDepth", "AdaptiveJudgeBar", "Composable", "CrossEncoderReranker", "EmbeddingReranker",
-           "GradedRelevanceReranker", "HeadReranker", "KeepTop", "ListStage", "ListwiseReranker", "NoisyDocumentJudge", "PerDocumentPredictor",
-           "PointwiseTrueReranker", "QueryRewriter", "QuestionState", "Reader", "Recipe", "Retriever", "ScoreFusion",
-           "Stage", "ThresholdFilter", "adaptive_bar_filter", "adaptive_judge_bar", "label", "parse_permutation",
-           "parse_rewrite", "parse_score", "recording", "run_stages", "sliding_windows", "threshold_filter",
-           "YesNoJudgment"]
+           "GradedRelevanceReranker", "HeadReranker", "KeepTop", "ListStage", "ListwiseReranker",
+           "NoisyDocumentJudge", "PerDocumentPredictor", "PointwiseTrueReranker", "QueryRewriter", "QuestionState",
+           "Reader", "Recipe", "Retriever", "ScoreFusion", "Stage", "ThresholdFilter", "adaptive_bar_filter",
+           "adaptive_judge_bar", "label", "parse_permutation", "parse_rewrite", "parse_score", "recording",
+           "run_stages", "sliding_windows", "threshold_filter", "YesNoJudgment"]
