@@ -13,11 +13,7 @@ import grimp
 
 #: Circles known and owned elsewhere, each with why it is allowed for now. The test also fails when
 #: one of these is gone, so the allowance goes with it.
-KNOWN: dict[frozenset[str], str] = {
-    # methods/resolution.py asks the package for its method classes inside resolve_settings; the
-    # methods floor is being reshaped in another change (issue 38, item 2), which removes it.
-    frozenset({"winnow.methods", "winnow.methods.resolution"}): "issue 38 item 2",
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

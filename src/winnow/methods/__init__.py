@@ -4,27 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import WinnowError
 from ..llm.client import LLM
 from ..settings import SettingsLayer
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings, check_roles, role_name
-from .mainrag import MainRAG
 from .profiles import PROFILES, Profile, profile_named, profile_settings
-from .rankgpt import RankGPT
-from .rankrag import RankRAG
+from .registry import METHODS, method_class
 from .reranking import RERANKERS, TRAINED_RERANKERS, TrainedRerankers, choose_reranker
 from .resolution import ResolvedSettings, resolve_settings
-from .rrr import RRR
-from .vanilla import VanillaRAG
-
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT)}
-
-
-def method_class(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise WinnowError(f"unknown method {name!r}", f"choose one of: {', '.join(METHODS)}")
-    return METHODS[name]
 
 
 def method_settings(name: str, *, profile: str | None = None, **overrides: Any) -> MethodSettings:
