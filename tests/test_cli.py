@@ -324,3 +324,50 @@ def test_a_bad_dialogue_history_names_what_is_wrong(built, tmp_path):
     refused = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--turn", "user:hi", "--turn",
                      "assistant:hello", "q", env_dir=built / "cache", check=False)
     assert refused.returncode == 2 and "set the task setting to 'conversational'" in refused.stderr
+
+
+# --- hints name only values that are themselves accepted (issue 40, item 12) -------------------------
+
+def _suggested(hint: str, name: str) -> str | None:
+    """The value a hint offers for ``name`` (``e.g. --set NAME=VALUE``), or None where it offers none."""
+    import re
+
+    found = re.search(rf"--set {re.escape(name)}=(\S+?)(?:,|$|\s)", hint)
+    return None if found is None else found.group(1)
+
+
+def _every_setting():
+    from winnow.methods import METHODS
+    from winnow.run_spec import RUN_SETTINGS
+
+    return [(method, name) for method, cls in METHODS.items()
+            for name in sorted({*cls.Settings.field_types(), *RUN_SETTINGS} - {"method"})]
+
+
+@pytest.mark.parametrize("method, name", _every_setting())
+def test_every_hint_for_a_setting_without_a_value_offers_a_value_that_is_accepted(method, name):
+    """``--set NAME=`` and ``--set NAME`` (no '=') and a null in a config file each hint at a value;
+    given as the hint writes it, it is accepted (``--set framing=`` once offered ``framing=5``)."""
+    from winnow.config import parse_assignment
+    from winnow.methods import METHODS
+    from winnow.run_spec import RunOptions, resolve_run, setting_example
+    from winnow.settings import SettingsLayer, resolve_layers
+
+    hints = []
+    for text in (f"{name}=", name):
+        with pytest.raises(WinnowError) as refused:
+            parse_assignment(text, setting_example)
+        hints.append(refused.value.hint)
+    settings_type = METHODS[method].Settings
+    if name in settings_type.field_types():
+        try:  # an optional setting (MAIN-RAG's k) takes a null
+            resolve_layers(settings_type, [SettingsLayer("config file", {name: None})], owner=method)
+        except WinnowError as refused:
+            hints.append(refused.hint)
+    for hint in hints:
+        value = _suggested(hint, name) or _suggested(hint, "k")
+        if value is None:
+            assert "leave it out" in hint
+            continue
+        key = name if _suggested(hint, name) else "k"
+        resolve_run(RunOptions(method=method, assignments=(f"{key}={value}",)))

@@ -264,6 +264,15 @@ BAD = [  # tool, arguments, what the one-line error must say
      "options.window: rerank method 'pointwise' has no option 'window'"),
     ("rerank", {"query": "q", "documents": ["a"], "method": "listwise", "options": {"window": 1}},
      "options.window: setting 'window' must be at least 2 (got 1)"),
+    # issue 40 item 12: arguments a tool does not take are refused, naming the ones it takes
+    ("search", {"query": "paris", "top_k": 3}, "top_k is not an argument of this tool (its arguments: query, k)"),
+    ("rerank", {"query": "q", "documents": ["a"], "top_k": 1, "model": "x"},
+     "model, top_k are not arguments of this tool (its arguments: query, documents, method, top_n, options)"),
+    # a NaN reaches the server as null (JSON has no NaN): one line naming the argument
+    ("ask", {"question": "who?", "settings": {"n": float("nan")}}, "settings.n is null (a NaN or infinite number"),
+    ("search", {"query": "paris", "k": float("nan")}, "k is null (a NaN or infinite number is sent as null)"),
+    ("rerank", {"query": "q", "documents": ["a"], "method": "listwise", "options": {"window": float("inf")}},
+     "options.window is null (a NaN or infinite number"),
 ]
 
 

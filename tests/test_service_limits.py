@@ -355,6 +355,10 @@ VENDOR_REFUSALS = [  # each names the vendor's own field, not the Winnow field i
     ("/v1/rerank", {"query": "q", "documents": ["a"] * 5, "truncation": True}, "documents"),
     ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a"], "relevant_spans": {"mode": "enabled"}},
      "relevant_spans.mode"),
+    # issue 40 item 12: what spans Winnow cannot give is refused whatever field asks for them
+    ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a"], "relevant_spans": {"enabled": True}},
+     "relevant_spans.enabled"),
+    ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a"], "relevant_spans": True}, "relevant_spans"),
     ("/v2/rerank", {"model": "m", "query": "q", "documents": ["a", ""]}, "documents[1]"),
     ("/rerank", {"query": "q", "texts": ["a", "b" * 201]}, "texts[1]"),
     ("/rerank", {"query": "q", "texts": ["a"] * 5}, "texts"),

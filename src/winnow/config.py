@@ -18,13 +18,14 @@ Top-level settings a method does not have are ignored for it (``window`` means n
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import InputError, WinnowError
-from .settings import SettingError, SettingsLayer
+from .settings import SettingError, SettingsLayer, value_hint
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
@@ -55,16 +56,23 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def parse_assignment(text: str) -> tuple[str, Any]:
+def _no_example(name: str) -> str | None:
+    return None
+
+
+def parse_assignment(text: str, example: Callable[[str], str | None] = _no_example) -> tuple[str, Any]:
     """``--set key=value``: the value is read as YAML, so 3, 0.5, true and words get their types.
-    An empty value (``--set k=``) is refused naming the key: it would otherwise read as "not given"."""
+    An empty value (``--set k=``) is refused naming the key: it would otherwise read as "not given".
+    ``example`` gives a value a setting accepts, for the hints (None: the hint offers none)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise WinnowError(f"--set {text!r} is not KEY=VALUE", "e.g. --set window=20")
+        name = (key or text).strip().replace("-", "_")
+        shown = example(name) if name else None
+        raise WinnowError(f"--set {text!r} is not KEY=VALUE",
+                          f"e.g. --set {name}={shown}" if shown is not None else "e.g. --set k=5")
     name = key.strip().replace("-", "_")
     if not value.strip():
-        raise SettingError(name, f"--set {name}= has no value", f"give one, e.g. --set {name}=5, or leave it out "
-                                                                "for the default")
+        raise SettingError(name, f"--set {name}= has no value", value_hint(name, example(name)))
     try:
         parsed = yaml.safe_load(value)
     except yaml.YAMLError as exc:

@@ -317,6 +317,14 @@ class RunSpec:
 
 
 
+def setting_example(name: str) -> str | None:
+    """A value setting ``name`` accepts (a run option's, else the first method's that has it), for hints."""
+    from .methods import METHODS
+
+    owners: list[type[Settings]] = [RunSettings, *(method.Settings for method in METHODS.values())]
+    return next((shown for owner in owners if (shown := owner.example(name)) is not None), None)
+
+
 def resolve_run(options: RunOptions, *, agents_for_method: bool = True,
                 settings: SettingsLayer | None = None) -> RunSpec:
     """The RunSpec of a front door's options, the one resolver of every front door (the command
@@ -325,7 +333,7 @@ def resolve_run(options: RunOptions, *, agents_for_method: bool = True,
     such as ``n=`` alike), then ``settings`` (an adapter's ``settings=`` mapping as a layer). A value
     given both by ``--set`` and by its own flag must agree; two different values are refused rather
     than one silently winning."""
-    assigned = dict(parse_assignment(a) for a in options.assignments or ())
+    assigned = dict(parse_assignment(a, setting_example) for a in options.assignments or ())
     named = {f.name: getattr(options, f.name) for f in fields(options)
              if f.name not in _NOT_IN_SPEC and getattr(options, f.name) is not None}
     for key in sorted(assigned.keys() & named.keys()):

@@ -21,7 +21,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Annotated, Any, ClassVar, Generic, Literal, Mapping, Protocol, Sequence, TypeVar
 
 from .errors import WinnowError
@@ -140,6 +140,22 @@ def _described(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _written(value: Any) -> str:
+    """``value`` as a ``--set`` value (read back as YAML): true/false, numbers, words, [lists]."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_written(v) for v in value) + "]"
+    return str(value)
+
+
+def value_hint(name: str, example: str | None) -> str:
+    """What to do about setting ``name`` given without a value: an example only where it is valid."""
+    if example is None:
+        return "give it a value (`winnow methods` lists each method's settings), or leave it out for the default"
+    return f"give it a value, e.g. --set {name}={example}, or leave it out for the default"
+
+
 def coerce_value(name: str, kind: Any, value: Any) -> Any:
     """``value`` as ``kind``, or a SettingError naming ``name`` and the type expected.
 
@@ -218,6 +234,21 @@ class Settings:
             hints = typing.get_type_hints(cls)
             types = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in fields(cls)}
         return dict(types)
+
+    @classmethod
+    def example(cls, name: str) -> str | None:
+        """A value setting ``name`` accepts, as ``--set`` writes it: its default, or its first choice;
+        None where the class has no such setting or no value can be offered without knowing the run
+        (a hint then names none rather than one that would itself be refused)."""
+        found = next((f for f in fields(cls) if f.name == name), None)
+        if found is None:
+            return None
+        default = found.default_factory() if found.default_factory is not MISSING else found.default
+        if default is MISSING or default is None or default in ("", ()):
+            kind = cls.field_types()[name]
+            kind = _optional_inner(kind) or kind
+            return str(typing.get_args(kind)[0]) if typing.get_origin(kind) is Literal else None
+        return _written(default)
 
     @classmethod
     def path_settings(cls) -> dict[str, LocalPath]:
@@ -322,7 +353,8 @@ def resolve_layers(settings_type: type[S], layers: Sequence[SettingsLayer], *, o
     """
     types = settings_type.field_types()
     paths = settings_type.path_settings()
-    checked = [(layer, _layer_values(owner, layer, types, caps or {}, paths)) for layer in layers]
+    checked = [(layer, _layer_values(owner, layer, types, caps or {}, paths, settings_type.example))
+               for layer in layers]
     chosen: dict[str, Any] = {}
     provenance: dict[str, str] = {}
     for layer, values in checked:
@@ -341,7 +373,7 @@ def resolve_layers(settings_type: type[S], layers: Sequence[SettingsLayer], *, o
 
 
 def _layer_values(owner: str, layer: SettingsLayer, types: Mapping[str, Any], caps: Mapping[str, int],
-                  paths: Mapping[str, LocalPath]) -> dict[str, Any]:
+                  paths: Mapping[str, LocalPath], example: Callable[[str], str | None]) -> dict[str, Any]:
     """The layer's values coerced to their types and within ``caps``, naming the layer's field; a
     request (a ``capped`` layer) naming a file or folder here (a :data:`ModelPath`) is refused."""
     values: dict[str, Any] = {}
@@ -356,8 +388,7 @@ def _layer_values(owner: str, layer: SettingsLayer, types: Mapping[str, Any], ca
                                "the server runs the models it was started with (winnow serve --rerank-model, "
                                "--set on the server's command line); leave it out")
         if value is None and _optional_inner(types[name]) is None:
-            raise layer.refuse(name, f"setting {name!r} has no value",
-                               "give it a value (e.g. --set k=5), or leave it out for the default")
+            raise layer.refuse(name, f"setting {name!r} has no value", value_hint(name, example(name)))
         try:
             value = coerce_value(name, types[name], value)
         except SettingError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WinnowError
-from ..run_spec import option
+from ..run_spec import option, setting_example
 
 if TYPE_CHECKING:
     from ..run_spec import RunOptions, RunSpec
@@ -154,7 +154,8 @@ class EvalOptions:
         from .sweep import parse_sweep
 
         setting, _ = parse_sweep(self.sweep or "")
-        given = set(options.setting_values()) | {parse_assignment(a)[0] for a in options.assignments or ()}
+        given = set(options.setting_values()) | {parse_assignment(a, setting_example)[0]
+                                                 for a in options.assignments or ()}
         if setting in given:
             raise SettingError(setting, f"setting {setting!r} is given both by --sweep and by its own flag or --set",
                                "give its values once, in --sweep")

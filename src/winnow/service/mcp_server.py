@@ -31,6 +31,7 @@ require("mcp", "winnow.service.mcp_server (winnow mcp)")
 
 import asyncio  # noqa: E402  (after the check, which names the extra when it fails)
 import json  # noqa: E402
+import math  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
@@ -129,7 +130,9 @@ def one_line(error: ValidationError) -> str:
         where = where or "arguments"
         ctx, kind, given = item.get("ctx") or {}, item["type"], item.get("input")
         got = f" (got {_short(given)})" if kind != "missing" else ""
-        if kind == "literal_error":
+        if given is None and kind != "missing":  # a client's NaN or infinity is sent as null
+            parts.append(f"{where} is null (a NaN or infinite number is sent as null): give a value or leave it out")
+        elif kind == "literal_error":
             parts.append(f"{where} must be one of {ctx.get('expected', '')}{got}")
         elif kind in ("greater_than_equal", "less_than_equal"):
             bound = "at least" if kind == "greater_than_equal" else "at most"
@@ -154,10 +157,44 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def unknown_arguments(name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """The line refusing arguments tool ``name`` does not take (the SDK would drop them silently,
+    so a misspelt ``top_k`` would run with the default), naming them and the ones it takes."""
+    taken = list(schema.get("properties", {}))
+    unknown = sorted(key for key in arguments if key not in taken)
+    if not unknown:
+        return None
+    verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
+    return f"Error executing tool {name}: {', '.join(unknown)} {verb} of this tool (its arguments: {', '.join(taken)})"
+
+
+def not_finite(arguments: Any, where: str = "") -> str | None:
+    """The first NaN or infinite number among ``arguments`` (nested), named as :func:`one_line` names
+    a field, or None: JSON has no such numbers, and pydantic's report of one names the wrong type."""
+    if isinstance(arguments, float) and not math.isfinite(arguments):
+        return f"{where or 'arguments'} must be a finite number (got {arguments!r})"
+    items = (arguments.items() if isinstance(arguments, dict)
+             else enumerate(arguments) if isinstance(arguments, list) else ())
+    for key, value in items:
+        if value is None and where in ("settings", "options"):  # what a client's NaN becomes in JSON
+            return f"{where}.{key} is null (a NaN or infinite number is sent as null): give a value or leave it out"
+        found = not_finite(value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
+
+
 class WinnowMCPServer(MCPServer):
-    """The SDK's server, with arguments its schema refuses reported in one line (:func:`one_line`)."""
+    """The SDK's server, with arguments its schema refuses reported in one line (:func:`one_line`),
+    arguments a tool does not take refused (:func:`unknown_arguments`), and NaN or infinite numbers
+    refused naming the argument (:func:`not_finite`)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = next((tool for tool in await self.list_tools() if tool.name == name), None)
+        refusal = None if tool is None else unknown_arguments(name, arguments or {}, tool.input_schema)
+        nan = not_finite(arguments or {})
+        if refusal is not None or nan is not None:
+            raise ToolError(refusal or f"Error executing tool {name}: {nan}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

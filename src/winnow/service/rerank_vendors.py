@@ -95,10 +95,16 @@ def voyage_plan(service: Service, request: RerankRequest) -> Plan:
 
 def cohere_v2_plan(service: Service, request: RerankRequest) -> Plan:
     """The plan of a /v2/rerank body: Winnow's own shape, less what v2 asks and Winnow cannot give."""
-    spans = (request.model_extra or {}).get("relevant_spans")
-    if isinstance(spans, dict) and spans.get("mode") == "enabled":
-        raise invalid("relevant_spans.mode", "Winnow scores whole documents and returns no relevant spans: leave "
-                                             "relevant_spans out (or its mode \"disabled\")")
+    extra = request.model_extra or {}
+    spans = extra.get("relevant_spans")
+    # Only "no spans" is honoured: any other field or value (``{"enabled": true}``, a mode but
+    # "disabled") would be accepted and ignored, so it is refused naming the field.
+    asked = ([] if "relevant_spans" not in extra or spans is None
+             else ["relevant_spans"] if not isinstance(spans, dict)
+             else [f"relevant_spans.{key}" for key, value in spans.items() if (key, value) != ("mode", "disabled")])
+    if asked:
+        raise invalid(asked[0], "Winnow scores whole documents and returns no relevant spans: leave "
+                                "relevant_spans out (or give only its mode \"disabled\")")
     return service.plan_rerank(request)
 
 
