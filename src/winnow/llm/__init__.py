@@ -14,6 +14,28 @@ from .client import LLM, ProgressHook
 BACKENDS = ("llama.cpp", "openai", "transformers")
 
 
+def check_backend_options(backend: str, *, max_inflight: int | None, timeout: float | None, hedge: float | None,
+                          tokenizer: str, slots: int | None) -> None:
+    """Refuse an option of one backend given to another, naming it and what to do instead."""
+    if max_inflight is not None and backend != "openai":
+        raise WinnowError(f"max_inflight applies to the openai backend, not {backend!r}",
+                          "the in-process backends run their own calls; leave --max-inflight out"
+                          + (" (llama.cpp runs --slots sequences at once)" if backend == "llama.cpp" else ""))
+    if timeout is not None and backend != "openai":
+        raise WinnowError(f"timeout applies to the openai backend, not {backend!r}",
+                          "the in-process backends have no requests to time out; leave --timeout out")
+    if hedge is not None and backend != "openai":
+        raise WinnowError(f"hedge applies to the openai backend, not {backend!r}",
+                          "the in-process backends have no requests to send twice; leave --hedge out")
+    if tokenizer and backend != "openai":
+        raise WinnowError(f"tokenizer applies to the openai backend, not {backend!r}",
+                          "the in-process backends count with the model's own tokenizer; leave --tokenizer out")
+    if slots is not None and backend != "llama.cpp":
+        raise WinnowError(f"slots applies to the in-process llama.cpp backend, not {backend!r}",
+                          "a server's parallel slots are set on the server (llama-server --parallel N); "
+                          "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
+
+
 def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_url: str | list[str] = "",
              api_key: str = "", cache: bool | str | Path = True, context_size: int | None = None,
              threads: int | None = None, progress: ProgressHook | None = None,
@@ -51,23 +73,8 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     ``context_size`` tokens of context (:mod:`winnow.llm.llamacpp`); a server's own slots are set on
     the server, so the other backends refuse it.
     """
-    if max_inflight is not None and backend != "openai":
-        raise WinnowError(f"max_inflight applies to the openai backend, not {backend!r}",
-                          "the in-process backends run their own calls; leave --max-inflight out"
-                          + (" (llama.cpp runs --slots sequences at once)" if backend == "llama.cpp" else ""))
-    if timeout is not None and backend != "openai":
-        raise WinnowError(f"timeout applies to the openai backend, not {backend!r}",
-                          "the in-process backends have no requests to time out; leave --timeout out")
-    if hedge is not None and backend != "openai":
-        raise WinnowError(f"hedge applies to the openai backend, not {backend!r}",
-                          "the in-process backends have no requests to send twice; leave --hedge out")
-    if tokenizer and backend != "openai":
-        raise WinnowError(f"tokenizer applies to the openai backend, not {backend!r}",
-                          "the in-process backends count with the model's own tokenizer; leave --tokenizer out")
-    if slots is not None and backend != "llama.cpp":
-        raise WinnowError(f"slots applies to the in-process llama.cpp backend, not {backend!r}",
-                          "a server's parallel slots are set on the server (llama-server --parallel N); "
-                          "leave --slots out" + (" and use --max-inflight" if backend == "openai" else ""))
+    check_backend_options(backend, max_inflight=max_inflight, timeout=timeout, hedge=hedge, tokenizer=tokenizer,
+                          slots=slots)
     if backend == "llama.cpp":
         from ..models import resolve_model
         from .llamacpp import LLAMACPP_ALTERNATIVE, LLAMACPP_FEATURE, LlamaCppBackend, checked_slots
@@ -98,4 +105,5 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
     return LLM(engine, call_cache, progress=progress)
 
 
-__all__ = ["BACKENDS", "CallCache", "ChoiceScores", "Generation", "LLM", "LLMBackend", "Messages", "load_llm"]
+__all__ = ["BACKENDS", "CallCache", "ChoiceScores", "Generation", "LLM", "LLMBackend", "Messages",
+           "check_backend_options", "load_llm"]

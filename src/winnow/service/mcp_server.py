@@ -274,14 +274,17 @@ def compact_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 def build_server(service: Service) -> MCPServer:
     """The MCP server whose tools run on ``service`` (its pipeline, limits, caches and worker)."""
-    limits = service.limits
     server: MCPServer = WinnowMCPServer("winnow", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     # The choices as enums and the limits as bounds, in the schema an agent reads before calling.
-    method_name = Literal[tuple(METHODS)]  # type: ignore[valid-type]
-    rerank_method = Literal[tuple(RERANK_METHODS)]  # type: ignore[valid-type]
-    profile_name = Literal[tuple(PROFILES)]  # type: ignore[valid-type]
-    answer_cap = limits.setting_caps.get("max_answer_tokens", ASK_ANSWER_TOKENS)
-    answer_tokens = min(ASK_ANSWER_TOKENS, answer_cap)
+    add_search_tool(server, service)
+    add_rerank_tool(server, service)
+    add_ask_tool(server, service)
+    return server
+
+
+def add_search_tool(server: MCPServer, service: Service) -> None:
+    """The ``search`` tool: first-stage retrieval alone."""
+    limits = service.limits
     search_k = min(10, limits.max_n)
 
     @server.tool(title="Search the index", annotations=READ_ONLY,
@@ -299,6 +302,11 @@ def build_server(service: Service) -> MCPServer:
                         "passages": [{"id": p["id"], "title": p["title"], "text": p["text"], "score": p["score"]}
                                      for p in found["passages"]]})
 
+
+def add_rerank_tool(server: MCPServer, service: Service) -> None:
+    """The ``rerank`` tool: the caller's documents reranked by a rerank method."""
+    limits = service.limits
+    rerank_method = Literal[tuple(RERANK_METHODS)]  # type: ignore[valid-type]
     rerank_methods = "; ".join(f"{name}: {summary}" for name, summary in RERANK_METHODS.items())
 
     @server.tool(title="Rerank documents", annotations=READ_ONLY,
@@ -338,6 +346,14 @@ def build_server(service: Service) -> MCPServer:
                                                               "cache_hits") if key in usage},
                         "served_from": body.get("served_from", "")})
 
+
+def add_ask_tool(server: MCPServer, service: Service) -> None:
+    """The ``ask`` tool: a question answered by a method over the index."""
+    limits = service.limits
+    method_name = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+    profile_name = Literal[tuple(PROFILES)]  # type: ignore[valid-type]
+    answer_cap = limits.setting_caps.get("max_answer_tokens", ASK_ANSWER_TOKENS)
+    answer_tokens = min(ASK_ANSWER_TOKENS, answer_cap)
     methods = "; ".join(f"{name}: {cls.summary}" for name, cls in METHODS.items())
     answer_default = "max_answer_tokens" not in service.pipeline.spec.settings  # the server's own value wins
 
@@ -389,5 +405,3 @@ def build_server(service: Service) -> MCPServer:
             body = await execute(service, plan, open_record(service, plan),
                                  progress_to(context) if context else None)
         return compact(body if full else compact_answer(body))
-
-    return server
