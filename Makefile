@@ -16,7 +16,7 @@ OLDEST_PY := $(OLDEST)/bin/python
 OLDEST_CONSTRAINTS := $(OLDEST)/constraints-oldest.txt
 OLDEST_STAMP := $(OLDEST)/.winnow-installed
 
-.PHONY: demo test test-oldest setup bench clean
+.PHONY: demo test check test-oldest setup bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,16 @@ test: setup $(CHROMIUM)
 	@# is set, each of the suite's `winnow` subprocesses would otherwise compile the whole tree again.
 	$(PY) -m compileall -q src
 	$(PY) -m pytest -q --durations=15
+
+# The inner loop of development (not a set-up command: `make test` is): the same lint, types and floors,
+# then the tests that neither load a GGUF model nor start a Python process (the `llm` and `subprocess`
+# marks, which tests/conftest.py enforces) nor train a model with torch (`slow`), in under 3 minutes.
+# `make test` runs them all.
+check: setup
+	$(PY) -m ruff check src/
+	$(PY) -m mypy src/winnow
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -m "not llm and not subprocess and not slow" --durations=10
 
 # The same tests against the oldest release each of pyproject.toml's ranges admits (its floor), in a
 # venv of their own; not part of `make test` (a second full install and run would not fit CI's time).

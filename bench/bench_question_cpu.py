@@ -1,7 +1,7 @@
 """The client's CPU per question, per method (not a test: it prints figures). Issue 28.
 
 One process asks the questions one after another through the one-question path
-(:func:`winnow.evaluation.runner.answered_batch`) against ``bench/loadtest_server.py`` answering at once,
+(:func:`winnow.evaluation.answering.answered_batch`) against ``bench/loadtest_server.py`` answering at once,
 over the wiki-vital BM25 index, so the CPU of the process (user + system, every thread: retrieval,
 prompts, fitting, the HTTP client, the question's record) is what the client spends per question and
 per call, with no server to wait for. That cost decides how fast a client refills a server's slots
@@ -31,7 +31,7 @@ def cpu_seconds() -> float:
 
 def measure(method: str, url: str, index: Path, queries: Path, questions: int, warm_up: int) -> dict:
     from winnow.datasets import read_qa_jsonl
-    from winnow.evaluation.runner import answered_batch, dispatch_stats
+    from winnow.evaluation.answering import answered_batch, dispatch_stats
     from winnow.pipeline import Pipeline
     from winnow.run_spec import RunOptions, resolve_run
 

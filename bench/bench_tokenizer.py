@@ -17,8 +17,6 @@ import argparse
 import time
 from pathlib import Path
 
-import httpx
-
 from winnow.index import BM25Index
 from winnow.llm import LLM
 from winnow.llm.llamacpp import LlamaCppBackend
@@ -38,9 +36,12 @@ def main() -> None:
     server = LlamaCppBackend(model.path, model_name=model.name, model_sha256=model.sha256, context_size=2048)
     requests = {"tokenize": 0}
 
-    def count(request: httpx.Request) -> None:
-        if request.url.path.endswith(("/tokenize", "/apply-template", "/detokenize")):
-            requests["tokenize"] += 1
+    def counting(asked):
+        def request(method, url, *, json=None):
+            if url.endswith(("/tokenize", "/apply-template", "/detokenize")):
+                requests["tokenize"] += 1
+            return asked(method, url, json=json)
+        return request
 
     template = listwise_prompt("rrr.listwise")
     cuts = {}
@@ -49,7 +50,7 @@ def main() -> None:
             backend = OpenAICompatibleBackend("smollm2-135m", base_url=f"{server._server.listening_address}/v1",
                                               tokenizer=tokenizer)
             for endpoint in backend.dispatcher.endpoints:
-                endpoint.client.event_hooks["request"] = [count]
+                endpoint.request = counting(endpoint.request)  # the one session's start-up questions
             llm = LLM(backend, None)
             _ = llm.token_counting  # the server's facts (and the --tokenizer check) before the clock starts
             requests["tokenize"] = 0

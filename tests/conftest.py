@@ -1,19 +1,25 @@
 """Shared fixtures: the real SmolLM2-135M model through llama.cpp, loaded once per test session.
 
-Every test that loads a GGUF model must carry ``@pytest.mark.llm`` (``-m "not llm"`` then runs the fast
-part of the suite, and the slow part is named). The check below enforces it: a test fails when it
-uses a fixture that loaded a model, or loads one itself (llama.cpp's ``xllamacpp.Server``, which every
-in-process load and loopback llama.cpp server goes through), without the mark. Loads in a child
-process (a CLI run with subprocess) are not seen; mark those tests by hand.
+Every test that loads a GGUF model must carry ``@pytest.mark.llm``, and every test that starts a
+Python process (``winnow`` or ``python`` in a subprocess, a ``winnow serve``, a Ray head, a
+multiprocessing worker) must carry ``@pytest.mark.subprocess``: ``-m "not llm and not subprocess"``
+then runs the fast part of the suite (``make check``), and the slow part is named. The checks below
+enforce both marks: a test fails when it uses a fixture that loaded a model or started a process, or
+does so itself (through llama.cpp's ``xllamacpp.Server``, which every in-process load and loopback
+llama.cpp server goes through; through ``subprocess.Popen`` or ``multiprocessing``), without the
+mark. Loads in a child process (a CLI run with subprocess) are not seen, but the child is.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import multiprocessing.process
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,18 +34,59 @@ from winnow.models import resolve_model
 
 #: Fixtures known to hold a loaded model, and those seen loading one during this session.
 MODEL_FIXTURES = {"llama_backend"}
+#: Fixtures seen starting a Python process during this session.
+PROCESS_FIXTURES: set[str] = set()
 _fixtures_in_setup: list[str] = []
 _current: dict[str, pytest.Item | None] = {"item": None}
 _loaded_by: set[str] = set()
+_started_by: set[str] = set()
+#: Per mark: the fixtures known to do what it names, the tests seen doing it, and why it matters.
+WATCHED = {
+    "llm": (MODEL_FIXTURES, _loaded_by, "tests that load a model are slow, and `-m 'not llm'` must leave them out"),
+    "subprocess": (PROCESS_FIXTURES, _started_by, "a new Python process costs seconds before it does any work, "
+                   "and `-m 'not subprocess'` must leave them out"),
+}
 
 
-def _marked_llm(item: pytest.Item) -> bool:
-    return item.get_closest_marker("llm") is not None
+def _unmarked(item: pytest.Item, how: str, mark: str = "llm") -> str:
+    return f"{item.nodeid} {how} but is not marked @pytest.mark.{mark}: add the mark ({WATCHED[mark][2]})"
 
 
-def _unmarked(item: pytest.Item, how: str) -> str:
-    return (f"{item.nodeid} {how} but is not marked @pytest.mark.llm: add the mark (tests that load a "
-            f"model are slow, and `-m 'not llm'` must leave them out)")
+def _python_process(args) -> bool:
+    """Whether a command starts a Python interpreter (``python``, ``winnow``, ``ray``, this interpreter)."""
+    first = os.fsdecode(args if isinstance(args, (str, bytes, os.PathLike)) else (list(args) or [""])[0])
+    first = (first.split() or [""])[0]
+    name = Path(first).name
+    return first == sys.executable or name.startswith("python") or name in ("winnow", "ray")
+
+
+def _count_start(fixtures: set[str], tests: set[str]) -> None:
+    fixtures.update(_fixtures_in_setup)
+    if _current["item"] is not None:
+        tests.add(_current["item"].nodeid)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _watch_process_starts():
+    """Wrap ``subprocess.Popen`` and ``multiprocessing``'s process start for the whole session: a
+    Python process started is counted against the test being set up or run, and against every
+    fixture being set up at the time (as model loads are, below)."""
+    real_init, real_start = subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start
+
+    def init(self, args, *rest, **options):
+        if _python_process(args):
+            _count_start(PROCESS_FIXTURES, _started_by)
+        return real_init(self, args, *rest, **options)
+
+    def start(self):
+        _count_start(PROCESS_FIXTURES, _started_by)
+        return real_start(self)
+
+    subprocess.Popen.__init__ = init
+    multiprocessing.process.BaseProcess.start = start
+    yield
+    subprocess.Popen.__init__ = real_init
+    multiprocessing.process.BaseProcess.start = real_start
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,9 +102,7 @@ def _watch_model_loads():
     real = xllamacpp.Server
 
     def server(*args, **kwargs):
-        MODEL_FIXTURES.update(_fixtures_in_setup)
-        if _current["item"] is not None:
-            _loaded_by.add(_current["item"].nodeid)
+        _count_start(MODEL_FIXTURES, _loaded_by)
         return real(*args, **kwargs)
 
     xllamacpp.Server = server
@@ -77,10 +122,12 @@ def pytest_fixture_setup(fixturedef, request):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     _current["item"] = item
-    if not _marked_llm(item):
-        shared = sorted(MODEL_FIXTURES & set(getattr(item, "fixturenames", ())))
-        if shared:
-            pytest.fail(_unmarked(item, f"uses the loaded model (fixture {', '.join(shared)})"), pytrace=False)
+    for mark, (fixtures, _, _) in WATCHED.items():
+        if item.get_closest_marker(mark) is None:
+            shared = sorted(fixtures & set(getattr(item, "fixturenames", ())))
+            if shared:
+                what = "the loaded model" if mark == "llm" else "a process a fixture started"
+                pytest.fail(_unmarked(item, f"uses {what} (fixture {', '.join(shared)})", mark), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -93,12 +140,17 @@ def pytest_runtest_teardown(item, nextitem):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test that loaded a GGUF model through llama.cpp (in its body or its fixtures' set-up)
-    without the ``llm`` mark fails, with a line saying so, once it has run."""
+    """A test that loaded a GGUF model through llama.cpp, or started a Python process (in its body or
+    its fixtures' set-up), without the ``llm`` or ``subprocess`` mark fails, with a line saying so,
+    once it has run."""
     report = yield
-    if report.when == "call" and item.nodeid in _loaded_by and not _marked_llm(item) and not report.failed:
-        report.outcome = "failed"
-        report.longrepr = _unmarked(item, "loads a GGUF model through llama.cpp")
+    if report.when != "call" or report.failed:
+        return report
+    for mark, how in (("llm", "loads a GGUF model through llama.cpp"), ("subprocess", "starts a Python process")):
+        if item.nodeid in WATCHED[mark][1] and item.get_closest_marker(mark) is None:
+            report.outcome = "failed"
+            report.longrepr = _unmarked(item, how, mark)
+            break
     return report
 
 

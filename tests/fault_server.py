@@ -5,8 +5,9 @@ one token per UTF-8 byte, so counts are exact and easy to check), and can be tol
 the ways a real cluster does: answer 500 to everything (``dead``), hang on requests whose prompt
 holds a word (``hang_word``), garble one answer in ``garble_every`` (valid JSON without ``choices``,
 or a body that is not JSON), answer its first requests 429 with a ``Retry-After`` (``storm``), answer
-its first ``/tokenize`` requests 503 (``tokenize_failures``), or refuse prompts holding a word with a
-400 (``refuse_word``). Answers are a pure function of
+its first ``/tokenize`` requests 503 (``tokenize_failures``), refuse prompts holding a word with a
+400 (``refuse_word``), or answer a scoring call with top log-probabilities that hold none of the
+choices asked for (``missing_choices``: "Maybe", "The", …, no "True" or "False"). Answers are a pure function of
 the prompt, so a faulty run's answers can be compared with a healthy run's.
 """
 
@@ -23,11 +24,13 @@ class FaultServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, *, dead: bool = False, hang_word: str = "", garble_every: int = 0, storm: int = 0,
-                 retry_after: str = "0", tokenize_failures: int = 0, refuse_word: str = "") -> None:
+                 retry_after: str = "0", tokenize_failures: int = 0, refuse_word: str = "",
+                 missing_choices: bool = False) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.dead, self.hang_word, self.garble_every = dead, hang_word, garble_every
         self.storm, self.retry_after, self.tokenize_failures = storm, retry_after, tokenize_failures
         self.refuse_word = refuse_word  # a prompt holding it is refused with a 400 (the request's fault)
+        self.missing_choices = missing_choices  # scoring answers whose top tokens hold no choice
         self.lock = threading.Lock()
         self.released = threading.Event()  # set on stop: a hung handler returns
         self.completions = self.tokenizes = self.garbled = self.refused = self.hung = 0
@@ -120,8 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("logprobs"):
             yes = -0.05 - digest[0] / 100  # a score that depends on the prompt, so rankings are real
             top = [{"token": "True", "logprob": yes}, {"token": "False", "logprob": -2.0}]
-            choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "True"},
-                      "logprobs": {"content": [{"token": "True", "logprob": yes, "top_logprobs": top}]}}
+            if self.server.missing_choices:
+                top = [{"token": "Maybe", "logprob": yes}, {"token": "The", "logprob": -2.0},
+                       {"token": "I", "logprob": -3.5}]
+            said = top[0]["token"]
+            choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": said},
+                      "logprobs": {"content": [{"token": said, "logprob": yes, "top_logprobs": top}]}}
             return {"choices": [choice], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1}}
         answer = f"answer {digest.hex()[:6]}"
         choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}

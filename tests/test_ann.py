@@ -8,13 +8,11 @@ be listed and checked like every index file, and be refused when they do not fit
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_runner import winnow as winnow_in_process
 from test_index import reseal_file
 
 from winnow.errors import IndexLoadError, WinnowError
@@ -114,11 +112,9 @@ def test_ann_settings_are_checked():
 
 def test_cli_builds_an_ann_index_later_and_searches_through_it(indexed, tmp_path):
     copy = shutil.copytree(indexed, tmp_path / "copy")
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160"}
 
     def winnow(*args):
-        return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
-                              timeout=300)
+        return winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(tmp_path / "cache")})
 
     built = winnow("ann", str(copy), "--ann", "hnsw", "--ann-set", "M=16")
     assert built.returncode == 0, built.stderr
@@ -134,11 +130,10 @@ def test_cli_builds_an_ann_index_later_and_searches_through_it(indexed, tmp_path
 def test_cli_index_refuses_ann_or_an_encoder_without_dense_and_unknown_presets(tmp_path):
     source = tmp_path / "corpus.jsonl"
     source.write_text(json.dumps({"id": "a", "text": "some words here"}) + "\n")
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(tmp_path / "cache")}
 
     def winnow(*args):
-        return subprocess.run([sys.executable, "-m", "winnow.cli", "index", str(source), "--out",
-                               str(tmp_path / "idx"), *args], capture_output=True, text=True, env=env, timeout=120)
+        return winnow_in_process("index", str(source), "--out", str(tmp_path / "idx"), *args,
+                                 env={"WINNOW_CACHE_DIR": str(tmp_path / "cache")})
 
     assert "--encoder and --ann need --dense" in winnow("--ann", "hnsw").stderr
     assert "'colbert' is not an encoder preset" in winnow("--dense", "--encoder", "colbert").stderr

@@ -1,7 +1,9 @@
 """Outputs written whole or not at all, one writer at a time, and clear errors when they cannot be.
 
-The writing functions are tested on real files; the command-line cases run ``winnow`` for real in
-subprocesses: two real processes contend for one output, and a real build is killed with SIGKILL.
+The writing functions are tested on real files; the command-line cases run ``winnow`` for real: in
+subprocesses where processes are the case (two real processes contend for one output, a real build
+is killed with SIGKILL, a temporary of another live process), in this process through
+tests/cli_runner.py otherwise.
 """
 
 import json
@@ -12,6 +14,7 @@ import sys
 import time
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from small_corpus import PASSAGES
 from winnow.atomic import check_replaceable, staged_file, write_json, write_lines, write_text
@@ -23,10 +26,14 @@ from winnow.lock import lock_path, output_lock, process_alive
 BIG_PASSAGES = 10_000
 
 
-def winnow(*args, cache, check=True):
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True, text=True,
-                            env=env, timeout=300)
+def winnow(*args, cache, check=True, process=False):
+    """``winnow ARGS`` in this process, or in a subprocess of its own with ``process``."""
+    if process:
+        env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"}
+        result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True,
+                                text=True, env=env, timeout=300)
+    else:
+        result = winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(cache), "COLUMNS": "200"})
     if check and result.returncode != 0:
         raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -170,6 +177,7 @@ def holder():
         process.wait(timeout=30)
 
 
+@pytest.mark.subprocess
 def test_a_second_writer_is_told_which_process_holds_the_lock(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -178,6 +186,7 @@ def test_a_second_writer_is_told_which_process_holds_the_lock(tmp_path, holder):
             pass
 
 
+@pytest.mark.subprocess
 def test_the_lock_is_free_again_after_its_holder_is_killed(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -188,6 +197,7 @@ def test_the_lock_is_free_again_after_its_holder_is_killed(tmp_path, holder):
     assert not lock_path(out).exists()  # released and removed
 
 
+@pytest.mark.subprocess
 def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path, holder):
     out = tmp_path / "out"
     other = holder(out)
@@ -201,6 +211,7 @@ def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path, holder):
     assert waiting.communicate(timeout=60)[0].strip() == "got it"
 
 
+@pytest.mark.subprocess
 def test_process_alive():
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     finished.wait()
@@ -233,6 +244,7 @@ def test_index_out_that_cannot_be_written_is_one_clear_line(corpora, cache, unwr
     assert f"cannot write {out}: {reason}" in line and "--out" in line
 
 
+@pytest.mark.subprocess
 def test_two_index_builds_on_one_out_the_second_is_refused(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     first = start_winnow("index", corpora / "big.jsonl", "--out", out, cache=cache)
@@ -249,6 +261,7 @@ def test_two_index_builds_on_one_out_the_second_is_refused(corpora, tmp_path, ca
     assert leftovers(tmp_path) == ["idx"]  # no lock file or temporary folder left
 
 
+@pytest.mark.subprocess
 def test_a_killed_build_leaves_a_temporary_that_the_next_build_removes(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     killed = start_winnow("index", corpora / "big.jsonl", "--out", out, cache=cache)
@@ -265,14 +278,16 @@ def test_a_killed_build_leaves_a_temporary_that_the_next_build_removes(corpora, 
     assert len(BM25Index.open(out)) == len(PASSAGES)
 
 
+@pytest.mark.subprocess
 def test_a_live_builders_temporary_is_left_alone(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     live = tmp_path / f".idx.tmp-{os.getpid()}-0123abcd"  # this test process is alive
     live.mkdir()
-    winnow("index", corpora / "small.jsonl", "--out", out, cache=cache)
+    winnow("index", corpora / "small.jsonl", "--out", out, cache=cache, process=True)  # a builder of its own
     assert live.is_dir()
 
 
+@pytest.mark.subprocess
 def test_a_rebuild_killed_between_its_renames_gets_the_old_index_back(corpora, tmp_path, cache):
     out = tmp_path / "idx"
     winnow("index", corpora / "small.jsonl", "--out", out, cache=cache)
@@ -317,6 +332,7 @@ def test_eval_out_that_is_a_file_is_one_clear_line(eval_inputs, tmp_path, cache)
     assert f"cannot write {out / 'config.json'}: {out} is a file, not a folder" in line
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_two_evals_on_one_run_folder_the_second_is_refused(eval_inputs, tmp_path, cache):
     out = tmp_path / "run"

@@ -180,3 +180,38 @@ def test_a_missing_file_and_a_file_of_another_layout_are_named(tmp_path):
     path = write_jsonl(tmp_path / "arc.jsonl", [ARC_AI2])
     with pytest.raises(InputError, match="input"):
         load_dataset(f"kilt:{path}")
+
+
+TWOWIKI = [
+    {"_id": "8813f87c0bdd11eba7f7acde48001122", "type": "compositional",
+     "question": "Who is the mother of the director of film Polish-Russian War?", "answer": "Małgorzata Braunek",
+     "supporting_facts": [["Polish-Russian War (film)", 1], ["Xawery Żuławski", 2]], "context": []},
+    {"_id": "5811079c0bdd11eba7f7acde48001122", "type": "comparison",
+     "question": "Which film came out first, Blind Shaft or The Mask Of Fu Manchu?",
+     "answer": "The Mask Of Fu Manchu", "supporting_facts": [["Blind Shaft", 0], ["The Mask of Fu Manchu", 0]]},
+]
+
+
+def test_2wikimultihopqa_dev_json_is_read_with_its_type_and_supporting_titles(tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(TWOWIKI, ensure_ascii=False))
+    dataset = load_dataset(f"2wiki:{path}")
+    first, second = dataset.questions
+    assert (first.id, first.golden_answers) == ("8813f87c0bdd11eba7f7acde48001122", ["Małgorzata Braunek"])
+    assert first.metadata["type"] == "compositional"
+    assert first.metadata["supporting_titles"] == ["Polish-Russian War (film)", "Xawery Żuławski"]
+    assert second.question.startswith("Which film came out first")
+    assert answer_scores("It was The Mask of Fu Manchu.", second.golden_answers)["em"] == 0.0
+    assert answer_scores("The Mask Of Fu Manchu", second.golden_answers)["em"] == 1.0
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"data": []}', "expected a JSON list of questions"),
+    ('[{"question": "q?", "answer": "a"}]', "question 1: missing _id"),
+    ('[{"_id": "x", "question": "q?", "answer": ""}]', "question 1: answer must be a non-empty string"),
+])
+def test_a_malformed_2wiki_file_is_refused_naming_the_question(tmp_path, content, message):
+    path = tmp_path / "dev.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        load_dataset(f"2wiki:{path}")

@@ -1,4 +1,7 @@
-"""The command line, run for real in a subprocess: index → search → ask, and its errors."""
+"""The command line: index → search → ask, and its errors. The commands run in this process through
+tests/cli_runner.py (the typer app and its one-line errors, as ``winnow`` runs them); one test runs
+``python -m winnow.cli`` in a subprocess, for the entry point and its exit status.
+"""
 
 import json
 import os
@@ -7,16 +10,15 @@ import sys
 
 import pytest
 
+from cli_runner import winnow as winnow_in_process
 from small_corpus import PASSAGES
 from winnow.commands.common import dialogue_from
 from winnow.errors import InputError, WinnowError
 from winnow.records import Turn
 
 
-def winnow(*args, env_dir, check=True):
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "160"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
-                            timeout=300)
+def winnow(*args, env_dir, check=True, input=None):
+    result = winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(env_dir)}, input=input)
     if check and result.returncode != 0:
         raise AssertionError(f"winnow {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -64,8 +66,12 @@ def test_no_cache_calls_the_model_again(built):
     assert second["usage"]["cache_hits"] == 0
 
 
+@pytest.mark.subprocess
 def test_missing_index_is_one_clear_line(built):
-    result = winnow("search", "--index", str(built / "nope"), "x", env_dir=built / "cache", check=False)
+    """In a real process: ``python -m winnow.cli`` exits with status 2 and one line."""
+    env = {**os.environ, "WINNOW_CACHE_DIR": str(built / "cache"), "COLUMNS": "160"}
+    result = subprocess.run([sys.executable, "-m", "winnow.cli", "search", "--index", str(built / "nope"), "x"],
+                            capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert str(built / "nope") in result.stderr
@@ -228,10 +234,8 @@ def test_serve_and_mcp_offer_every_run_option_ask_does(built):
 
 def test_rerank_reads_passages_from_stdin(built):
     lines = "".join(json.dumps(p) + "\n" for p in PASSAGES[:3])
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(built / "cache"), "COLUMNS": "160"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", "rerank", "--method", "embedding", "--json",
-                             "capital of france", "-"], input=lines, capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = winnow("rerank", "--method", "embedding", "--json", "capital of france", "-", input=lines,
+                    env_dir=built / "cache")
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["results"]) == 3
 

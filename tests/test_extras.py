@@ -108,6 +108,7 @@ def built(core_python, tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.subprocess
 def test_the_core_environment_has_no_extra(core_python, tmp_path):
     modules = sorted({module for modules in EXTRAS.values() for module in modules})
     code = "import importlib.util, sys; print(sorted(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
@@ -115,6 +116,7 @@ def test_the_core_environment_has_no_extra(core_python, tmp_path):
     assert result.stdout.strip() == "[]", result.stderr
 
 
+@pytest.mark.subprocess
 def test_every_core_module_imports_and_the_rest_name_their_extra(core_python, tmp_path):
     modules = [".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
                for path in sorted((SRC / "winnow").rglob("*.py"))]
@@ -141,6 +143,7 @@ def test_every_core_module_imports_and_the_rest_name_their_extra(core_python, tm
         assert status == (EXTRA_ONLY_PACKAGES[package] if package else "ok"), f"{module}: {status}"
 
 
+@pytest.mark.subprocess
 def test_search_in_the_core(core_python, built):
     result = winnow(core_python, "search", "--index", str(built / "idx"), "--json", "mona lisa painter",
                     cache=built / "cache")
@@ -154,6 +157,7 @@ def server(llama_backend) -> str:
     return llama_backend.http_address + "/v1"
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_reranker_runs_in_the_core(core_python, built, server):
     result = winnow(core_python, "rerank", "--method", "pointwise", "--backend", "openai", "--base-url", server,
@@ -166,6 +170,7 @@ def test_a_reranker_runs_in_the_core(core_python, built, server):
     assert len(scores) == 3 and all(0 < s < 1 for s in scores) and scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_method_runs_in_the_core_through_the_python_api(core_python, built, server):
     code = textwrap.dedent("""
@@ -195,13 +200,15 @@ MISSING = {  # what a user of the core types → the extra it needs
     "ask (llama.cpp)": ["ask", "--index", "{idx}", "who painted the mona lisa"],
     "ask --backend transformers": ["ask", "--index", "{idx}", "--backend", "transformers", "--model", "m", "q"],
     "train sft": ["train", "sft", "--base", "smollm2-135m", "--data", "{folder}/blend", "--out", "{folder}/sft"],
+    "tune": ["tune", "--index", "{idx}", "--queries", "{folder}/q.jsonl"],
 }
 EXTRA_OF = {"serve": "serve", "mcp": "mcp", "report": "eval", "eval --qrels": "eval", "eval --engine ray": "ray",
             "index --dense": "dense",
             "rerank --method embedding": "dense", "data export irds:": "data", "ask (llama.cpp)": "llamacpp",
-            "ask --backend transformers": "train", "train sft": "train"}
+            "ask --backend transformers": "train", "train sft": "train", "tune": "tune"}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", list(MISSING))
 def test_a_missing_extra_is_one_line_naming_it(core_python, built, command):
     args = [arg.format(idx=built / "idx", folder=built) for arg in MISSING[command]]

@@ -9,7 +9,6 @@ corpus with SmolLM2-135M instead of the README's model and Wikipedia.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 import winnow
 from small_corpus import PASSAGES
@@ -30,9 +30,7 @@ OPENED = {"bm25": BM25Index, "dense": DenseIndex, "hybrid": HybridIndex}
 
 
 def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WINNOW_CACHE_DIR": str(cache), "COLUMNS": "160"}
-    result = subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = winnow_in_process(*args, env={"WINNOW_CACHE_DIR": str(cache)})
     assert result.returncode == 0, f"winnow {' '.join(args)} failed:\n{result.stderr}"
     return result
 
@@ -101,6 +99,7 @@ def test_facade_functions_are_typed_with_the_real_classes():
     assert typing.get_type_hints(winnow.build_method)["return"] is Method
 
 
+@pytest.mark.subprocess
 def test_load_llm_and_build_method_load_on_first_use():
     # `import winnow` imports no layer; the functions are the layers' own.
     code = ("import sys, winnow; print(sorted(m for m in sys.modules if m.startswith('winnow.'))); "

@@ -304,7 +304,7 @@ def write_queries(path, *records):
 
 @pytest.mark.llm
 def test_an_eval_query_file_carries_the_history_to_the_prompt(index, llm, tmp_path):
-    from winnow.evaluation.runner import _records
+    from winnow.evaluation.answering import _records
     from winnow.pipeline import Pipeline, RunSpec
 
     queries = write_queries(tmp_path / "qa.jsonl", {

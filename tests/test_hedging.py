@@ -4,11 +4,11 @@ again to another endpoint, the first answer winning, against real loopback serve
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
-from test_llm_dispatch import ScriptedServer
+from cli_runner import winnow
+from fakes import ScriptedServer
 
 from winnow.errors import BackendError, WinnowError
 from winnow.llm import load_llm
@@ -80,9 +80,8 @@ def test_hedge_is_refused_where_it_cannot_be_honoured(index, tmp_path):
         OpenAICompatibleBackend("m", base_url="http://127.0.0.1:9/v1", hedge=0)
     with pytest.raises(WinnowError, match="hedge applies to the openai backend, not 'llama.cpp'"):
         load_llm("smollm2-135m", backend="llama.cpp", hedge=1.0, cache=False)
-    done = subprocess.run([sys.executable, "-m", "winnow.cli", "ask", "q", "--index", str(index.path), "--backend",
-                           "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--hedge", "0"],
-                          capture_output=True, text=True)
+    done = winnow("ask", "q", "--index", str(index.path), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                  "--model", "m", "--hedge", "0")
     assert done.returncode != 0 and "--hedge" in done.stderr
 
 
@@ -96,10 +95,9 @@ def test_eval_with_hedge_answers_as_without_and_says_how_many_calls_were_hedged(
                                            "golden_answers": ["Paris"]}) + "\n" for i in range(8)))
 
     def run(out: str, *extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "winnow.cli", "eval", "--index", str(index.path), "--queries",
-                               str(queries), "--out", str(tmp_path / out), "--method", "vanilla", "--backend",
-                               "openai", "--model", "m", "--base-url", slow.url, "--base-url", fast.url,
-                               "--max-inflight", "4", "--no-cache", *extra], capture_output=True, text=True)
+        return winnow("eval", "--index", str(index.path), "--queries", str(queries), "--out", str(tmp_path / out),
+                      "--method", "vanilla", "--backend", "openai", "--model", "m", "--base-url", slow.url,
+                      "--base-url", fast.url, "--max-inflight", "4", "--no-cache", *extra)
 
     hedged = run("hedged", "--hedge", "0.2")
     assert hedged.returncode == 0, hedged.stderr

@@ -1,7 +1,10 @@
 """Hostile input through the real command line: every case ends in one clear line and exit status 2.
 
 Each test builds the bad file, folder or argument for real (a FIFO, a looping symbolic link, a file
-the process may not read) and runs ``winnow`` in a subprocess, as a user would.
+the process may not read) and runs ``winnow`` as a user would: in this process through
+tests/cli_runner.py, or in a subprocess where the process is part of the case (a byte argument that
+is not UTF-8 as the interpreter decodes it, a file its capabilities may not read, a FIFO whose read
+would block: the subprocess's timeout turns that hang into a failure).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from small_corpus import PASSAGES
 from winnow.errors import WinnowError
@@ -22,8 +26,11 @@ PR_CAPBSET_DROP = 24  # prctl(2)
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2  # capability(7): what lets root read a chmod 000 file
 
 
-def winnow(*args, preexec_fn=None):
-    """``winnow ARGS`` in a subprocess; arguments may be bytes (a byte that is not UTF-8)."""
+def winnow(*args, preexec_fn=None, process=False):
+    """``winnow ARGS``, its stdout and stderr as bytes: in a subprocess where arguments are bytes (a
+    byte that is not UTF-8), with ``preexec_fn`` or with ``process``; in this process otherwise."""
+    if not (process or preexec_fn or any(isinstance(arg, bytes) for arg in args)):
+        return winnow_in_process(*args, env={"COLUMNS": "200"}, text=False)
     env = {**os.environ, "COLUMNS": "200"}
     # The timeout only turns a hang (a FIFO read forever) into a failure; no test measures time.
     return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, env=env, timeout=300,
@@ -133,10 +140,11 @@ def text_folder(tmp_path):
     return folder
 
 
+@pytest.mark.subprocess
 def test_a_fifo_in_a_text_folder_is_skipped_and_reported(tmp_path):
     folder = text_folder(tmp_path)
     os.mkfifo(folder / "pipe.txt")  # nothing ever writes to it: reading it would block forever
-    result = winnow("index", str(folder), "--out", str(tmp_path / "idx"))
+    result = winnow("index", str(folder), "--out", str(tmp_path / "idx"), process=True)
     stderr = result.stderr.decode()
     assert result.returncode == 0, stderr
     assert "1 passage from" in stderr and f"skipped 1 file that is not a regular file ({folder / 'pipe.txt'}, a FIFO)" in stderr
@@ -144,18 +152,20 @@ def test_a_fifo_in_a_text_folder_is_skipped_and_reported(tmp_path):
     assert manifest["load_report"]["not_regular_skipped"] == [{"file": str(folder / "pipe.txt"), "kind": "FIFO"}]
 
 
+@pytest.mark.subprocess
 def test_a_folder_of_only_a_fifo_says_what_it_found(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     os.mkfifo(folder / "pipe.txt")
-    line = one_error_line(winnow("index", str(folder), "--out", str(tmp_path / "idx")))
+    line = one_error_line(winnow("index", str(folder), "--out", str(tmp_path / "idx"), process=True))
     assert (f"no .txt or .md files in this folder (skipped 1 file that is not a regular file "
             f"({folder / 'pipe.txt'}, a FIFO))") in line
 
 
+@pytest.mark.subprocess
 def test_a_fifo_given_as_the_corpus_is_refused(tmp_path):
     os.mkfifo(tmp_path / "corpus.jsonl")
-    line = one_error_line(winnow("index", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "idx")))
+    line = one_error_line(winnow("index", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "idx"), process=True))
     assert "corpus.jsonl: not a regular file or folder" in line
 
 
@@ -209,6 +219,7 @@ def unreadable(path):
     return preexec
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_corpus_file_is_named(tmp_path):
     source = write_jsonl(tmp_path / "corpus.jsonl", PASSAGES)
     preexec = unreadable(source)
@@ -216,6 +227,7 @@ def test_an_unreadable_corpus_file_is_named(tmp_path):
     assert f"{source}: cannot read this file: Permission denied" in line and "chmod u+r" in line
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_file_in_a_text_folder_is_named(tmp_path):
     folder = text_folder(tmp_path)
     secret = folder / "secret.md"
@@ -230,6 +242,7 @@ def test_an_unreadable_file_in_a_text_folder_is_named(tmp_path):
 ZERO_WIDTH = "\u200b\u200c\u200d\ufeff \u2060"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", ["ask", "search"])
 def test_a_non_utf8_byte_in_the_question_or_query_is_refused(index_dir, command):
     # Python decodes the byte 0xff of an argument to the lone surrogate U+DCFF (PEP 383).
@@ -271,6 +284,7 @@ def test_unreadable_json_in_a_qa_file_names_its_line(index_dir, tmp_path, record
     assert "qa.jsonl, " + message in line
 
 
+@pytest.mark.subprocess
 def test_an_unreadable_qa_file_is_named(index_dir, tmp_path):
     queries = write_jsonl(tmp_path / "qa.jsonl", [QA_OK])
     preexec = unreadable(queries)

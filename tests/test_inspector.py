@@ -16,7 +16,7 @@ import pytest
 
 from service_server import build_small_index, running_server
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow serve` in a process of its own
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

@@ -112,6 +112,7 @@ for i in range(100):
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("round_", range(3))
 def test_processes_opening_a_fresh_cache_together_all_write_to_it(tmp_path, round_):
     # Opening switches a new file to WAL, which needs an exclusive lock that SQLite's busy timeout

@@ -368,6 +368,7 @@ def _interrupted(server: FaultServer, args: list[str], tmp_path) -> tuple[int, s
             process.wait()
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_during_eval_says_at_once_how_many_calls_it_waits_for_and_exits_130(servers, index, qa_file,
                                                                                   tmp_path):
     server = servers(hang_word="Passage")  # rankrag's relevance prompts hold the passages: they hang
@@ -385,6 +386,7 @@ def test_ctrl_c_during_eval_says_at_once_how_many_calls_it_waits_for_and_exits_1
     assert seconds < 5
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_during_ask_says_it_is_stopping_and_exits_130(servers, index, tmp_path):
     server = servers(hang_word="Passage")
     status, stderr, seconds = _interrupted(server, ["ask", "--index", str(index.path), "--method", "rankrag",

@@ -52,6 +52,7 @@ PROBES = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.subprocess
 def test_a_model_load_without_the_llm_mark_fails_the_test(tmp_path):
     pytest.importorskip("xllamacpp")
     for name in ("conftest.py", "small_corpus.py"):

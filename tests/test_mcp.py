@@ -30,7 +30,7 @@ from winnow.index import BM25Index
 from winnow.records import Passage
 from winnow.rerank import relevance_score, rerank
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow mcp` in a process of its own
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CORPUS = {p["id"]: p for p in PASSAGES}

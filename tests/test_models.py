@@ -118,6 +118,7 @@ def test_parts_are_joined_in_order_into_the_cache_with_a_verification_record(tin
     assert _leftovers(cache_dir) == [f"{TINY}.gguf", f"{TINY}.gguf.verified"]
 
 
+@pytest.mark.subprocess
 def test_leftovers_of_a_killed_join_are_removed_by_the_next_join(tiny_parts, cache_dir):
     (cache_dir / "models").mkdir(parents=True)
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -321,6 +322,7 @@ def test_an_unreachable_hub_fails_in_one_line_naming_the_model_and_what_to_do(ca
     assert not list((tmp_path / "hf").rglob("*.gguf"))
 
 
+@pytest.mark.subprocess
 def test_with_hf_hub_offline_the_hub_is_not_asked(tmp_path):
     # A fresh process: huggingface_hub imported by nothing else first, as in `winnow ask --model hf:…`.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"),

@@ -10,7 +10,7 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from winnow.cli import app
-from winnow.commands.evaluate import metrics_table, model_cost_table, stage_cost_table, sweep_table
+from winnow.commands.eval_tables import metrics_table, model_cost_table, stage_cost_table, sweep_table
 from winnow.models import format_models_table, list_models
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, StageTrace, Usage
 from winnow.report import passages_table, usage_table

@@ -12,6 +12,8 @@ from winnow.answers import (
     choice_accuracy,
     chosen_letter,
     label_accuracy,
+    match_accuracy,
+    popqa_accuracy,
     rouge_l,
     stated_label,
     str_em,
@@ -35,6 +37,43 @@ def test_fever_accuracy_reads_the_stated_label_not_a_substring():
     assert label_accuracy("SUPPORTS", ["True"]) == 1.0 and label_accuracy("Refuted.", ["false"]) == 1.0
     assert stated_label("FALSE, because the Mona Lisa is by Leonardo") == "false"
     assert stated_label("I cannot tell") is None
+
+
+def test_a_negated_label_states_the_other_label():
+    assert stated_label("It is not true") == "false" and accuracy("It is not true", ["True"]) == 0.0
+    assert stated_label("The claim isn't false.") == "true"
+    assert accuracy("This is not true: the film came out in 2001.", ["False"]) == 1.0
+
+
+# The cited containment tests against Winnow's normalised one, on hand cases where they part.
+CITED = [  # prediction, gold, Winnow's accuracy, Self-RAG's match, PopQA's
+    ("paris", "Paris", 1, 0, 1),
+    ("Paris", "paris", 1, 0, 1),
+    ("Beatles", "The Beatles", 1, 0, 0),
+    ("The Beatles", "Beatles", 1, 1, 1),
+    ("US", "U.S.", 1, 0, 0),
+    ("the u.s. army", "U.S.", 1, 0, 1),
+    ("It opened in 1994.", "1994", 1, 1, 1),
+    ("the U.S.", "US", 1, 0, 0),
+    ("LONDON", "London", 1, 0, 0),
+    ("an apple", "Apple", 1, 0, 1),
+    ("Leonardo da Vinci", "Michelangelo", 0, 0, 0),
+]
+
+
+@pytest.mark.parametrize("prediction, gold, ours, match, popqa", CITED)
+def test_the_cited_containment_tests_are_recorded_beside_winnows(prediction, gold, ours, match, popqa):
+    assert accuracy(prediction, [gold]) == ours
+    assert match_accuracy(prediction, [gold]) == match
+    assert popqa_accuracy(prediction, [gold]) == popqa
+    scores = answer_scores(prediction, [gold])
+    assert (scores["accuracy"], scores["accuracy_match"], scores["accuracy_popqa"]) == (ours, match, popqa)
+
+
+def test_labels_choices_and_patterns_have_no_cited_containment_score():
+    assert "accuracy_match" not in answer_scores("True", ["True"])
+    assert "accuracy_match" not in answer_scores("A", ["A"], metadata={"choices": {"A": "x", "B": "y"}})
+    assert "accuracy_match" not in answer_scores("1963", ["19[0-9]+"], regex=True)
 
 
 def test_open_qa_accuracy_is_still_containment():

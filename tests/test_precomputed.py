@@ -76,7 +76,25 @@ def test_documents_missing_from_the_index_are_dropped_counted_and_named(built, t
     served.search(QUERIES[1])
     assert served.unknown == {"q1": ["gone-1", "gone-2"], "q2": ["gone-3", "gone-4"]}
     assert served.summary() == (f"4 documents of {path} ('gone-1', 'gone-2', 'gone-3', and 1 more) in the rankings "
-                                "of 2 queries are not in the index: dropped from their rankings")
+                                "of 2 queries are not in the index: dropped from their rankings; the most a query "
+                                "lost: 2 of 3 ('q1')")
+
+
+def test_a_query_left_with_no_passage_is_counted_in_the_summary(built, tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 gone-1 1 9 t\nq2 Q0 chess 1 5 t\n")
+    served = PrecomputedRun.open(built, path)
+    assert len(served.search(QUERIES[0])) == 0
+    served.search(QUERIES[1])
+    assert "1 query was left with no passage" in served.summary()
+
+
+def test_a_run_naming_no_passage_of_the_index_is_refused_naming_it(built, tmp_path):
+    path = tmp_path / "other.trec"
+    path.write_text("q1 Q0 doc-1 1 9 t\nq1 Q0 doc-2 2 8 t\nq2 Q0 doc-3 1 5 t\n")
+    with pytest.raises(WinnowError, match=r"other\.trec: none of the 3 documents the run names .* is a passage "
+                                          r"of the index"):
+        PrecomputedRun.open(built, path)
 
 
 def test_a_query_the_run_lacks_is_an_error_naming_it(built, tmp_path):
@@ -178,3 +196,11 @@ def test_ask_finds_the_question_in_a_rank_llm_run_by_its_text(built, llm_server,
     assert result.exit_code == 0, result.output
     assert [p["id"] for p in json.loads(result.stdout)["passages"]] == ["glacier", "chess"]
     assert "--run: 1 document" in result.stderr and "'gone'" in result.stderr  # counted and named, not hidden
+
+
+def test_ask_refuses_a_run_naming_no_passage_of_the_index_with_a_non_zero_exit(built, llm_server, tmp_path):
+    trec = tmp_path / "elsewhere.trec"
+    write_run({"q1": [("doc-1", 9.0), ("doc-2", 8.0)]}, trec)
+    result = ask(built, llm_server, "--run", trec, "--qid", "q1")
+    assert result.exit_code != 0
+    assert "elsewhere.trec: none of the 2 documents the run names ('doc-1', 'doc-2')" in str(result.exception)

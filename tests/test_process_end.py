@@ -7,6 +7,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.subprocess  # the command's own process, ended as `winnow` ends it
+
 
 def _winnow_in_a_process(tmp_path, *args: str, entry: str = "main") -> subprocess.CompletedProcess[str]:
     """``winnow ARGS`` through :func:`winnow.cli.main` (or ``entry``), with an exit handler and a

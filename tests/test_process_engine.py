@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_llm_dispatch import ScriptedServer
+from fakes import ScriptedServer
 
 from winnow.evaluation.process_engine import default_processes, inflight_shares, merged_dispatch_stats
 from winnow.run_spec import RunSpec
@@ -55,6 +55,7 @@ def _what_depends_on_the_answer(value):
     return value
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("method", ["vanilla", "rankrag"])
 def test_client_processes_give_one_process_answers_and_share_max_inflight(server, index, tmp_path, method):
     queries = _questions(tmp_path / "q.jsonl", 24)
@@ -80,6 +81,7 @@ def test_client_processes_give_one_process_answers_and_share_max_inflight(server
     assert config["sessions"][-1]["token_counting"]["model"].startswith("estimated")
 
 
+@pytest.mark.subprocess
 def test_spawned_client_processes_answer_as_forked_ones(server, index, tmp_path):
     # In this test process the loopback server's thread runs, so the processes are spawned (a fork
     # would copy that thread's locks); the subprocess runs above forked theirs.
@@ -103,6 +105,7 @@ def test_spawned_client_processes_answer_as_forked_ones(server, index, tmp_path)
                                       for qid, record in alone.items())
 
 
+@pytest.mark.subprocess
 def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_them(server, index, tmp_path):
     server.delay = 0.3
     queries = _questions(tmp_path / "q.jsonl", 40)
@@ -142,6 +145,7 @@ def test_a_killed_client_process_fails_only_its_questions_and_the_rerun_asks_the
     (["--processes", "8", "--max-inflight", "4"], "--processes 8 is more than --max-inflight 4"),
     (["--processes", "2", "--engine", "ray"], "--processes 2 runs with --engine local, not with --engine ray"),
 ])
+@pytest.mark.subprocess
 def test_processes_that_cannot_be_honoured_are_refused_before_anything_loads(index, tmp_path, extra, message):
     queries = _questions(tmp_path / "q.jsonl", 2)
     command = _eval(index.path, queries, tmp_path / "run", "http://127.0.0.1:9/v1", *extra)

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from winnow.cli import app, run
-from winnow.evaluation.runner import run_label
+from winnow.evaluation.labels import run_label
 from winnow.methods import METHODS, PROFILES, method_settings
 from winnow.pipeline import RunSpec
 from winnow.service.limits import ApiError, Limits, check_settings
@@ -72,7 +72,7 @@ def test_explicit_settings_override_the_profile(tmp_path):
     assert spec.profile == "paper-70b"
     assert method_settings(spec.method, **spec.settings).to_dict() == {
         "n": 30, "k": 3, "max_answer_tokens": 16, "fusion_alpha": 0.0, "framing": "plain", "task": "qa",
-        "score": "raw"}
+        "score": "raw", "adaptive_depth": 0.0, "adaptive_depth_keep": 0, "fusion_weights": []}
     # The flag's profile wins over the file's.
     assert RunSpec.resolve(config=config, run={"profile": "paper"}).settings["n"] == 100
 

@@ -17,7 +17,8 @@ import pytest
 from ray_head import SRC, free_port, ray_head
 from test_evaluation import CORPUS as EVAL_CORPUS
 from test_evaluation import QUESTIONS as EVAL_QUESTIONS
-from test_evaluation import cached_choice_keys, make_bench, poison_cached_judgements, read_lines, winnow
+from test_evaluation import cached_choice_keys, make_bench, poison_cached_judgements, read_lines
+from test_evaluation import winnow as eval_winnow
 
 ray = pytest.importorskip("ray")
 
@@ -55,6 +56,12 @@ def cluster(tmp_path_factory):
             yield address
 
 
+def winnow(*args, check=True):
+    """``winnow ARGS``: a run on the Ray engine in a subprocess of its own (its driver joins a cluster,
+    which the test process must not), anything else in this process."""
+    return eval_winnow(*args, check=check, process="ray" in map(str, args))
+
+
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     return make_bench(tmp_path_factory.mktemp("ray-bench"), CORPUS, QUESTIONS)
@@ -77,6 +84,7 @@ def answers_of(folder: Path) -> dict[str, tuple]:
             for r in records(folder)}
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_ray_workers_give_the_answers_of_the_single_process_engine(cluster, bench, tmp_path):
     local, sharded = tmp_path / "local", tmp_path / "ray"
@@ -95,6 +103,7 @@ def test_ray_workers_give_the_answers_of_the_single_process_engine(cluster, benc
     assert command[command.index("--engine") + 1] == "ray"
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(cluster, bench, tmp_path):
     out = tmp_path / "run"
@@ -127,6 +136,7 @@ def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(clus
     assert metrics["questions"]["answered"] == len(QUESTIONS) and metrics["questions"]["remaining"] == 0
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_cached_answers_the_workers_asked_again_are_reported_by_the_driver(cluster, bench, tmp_path):
     # One question no other test of the cache asks, so only this test's calls are turned stale.
@@ -156,6 +166,7 @@ def worker_pids() -> list[int]:
     return pids
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(cluster, bench, tmp_path):
     out = tmp_path / "run"
@@ -187,6 +198,7 @@ def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(
     assert json.loads((out / "metrics.json").read_text())["questions"]["remaining"] == 0
 
 
+@pytest.mark.subprocess
 def test_a_worker_that_cannot_open_the_run_is_one_line(cluster, bench, tmp_path):
     result = winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "no-such-model",
                     "--out", tmp_path / "run", "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1",
@@ -201,6 +213,7 @@ def test_a_worker_that_cannot_open_the_run_is_one_line(cluster, bench, tmp_path)
     assert crowded.returncode == 2 and "3 Ray worker(s) of 1 CPU need 3 CPUs; the cluster has 2" in crowded.stderr
 
 
+@pytest.mark.subprocess
 def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):
     base = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--out", tmp_path / "run"]
     unknown = winnow(*base, "--engine", "spark", check=False)
@@ -212,6 +225,7 @@ def test_engine_options_are_checked_before_anything_runs(bench, tmp_path):
     assert not (tmp_path / "run").exists()  # refused before the run folder was made
 
 
+@pytest.mark.subprocess
 def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluster, bench, tmp_path):
     """The cluster has token authentication on and HOME holds a stale token: the driver, given the
     cluster's token as RAY_AUTH_TOKEN, joins it, and its workers (clients of a model server here, so
@@ -232,6 +246,43 @@ def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluste
     assert answers_of(tmp_path / "ray") == answers_of(tmp_path / "local")
     # (A driver sending the stale token instead is refused in one line naming RAY_AUTH_TOKEN, but Ray
     # retries for 20 s before it gives up: checked by hand, not here.)
+
+
+def test_a_signal_stops_a_ray_run_as_it_stops_the_other_engines(cluster, bench, tmp_path):
+    """``kill -INT`` of a driver started with SIGINT ignored (``nohup … &``) stops it as it stops the
+    other engines (tests/test_eval_stop.py): the stopping line at once, the answers kept, exit 130.
+    The workers' calls hang at the server, so the driver is waiting on them when the signal comes."""
+    from fault_server import FaultServer
+
+    server = FaultServer(hang_word="Passage")
+    out = tmp_path / "run"
+    args = ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--backend", "openai", "--model", "m",
+            "--base-url", server.url, "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out,
+            "--engine", "ray", "--ray-address", cluster, "--ray-workers", "1"]
+    driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 300
+        while server.hung < 1:
+            assert driver.poll() is None and time.monotonic() < deadline, driver.communicate(timeout=10)
+            time.sleep(0.05)
+        time.sleep(1)
+        driver.send_signal(signal.SIGINT)
+        _, stderr = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        server.stop()
+    said = " ".join(stderr.split())
+    assert driver.returncode == 130, stderr
+    assert f"stopping: waiting for the calls in flight to be cancelled; the answers so far are saved in {out}" in said
+    assert "run the same command again to continue" in said and "Traceback" not in stderr
+    deadline = time.monotonic() + 30
+    while worker_pids() and time.monotonic() < deadline:  # Ray ends a killed actor's process soon after
+        time.sleep(0.2)
+    assert not worker_pids()  # the workers went with the stopped run
 
 
 def test_the_driver_turns_token_mode_on_when_a_token_is_at_hand(tmp_path):
@@ -263,6 +314,7 @@ print(json.dumps([[r.host, r.shards, r.passages, r.passages_per_second] for r in
 """
 
 
+@pytest.mark.subprocess
 def test_ray_workers_resume_a_killed_encoding_and_write_the_single_process_embeddings(cluster, tmp_path):
     import shutil
 

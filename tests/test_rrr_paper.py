@@ -11,7 +11,7 @@ from test_rrr import ScriptedModel, rounds
 
 from winnow.errors import WinnowError
 from winnow.evaluation.report import LoadedRun, deviation_notes
-from winnow.evaluation.runner import run_label
+from winnow.evaluation.labels import run_label
 from winnow.llm import LLM, CallCache
 from winnow.methods import build_method
 from winnow.pipeline import RunSpec

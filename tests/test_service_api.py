@@ -31,7 +31,7 @@ from winnow.service.limits import ApiError
 from winnow.service.runner import _on_worker
 from winnow.service.worker import LLMWorker
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow serve` in a process of its own
 
 CORPUS = {p["id"]: p for p in PASSAGES}
 TINY = {"max_answer_tokens": 8}  # short answers: the tests check plumbing, not prose

@@ -128,3 +128,24 @@ def test_a_shard_without_a_word_to_index_and_a_corpus_without_any(tmp_path):
     assert [c.passage.id for c in index.search("zebra", k=3)] == ["z"]
     with pytest.raises(WinnowError, match="no passage has a word to index"):
         sharded(tmp_path / "none", empty, shard_size=4)
+
+
+def test_the_rebuild_hint_of_a_corrupt_sharded_index_rebuilds_the_same_index(tmp_path):
+    sharded(tmp_path / "idx", corpus(40), shard_size=15, profile="pyserini")
+    path = tmp_path / "idx" / "bm25" / "shard-0001" / "indptr.npy"
+    path.write_bytes(path.read_bytes()[:-8])  # truncated: the manifest's size no longer matches
+    with pytest.raises(IndexLoadError) as caught:
+        BM25Index.open(tmp_path / "idx")
+    assert caught.value.hint == (f"rebuild it with `winnow index test --out {tmp_path / 'idx'} --bm25-profile pyserini "
+                                 "--shard-size 15 --overwrite`")
+
+
+def test_the_rebuild_hint_of_a_dense_index_adds_its_embeddings_and_ann_indexes(tmp_path):
+    from winnow.index.manifest import rebuild_hint
+
+    manifest = {"source": "docs/", "source_options": {"chunk_words": 100}, "bm25": {"profile": "default"},
+                "dense": {"preset": "e5", "dtype": "int8", "ann": {"hnsw": {"settings": {"M": 16, "efSearch": 0}}}}}
+    assert rebuild_hint(tmp_path, manifest) == (
+        f"rebuild it with `winnow index docs/ --out {tmp_path} --chunk-words 100 --overwrite`, then "
+        f"`winnow embed {tmp_path} --encoder e5 --dense-storage int8`, then "
+        f"`winnow ann {tmp_path} --ann hnsw --ann-set M=16 --ann-set efSearch=0`")

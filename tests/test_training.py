@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import winnow as winnow_in_process
 
 from winnow.corpus import load_corpus
 from winnow.errors import InputError, WinnowError
@@ -230,8 +230,7 @@ def test_blend_command_prints_counts_and_names_bad_input(tmp_path, capitals):
     config = blend_config(tmp_path, capitals)
 
     def winnow(*args):
-        return subprocess.run([sys.executable, "-m", "winnow.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, "COLUMNS": "200"}, timeout=120)
+        return winnow_in_process(*args, env={"COLUMNS": "200"})
 
     done = winnow("train", "blend", "--config", str(config), "--out", str(tmp_path / "blend"))
     assert done.returncode == 0, done.stderr
@@ -340,6 +339,7 @@ def tuned(ranking_blend, tmp_path_factory):
     return out, report
 
 
+@pytest.mark.slow
 def test_training_loss_falls_and_the_run_folder_is_complete(tuned):
     out, report = tuned
     curve = losses(out)
@@ -395,6 +395,7 @@ def test_paper_presets_hold_section_5_1_values_and_explicit_options_win(tmp_path
     assert caught.value.setting == "preset"
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_from_its_checkpoint(tuned, ranking_blend, tmp_path):
     from winnow.training.sft import train_sft
 
@@ -415,6 +416,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tuned, ranking_blend, tm
         train_sft(settings(ranking_blend, out, lr=1e-4))
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_not_trained_again(tuned, ranking_blend, tmp_path):
     from winnow.training.sft import train_sft
 
@@ -490,6 +492,7 @@ def test_transformers_backend_sends_a_plain_prompt_without_the_chat_template(tra
     assert abs(ours.probability("True") - theirs.probability("True")) < 0.1
 
 
+@pytest.mark.slow
 def test_the_plain_framing_trains_on_the_tokens_evaluation_sends(ranking_blend, transformers_backend):
     """`winnow train sft --framing plain`: the prompt tokens are those of App. D's text as the
     transformers backend sends it, and the loss falls on " True"/" False" and the end of text."""
@@ -508,6 +511,7 @@ def test_the_plain_framing_trains_on_the_tokens_evaluation_sends(ranking_blend, 
         assert completion in (" True", " False")
 
 
+@pytest.mark.slow
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):
     import winnow
 
@@ -528,6 +532,7 @@ def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, 
         llm.close()
 
 
+@pytest.mark.subprocess
 def test_core_command_line_does_not_import_torch():
     code = ("import sys, winnow.cli, winnow.commands.train, winnow.training.blend, winnow.llm; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")

@@ -7,7 +7,10 @@
 * **Accuracy** is the PopQA/TriviaQA convention RankRAG §5.1 and Table 2 report beside EM (after
   Mallen et al. 2023 and Asai et al. 2024): a generation is correct when it *contains* a gold
   answer. Containment is tested on SQuAD-normalised text, as FlashRAG's ``acc`` does, so "The
-  Beatles." contains "beatles".
+  Beatles." contains "beatles". The tests the papers cite are recorded beside it: Self-RAG's
+  ``match`` (:func:`match_accuracy`, raw and case-sensitive, which RankRAG and MAIN-RAG cite) as
+  ``accuracy_match`` and PopQA's (:func:`popqa_accuracy`, raw, lower-cased or capitalised) as
+  ``accuracy_popqa``.
 * **FEVER's label accuracy** (RankRAG Table 2, FEVER column): when the gold answers are truth
   labels ("True" / "False", D.2's "Answer … with True or False"; Winnow's KILT loader maps SUPPORTS
   / REFUTES to them), a generation is correct when the label it *states* is the gold one
@@ -141,12 +144,29 @@ def accuracy(prediction: str, answers: Sequence[str] | str, *, regex: bool = Fal
     return 0.0
 
 
+def match_accuracy(prediction: str, answers: Sequence[str] | str) -> float:
+    """Self-RAG's ``match`` (Asai et al. 2024, ``metrics.py``), the accuracy RankRAG §5.1 and MAIN-RAG
+    §4.1 cite: 1.0 when a gold answer is a substring of the raw generation, case and punctuation as
+    they are. "paris" does not match gold "Paris"; "US" does not match "U.S."."""
+    return float(any(gold in prediction for gold in _check_answers(answers)))
+
+
+def popqa_accuracy(prediction: str, answers: Sequence[str] | str) -> float:
+    """PopQA's accuracy (Mallen et al. 2023, ``run_model.py``): a gold answer, as written, lower-cased
+    or capitalised, is a substring of the raw generation."""
+    return float(any(gold in prediction or gold.lower() in prediction or gold.capitalize() in prediction
+                     for gold in _check_answers(answers)))
+
+
 # --- FEVER's truth labels ----------------------------------------------------------------------------
 
 #: Words that state a truth label. KILT's own label names count too, for a model that echoes them.
 _LABEL_WORDS = {"true": "true", "false": "false", "supports": "true", "supported": "true",
                 "refutes": "false", "refuted": "false"}
 _LABELS = frozenset({"true", "false"})
+#: A label word right after one of these states the other label: "It is not true" states false.
+#: (SQuAD normalisation has dropped the apostrophe: "isn't" is "isnt".)
+_NEGATIONS = frozenset({"not", "isnt", "never", "arent", "wasnt", "nor"})
 
 
 def is_label_answer(answers: Sequence[str] | str) -> bool:
@@ -159,14 +179,20 @@ def stated_label(prediction: str) -> str | None:
     """The truth label a generation states ("true" / "false"), or ``None`` when it states none or both.
 
     The first word decides when it is a label word ("False. The film was…"); otherwise the one kind
-    of label word that appears among the words ("The claim is true."). Words, not substrings:
-    "untrue" and "falsehood" state nothing.
+    of label word that appears among the words ("The claim is true."), a label word right after a
+    negation stating the other ("It is not true" states false). Words, not substrings: "untrue" and
+    "falsehood" state nothing.
     """
     words = normalize_answer(prediction).split()
     if words and words[0] in _LABEL_WORDS:
         return _LABEL_WORDS[words[0]]
-    found = {_LABEL_WORDS[word] for word in words if word in _LABEL_WORDS}
+    found = {_negated(_LABEL_WORDS[word]) if position and words[position - 1] in _NEGATIONS else _LABEL_WORDS[word]
+             for position, word in enumerate(words) if word in _LABEL_WORDS}
     return found.pop() if len(found) == 1 else None
+
+
+def _negated(label: str) -> str:
+    return "false" if label == "true" else "true"
 
 
 def label_accuracy(prediction: str, answers: Sequence[str] | str) -> float:
@@ -389,6 +415,10 @@ def answer_scores(prediction: str, answers: Sequence[str], *, regex: bool = Fals
     scores = {"em": exact_match(prediction, answers, regex=regex),
               "f1": round(token_f1(prediction, answers, regex=regex), 6),
               "accuracy": correct}
+    if not choices and not regex and not is_label_answer(answers):
+        # The containment tests the papers cite, beside Winnow's normalised one (docs/reproducing.md).
+        scores["accuracy_match"] = match_accuracy(prediction, answers)
+        scores["accuracy_popqa"] = popqa_accuracy(prediction, answers)
     if metadata.get(QA_PAIRS):
         scores["str_em"] = round(str_em(prediction, metadata[QA_PAIRS]), 6)
     if metadata.get(LONG_ANSWERS):

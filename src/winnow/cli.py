@@ -20,10 +20,12 @@ from .commands import (  # noqa: F401  (they register)
     corpus,
     data,
     evaluate,
+    fusion,
     mcp,
     report,
     serve,
     train,
+    tune,
 )
 from .commands.common import STATE, app, err
 from .errors import WinnowError

@@ -47,12 +47,14 @@ class RankingDetails(StageDetails):
     """A reranker that scores each passage (RankRAG's P("True"), embedding cosine, score fusion).
 
     ``ranked_ids`` is the whole reranked order when the stage passed on only its top k (answer
-    Recall@k after reranking, RankRAG Table 6, needs ranks beyond k); ``choices_not_in_top_tokens``
+    Recall@k after reranking, RankRAG Table 6, needs ranks beyond k), and ``scores`` every passage's
+    score by id then (``winnow fit-fusion`` fits on them); ``choices_not_in_top_tokens``
     lists choices the model's top tokens lacked (their probability is then a bound).
     """
 
     kinds: ClassVar[tuple[str, ...]] = ("pointwise-true", "embedding-cosine", "score-fusion")
     ranked_ids: list[str] | None = None
+    scores: dict[str, float] | None = None  # with ranked_ids: every passage's score (calibrated fusion fits on them)
     choices_not_in_top_tokens: list[str] = field(default_factory=list)
 
 
@@ -168,6 +170,23 @@ class PoolDetails(StageDetails):
 
 
 @dataclass(slots=True)
+class AdaptiveDepthDetails(StageDetails):
+    """Adaptive depth's decision for one question (:mod:`winnow.stages.adaptive_depth`): the ``rule``
+    and the first stage's ``margin`` under it (None when a candidate had no first-stage score), the
+    ``threshold``, whether the first stage was ``sure``, how many candidates the LLM stages saw
+    (``depth``), how many they did not (``set_aside``), and ``skipped`` when they saw none."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("adaptive-depth",)
+    rule: str = ""
+    margin: float | None = None
+    threshold: float = 0.0
+    sure: bool = False
+    depth: int = 0
+    set_aside: int = 0
+    skipped: bool = False
+
+
+@dataclass(slots=True)
 class ReaderDetails(StageDetails):
     """The answer and why generation stopped; ``cut_by_token_limit`` when max_tokens ended it."""
 
@@ -179,7 +198,7 @@ class ReaderDetails(StageDetails):
 
 DETAIL_RECORDS: tuple[type[StageDetails], ...] = (
     RetrievalDetails, RankingDetails, CrossEncoderDetails, PredictorDetails, JudgeDetails, FilterDetails, YesNoDetails,
-    GradedDetails, ListwiseDetails, RewriteDetails, PoolDetails, ReaderDetails)
+    GradedDetails, ListwiseDetails, RewriteDetails, PoolDetails, AdaptiveDepthDetails, ReaderDetails)
 
 #: The details record of each stage kind.
 DETAILS_BY_KIND: dict[str, type[StageDetails]] = {kind: record for record in DETAIL_RECORDS for kind in record.kinds}

@@ -37,6 +37,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "rerankers": ("torch", "transformers"),
     # --tokenizer: a served model's tokenizer run here (transformers without torch; gguf for a GGUF's).
     "tokenizer": ("transformers", "jinja2", "gguf"),
+    # `winnow tune`: Optuna's samplers and study storage (SQLite by default, any database URL).
+    "tune": ("optuna",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

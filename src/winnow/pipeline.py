@@ -26,7 +26,7 @@ from .run_spec import (
 
 if TYPE_CHECKING:
     from .llm.client import LLM
-    from .methods import Method, MethodSettings
+    from .methods import Method, MethodSettings, TrainedRerankers
     from .stages.retrieve import SearchIndex
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_RETRIEVER", "ROLE_OPTIONS", "Pipeline",
@@ -134,18 +134,20 @@ class Pipeline:
         return self.method.ask_batch(questions)
 
     def method_with(self, method: str, settings: dict[str, Any] | MethodSettings, llm: LLM | None = None,
-                    agents: dict[str, LLM] | None = None) -> Method:
+                    agents: dict[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> Method:
         """Another method (or other settings) over the same index and models: what a server builds per
         request. ``settings`` are overrides to resolve, or the method's settings already resolved
         (a server's request, resolved once: built as they are). ``llm``/``agents`` default to this
-        pipeline's; roles the method lacks are left out."""
+        pipeline's; roles the method lacks are left out. ``rerankers`` are trained rerankers for
+        whatever the method reranks with (a server's ``--rerank-model``)."""
         from .methods import agent_roles, build_method, method_class
 
         own = agent_roles(method)
         chosen = {role: agent for role, agent in (self.agents if agents is None else agents).items() if role in own}
         if isinstance(settings, dict):
-            return build_method(method, index=self.index, llm=llm or self.llm, agents=chosen, **settings)
-        return method_class(method)(self.index, llm or self.llm, settings, chosen)
+            return build_method(method, index=self.index, llm=llm or self.llm, agents=chosen, rerankers=rerankers,
+                                **settings)
+        return method_class(method)(self.index, llm or self.llm, settings, chosen, rerankers)
 
     def search(self, query: str | Query, k: int) -> CandidateList:
         """First-stage retrieval alone: the top ``k`` passages of this pipeline's retriever."""

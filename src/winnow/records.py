@@ -222,6 +222,8 @@ class Usage:
     cached_completion_tokens: int = 0
     cached_seconds: float = 0.0
     retries: int = 0  # requests sent again after a passing server failure (429, 5xx, timeout, reset)
+    cache_rejected: int = 0  # cached answers refused (bad checksum, none, or failing today's checks) and asked again
+    choices_not_in_top: int = 0  # choice calls with none of the choices among the top tokens (scored uniform)
 
     def add(self, other: Usage) -> None:
         for name in _USAGE_COUNTERS:
@@ -240,6 +242,8 @@ class Usage:
             self.completion_tokens += call.completion_tokens
             self.seconds += call.seconds
             self.retries += call.retries
+            self.cache_rejected += call.cache_rejected
+        self.choices_not_in_top += call.choices_not_in_top
 
     def to_dict(self) -> dict[str, Any]:
         counts = {name: getattr(self, name) for name in _USAGE_COUNTERS}
@@ -266,9 +270,21 @@ class LLMCall:
     finish_reason: str = ""  # "length" when the token limit cut a generated answer
     retries: int = 0  # times the request was sent again after a passing server failure
     model: str = ""  # the model that answered (its identity's name), for cost per model
+    #: A cached answer for this call was refused (see winnow.llm.cache) and the model asked again.
+    cache_rejected: bool = False
+    #: None of the choices was among the model's top next tokens: each got the lowest log-probability
+    #: seen, so the choices are uniform after renormalisation (P = 1/len(choices); P("True") 0.5).
+    choices_not_in_top: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for flag in _CALL_FLAGS:  # only when set: a trace's calls keep the keys they always had
+            if not data[flag]:
+                del data[flag]
+        return data
+
+
+_CALL_FLAGS = ("cache_rejected", "choices_not_in_top")
 
 
 @dataclass(slots=True)
@@ -333,6 +349,9 @@ class Trace:
 
     stages: list[StageTrace] = field(default_factory=list)
     seconds: float = 0.0
+    #: The recipe the method ran, as it prints (``Retriever(...) >> ... % 5 >> Reader()``); "" for a
+    #: stage run alone.
+    recipe: str = ""
 
     @property
     def usage(self) -> Usage:
@@ -356,6 +375,7 @@ class Trace:
             "stages": [s.to_dict() for s in self.stages],
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),
+            **({"recipe": self.recipe} if self.recipe else {}),
         }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Console
 from rich.panel import Panel
@@ -103,9 +105,19 @@ def answer_notes(answer: Answer) -> list[str]:
         if stage.details.warning:
             notes.append(f"{stage.name}: {stage.details.warning}")
         if stage.details.fitted:
-            notes.append(f"{stage.name}: {len(stage.details.fitted)} passage(s) shortened to fit the model's context "
-                         f"of {stage.details.fitted[0]['context_size']} tokens (--context-size raises it)")
+            notes.append(fitting_note(stage.name, stage.details.fitted))
     return notes
+
+
+def fitting_note(stage: str, fitted: list[dict[str, Any]]) -> str:
+    """How many passages a stage cut to fit the context, how much of them it kept, and how it counted."""
+    before = sum(cut["chars_before"] for cut in fitted)
+    after = sum(cut["chars_after"] for cut in fitted)
+    kept = f"{after:,} of their {before:,} characters kept ({after / before:.0%})" if before else "emptied"
+    estimated = str(fitted[0].get("token_counting", "")).startswith("estimated")
+    counted = "estimated tokens" if estimated else "the model's tokens"
+    return (f"{stage}: {len(fitted)} passage(s) shortened to fit the model's context of {fitted[0]['context_size']} "
+            f"tokens, {kept}, counted in {counted} (--context-size raises it)")
 
 
 def summary_line(usage: Usage, seconds: float) -> str:
@@ -114,6 +126,11 @@ def summary_line(usage: Usage, seconds: float) -> str:
     if usage.cache_hits:
         line += (f" · the cached calls first cost {usage.cached_prompt_tokens} prompt + "
                  f"{usage.cached_completion_tokens} completion tokens and {usage.cached_seconds:.1f} s")
+    if usage.cache_rejected:
+        line += f" · {usage.cache_rejected} cached answer(s) refused and asked again"
+    if usage.choices_not_in_top:
+        line += (f" · {usage.choices_not_in_top} choice answer(s) with no choice among the top tokens "
+                 "(scored as equally likely)")
     return line
 
 

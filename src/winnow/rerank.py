@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 from .errors import WinnowError
+from .methods.reranking import RERANKERS, TRAINED_RERANKERS, choose_reranker
 from .records import Candidate, CandidateList, Passage, Query, StageScore, Trace
 from .settings import ModelPath, Settings, at_least, check_sliding_window
 
@@ -23,17 +24,11 @@ if TYPE_CHECKING:
     from .llm.client import LLM
     from .stages.contract import ListStage
 
-RERANK_METHODS = {
-    "pointwise": "RankRAG P(\"True\") per document (one forward pass each)",
-    "graded": "RRR relevance grade 1-5, expected over the next-token probabilities",
-    "listwise": "RankGPT sliding-window permutation (window, step)",
-    "embedding": "all-MiniLM-L6-v2 cosine; no LLM",
-    "cross-encoder": "a trained cross-encoder's relevance logit (MS MARCO MiniLM, BGE-reranker); no LLM",
-    "monot5": 'monoT5\'s P("true") (Nogueira et al., 2020); no LLM',
-}
+#: Every rerank method and what it is: the methods floor's one chooser's names (:mod:`winnow.methods.reranking`).
+RERANK_METHODS = RERANKERS
 
 #: The methods that run a trained reranker model rather than an LLM or the embedder.
-MODEL_RERANK_METHODS = ("cross-encoder", "monot5")
+MODEL_RERANK_METHODS = TRAINED_RERANKERS
 
 RerankMethod = Literal["pointwise", "graded", "listwise", "embedding", "cross-encoder", "monot5"]
 
@@ -68,26 +63,10 @@ def check_rerank_method(method: str) -> str:
 
 def reranker(settings: RerankSettings, *, llm: LLM | None = None, embedder: Embedder | None = None) -> ListStage:
     """The stage that reranks by ``settings.method``: an LLM for the three LLM methods, an embedder for
-    ``embedding``, the model ``settings.model`` for ``cross-encoder`` and ``monot5``."""
-    from .stages import EmbeddingReranker, GradedRelevanceReranker, ListwiseReranker, PointwiseTrueReranker
-
-    keep = settings.keep
-    if settings.method in MODEL_RERANK_METHODS:
-        from .models.rerankers import load_pair_scorer
-        from .stages import CrossEncoderReranker
-
-        return CrossEncoderReranker(load_pair_scorer(settings.method, settings.model), keep=keep)
-    if settings.method == "embedding":
-        if embedder is None:
-            raise WinnowError("the embedding reranker needs an embedder", "winnow.index.load_embedder()")
-        return EmbeddingReranker(embedder, keep=keep)
-    if llm is None:
-        raise WinnowError(f"the {settings.method} reranker needs an LLM", "winnow.load_llm(model, backend=...)")
-    if settings.method == "pointwise":
-        return PointwiseTrueReranker(llm, keep=keep)
-    if settings.method == "graded":
-        return GradedRelevanceReranker(llm, keep=keep)
-    return ListwiseReranker(llm, window=settings.window, step=settings.step, keep=keep)
+    ``embedding``, the model ``settings.model`` for ``cross-encoder`` and ``monot5`` (the methods
+    floor's one chooser, :func:`~winnow.methods.reranking.choose_reranker`)."""
+    return choose_reranker(settings.method, llm=llm, embedder=embedder, keep=settings.keep, window=settings.window,
+                           step=settings.step, model=settings.model)
 
 
 def as_candidates(query: str, passages: Sequence[Passage]) -> CandidateList:

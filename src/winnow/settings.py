@@ -6,12 +6,13 @@ object, or raises :class:`SettingError` naming the setting and the type or range
 command-line flag: HTTP and Python users read the same message (and HTTP maps ``setting`` to the
 field of its 422 answer).
 
-A field's annotation is its type: ``int``, ``float``, ``bool``, ``str`` or a ``Literal`` of the
-allowed values, or one of them ``| None`` for a setting whose absence means something (a derived
-default). Ranges are checked by each settings class's ``check``. :data:`ModelPath` is a ``str`` that
-names a file or folder on the machine that runs Winnow (a model, a tokenizer): a request to a server
-(a layer marked ``capped``, HTTP and MCP) may not set one, whatever the method, and the server fills
-it in from its own options (:meth:`Settings.path_settings`).
+A field's annotation is its type: ``int``, ``float``, ``bool``, ``str``, a ``Literal`` of the
+allowed values, ``tuple[float, ...]`` (a list of numbers, e.g. fitted weights), or one of them
+``| None`` for a setting whose absence means something (a derived default). Ranges are checked by
+each settings class's ``check``. :data:`ModelPath` is a ``str`` that names a file or folder on the
+machine that runs Winnow (a model, a tokenizer): a request to a server (a layer marked ``capped``,
+HTTP and MCP) may not set one, whatever the method, and the server fills it in from its own options
+(:meth:`Settings.path_settings`).
 """
 
 from __future__ import annotations
@@ -124,7 +125,14 @@ def _type_name(kind: Any) -> str:
         return f"{_type_name(inner)} (or absent)"
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(repr(v) for v in typing.get_args(kind))
+    if _is_number_list(kind):
+        return "a list of numbers"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(kind, str(kind))
+
+
+def _is_number_list(kind: Any) -> bool:
+    """Whether ``kind`` is ``tuple[float, ...]``: a setting holding a list of numbers (fitted weights)."""
+    return typing.get_origin(kind) is tuple and typing.get_args(kind) == (float, ...)
 
 
 def _described(value: Any) -> str:
@@ -161,6 +169,13 @@ def coerce_value(name: str, kind: Any, value: Any) -> Any:
     elif kind is str:
         if isinstance(value, str):
             return value
+    elif _is_number_list(kind):
+        # A TOML array, a YAML or JSON list: kept as a tuple, so the settings stay hashable and equal.
+        if isinstance(value, (list, tuple)):
+            try:
+                return tuple(coerce_value(f"{name}[{i}]", float, v) for i, v in enumerate(value))
+            except SettingError as exc:
+                raise SettingError(name, str(exc)) from exc
     raise SettingError(name, f"setting {name!r} must be {_type_name(kind)} (got {_described(value)})")
 
 
@@ -235,7 +250,8 @@ class Settings:
         """Refuse values out of range, naming the setting. Subclasses extend it."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # A list setting as a list: what JSON and TOML give back, so a recorded run compares equal.
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(self).items()}
 
     def require(self, condition: bool, setting: str, message: str, hint: str = "") -> None:
         """Raise a SettingError for ``setting`` unless ``condition`` holds."""

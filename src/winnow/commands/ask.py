@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -20,11 +20,15 @@ from .common import (
     app,
     dialogue_from,
     err,
+    exit_for,
     open_pipeline,
     out,
-    stop_on_ctrl_c,
+    stop_on_signal,
     with_run_options,
 )
+
+if TYPE_CHECKING:
+    from ..corpus import Corpus
 
 
 @app.command()
@@ -69,8 +73,11 @@ def ask(
         raise WinnowError("--qid names the question in a --run file", "add --run FILE, or leave --qid out")
     progress = StageProgress(err)
     pipeline = open_pipeline(spec, index_dir, options, progress=progress, retriever=served)
-    with pipeline, progress.bar, stop_on_ctrl_c(lambda: sum(llm.inflight for llm in pipeline.llms)):
-        answer = pipeline.ask(query)
+    try:
+        with pipeline, progress.bar, stop_on_signal(lambda: sum(llm.inflight for llm in pipeline.llms)):
+            answer = pipeline.ask(query)
+    except KeyboardInterrupt as stop:
+        raise exit_for(stop) from stop
     if served is not None and (note := served.summary()):
         err.print(f"--run: {note}", highlight=False, soft_wrap=True)
     if as_json:
@@ -118,7 +125,6 @@ def rerank(
     as_json: JsonOption = False,
 ) -> None:
     """Rerank the passages of a JSONL file for QUERY: Winnow as a reranker in your own pipeline."""
-    from ..corpus import load_corpus
     from ..llm import load_llm
     from ..report import passages_table, summary_line, usage_table
     from ..rerank import MODEL_RERANK_METHODS, RerankSettings, check_rerank_method
@@ -128,28 +134,10 @@ def rerank(
     check_rerank_method(method)
     trained = method in MODEL_RERANK_METHODS  # --model names the reranker model, not an LLM
     if trained:  # no LLM runs: an LLM option given would be dropped unseen
-        from ..errors import WinnowError
-
-        given = [flag for flag, value in (("--backend", options.backend), ("--base-url", options.base_url),
-                                          ("--api-key", options.api_key), ("--max-inflight", options.max_inflight),
-                                          ("--timeout", options.timeout), ("--slots", options.slots),
-                                          ("--threads", options.threads), ("--context-size", options.context_size))
-                 if value]
-        if given:
-            raise WinnowError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to an LLM, and "
-                              f"--method {method} runs none", f"leave {', '.join(given)} out; --model names the "
-                                                              f"{method} model (a folder or hub id)")
+        _refuse_llm_options(options, method)
     settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step,
                                            "model": (options.model or "") if trained else ""})
-    if str(passages_file) == "-":  # the corpus reader names files and lines: give stdin a file of its own
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as folder:
-            piped = Path(folder) / "stdin.jsonl"
-            piped.write_text(sys.stdin.read(), encoding="utf-8")
-            corpus = load_corpus(piped)
-    else:
-        corpus = load_corpus(passages_file)
+    corpus = _read_passages(passages_file)
     if corpus.report.kept != corpus.report.read:
         err.print(corpus.report.summary())
     count = len(corpus.passages)
@@ -185,3 +173,30 @@ def rerank(
                                      width=out.width))
         out.print(usage_table(trace.stages))
     err.print(summary_line(trace.usage, trace.seconds))
+
+
+def _refuse_llm_options(options: RunOptions, method: str) -> None:
+    """Refuse the LLM's run options for a rerank method that runs no LLM (they would be dropped unseen)."""
+    given = [flag for flag, value in (("--backend", options.backend), ("--base-url", options.base_url),
+                                      ("--api-key", options.api_key), ("--max-inflight", options.max_inflight),
+                                      ("--timeout", options.timeout), ("--slots", options.slots),
+                                      ("--threads", options.threads), ("--context-size", options.context_size))
+             if value]
+    if given:
+        raise WinnowError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to an LLM, and "
+                          f"--method {method} runs none", f"leave {', '.join(given)} out; --model names the "
+                                                          f"{method} model (a folder or hub id)")
+
+
+def _read_passages(passages_file: Path) -> Corpus:
+    """The passages of a JSONL file, or of stdin for ``-``."""
+    from ..corpus import load_corpus
+
+    if str(passages_file) != "-":
+        return load_corpus(passages_file)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:  # the corpus reader names files and lines: stdin gets a file
+        piped = Path(folder) / "stdin.jsonl"
+        piped.write_text(sys.stdin.read(), encoding="utf-8")
+        return load_corpus(piped)

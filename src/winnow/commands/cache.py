@@ -44,7 +44,7 @@ def info(path: PathOption = None, as_json: JsonOption = False) -> None:
     entries = size = on_disk = evicted = 0
     span: tuple[float, float] | None = None
     if where.is_file():
-        cache = CallCache(where)
+        cache = CallCache(where)  # a damaged file is a CacheDamaged: one line with the way out
         try:
             entries, size, on_disk, evicted = len(cache), cache.size_bytes(), cache.file_bytes(), cache.evicted()
             span = cache.oldest_and_newest()
@@ -91,16 +91,26 @@ def prune(max_size: Annotated[str, typer.Option("--max-size", help="Keep at most
 
 @cache_app.command("clear")
 def clear(path: PathOption = None) -> None:
-    """Delete every cached answer (the next runs call the model again)."""
+    """Delete every cached answer (the next runs call the model again); a damaged cache file is removed."""
+    from ..errors import WinnowError
     from ..llm.cache import CallCache, human_size
 
     where = _cache_file(path)
     if not where.is_file():
         out.print(f"no cache at {escape(str(where))}: nothing to clear", highlight=False)
         return
-    cache = CallCache(where)
     try:
-        removed, freed = cache.clear()
-    finally:
-        cache.close()
+        cache = CallCache(where)
+        try:
+            removed, freed = cache.clear()
+        finally:
+            cache.close()
+    except WinnowError as exc:  # damaged (or not a database): nothing in it can be trusted, so it goes whole
+        files = [where, where.with_name(where.name + "-wal"), where.with_name(where.name + "-shm")]
+        freed = sum(f.stat().st_size for f in files if f.is_file())
+        for f in files:
+            f.unlink(missing_ok=True)
+        out.print(f"the cache {escape(str(where))} was damaged ({escape(exc.message)}); removed it, freeing "
+                  f"{human_size(freed)}: the next run starts a fresh one", highlight=False)
+        return
     out.print(f"cleared {removed:,} entries, freed {human_size(freed)} from {escape(str(where))}", highlight=False)

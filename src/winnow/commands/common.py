@@ -111,29 +111,58 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks
     STATE["debug"] = debug
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop asked by a signal (SIGINT: Ctrl-C or ``kill -INT``; SIGTERM: ``kill``): a
+    KeyboardInterrupt that remembers which, so the command exits 128 + its number (:func:`exit_for`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_for(stop: KeyboardInterrupt) -> typer.Exit:
+    """The exit of a command stopped by a signal: 128 + its number (130 for Ctrl-C, 143 for SIGTERM),
+    as a shell reports a process the signal ended. (Typer would make any KeyboardInterrupt 130.)"""
+    return typer.Exit(128 + getattr(stop, "signum", signal.SIGINT))
+
+
+#: The signals that stop a command, and what a second one does while it stops (Ctrl-C interrupts the
+#: wait; SIGTERM ends the process at once).
+STOP_SIGNALS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
 @contextmanager
-def stop_on_ctrl_c(inflight: Callable[[], int], saved: str = "") -> Iterator[None]:
-    """Ctrl-C during the block says at once that Winnow is stopping and how many LLM calls it waits
-    for (``inflight()``: the dispatcher's count), then raises KeyboardInterrupt as usual (``main``
-    exits 130). Without this the line came only after the calls in flight had been cancelled and
-    the pipeline closed, so a user saw nothing happen. A second Ctrl-C interrupts the wait itself.
-    ``saved`` says where the work done so far is kept."""
+def stop_on_signal(inflight: Callable[[], int | None], saved: str = "") -> Iterator[None]:
+    """SIGINT (Ctrl-C, ``kill -INT``) or SIGTERM (``kill``) during the block says at once that Winnow
+    is stopping and how many LLM calls it waits for (``inflight()``: the dispatchers' count, None
+    where it cannot be known), then raises :class:`Stopped` (a KeyboardInterrupt; the command exits
+    128 + the signal's number, :func:`exit_for`). Without this the line came only after the calls in flight had
+    been cancelled and the pipeline closed, so a user saw nothing happen. A second Ctrl-C
+    interrupts the wait itself, a second SIGTERM ends the process. ``saved`` says where the work
+    done so far is kept.
+
+    The handlers are set whatever the process started with: a command started in the background
+    by a script (``nohup winnow eval … &``) starts with SIGINT ignored, and ``kill -INT`` must
+    still stop it, as it stops one started at a terminal."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread
         return
 
     def stopping(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number, second in STOP_SIGNALS.items():
+            signal.signal(number, second)
         count = inflight()
-        err.print(f"stopping: waiting for {count} call{'' if count == 1 else 's'} in flight to be cancelled"
-                  + (f"; {saved}" if saved else ""), highlight=False, soft_wrap=True)
-        raise KeyboardInterrupt
+        waiting = "the calls in flight" if count is None else f"{count} call{'' if count == 1 else 's'} in flight"
+        err.print(f"stopping: waiting for {waiting} to be cancelled" + (f"; {saved}" if saved else ""),
+                  highlight=False, soft_wrap=True)
+        raise Stopped(signum)
 
-    previous = signal.signal(signal.SIGINT, stopping)
+    previous = {number: signal.signal(number, stopping) for number in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class StageProgress:
@@ -191,7 +220,8 @@ MaxQuestionCharsOption = Annotated[int, typer.Option("--max-question-chars", min
 MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help="Per rerank request.")]
 RerankModelOption = Annotated[Optional[list[str]], typer.Option(
     "--rerank-model", metavar="METHOD=MODEL", show_default=False,
-    help="The model of the cross-encoder or monot5 rerank method (repeatable): a folder or hub id, e.g. "
+    help="The model of the cross-encoder or monot5 reranker (repeatable), for rerank requests and every method "
+         "that reranks with one (e.g. rerank=cross-encoder): a folder or hub id, e.g. "
          "cross-encoder=BAAI/bge-reranker-v2-m3. Default: cross-encoder/ms-marco-MiniLM-L-6-v2 and "
          "castorini/monot5-base-msmarco, loaded on first use.")]
 
@@ -237,12 +267,22 @@ def with_run_options(*, only: Collection[str] | None = None, taken: Collection[s
     ``--api-key``), left off the run option that also has them."""
     from ..run_spec import RunOptions
 
-    hints = typing.get_type_hints(RunOptions)
-    chosen = [f for f in fields(RunOptions) if only is None or f.name in only]
+    return with_options(RunOptions, "options", "run", only=only, taken=taken, panel="Run options")
+
+
+def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Collection[str] | None = None,
+                 taken: Collection[str] = (), panel: str | None = None) -> Callable[[C], C]:
+    """Give a command the options of the frozen dataclass ``declared``, whose fields carry their flags
+    and help (:func:`winnow.run_spec.option`): the command takes ``parameter: declared`` and typer sees
+    one option per field, named ``PREFIX_FIELD`` (under the help panel ``panel``); see
+    :func:`with_run_options`."""
+    hints = typing.get_type_hints(declared)
+    chosen = [f for f in fields(declared) if only is None or f.name in only]
+    prefix = f"{prefix}_"
 
     def decorate(command: C) -> C:
         own = inspect.signature(command, eval_str=True)
-        parameters = [p for p in own.parameters.values() if p.name != "options"]
+        parameters = [p for p in own.parameters.values() if p.name != parameter]
         for f in chosen:
             meta = f.metadata
             flags = [flag for flag in meta["flags"] if flag not in taken]
@@ -250,17 +290,17 @@ def with_run_options(*, only: Collection[str] | None = None, taken: Collection[s
             if meta["generated"] is not None:
                 GENERATED_HELP[f"run_{f.name}"] = (meta["help"], meta["generated"])
             option = typer.Option(*flags, help=meta["help"].replace("[", "\\["), min=meta["minimum"],
-                                  metavar=meta["metavar"], show_default=False, rich_help_panel="Run options")
-            parameters.append(inspect.Parameter(f"run_{f.name}", inspect.Parameter.KEYWORD_ONLY,
+                                  metavar=meta["metavar"], show_default=False, rich_help_panel=panel)
+            parameters.append(inspect.Parameter(f"{prefix}{f.name}", inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if kind is bool else None,
                                                 annotation=Annotated[kind, option]))
 
         @functools.wraps(command)
         def with_options(**given: Any) -> Any:
-            values = {f.name: given.pop(f"run_{f.name}") for f in chosen}
+            values = {f.name: given.pop(f"{prefix}{f.name}") for f in chosen}
             values = {name: (tuple(value) if isinstance(value, list) else value) for name, value in values.items()
                       if value not in (None, False, [], ())}
-            return command(options=RunOptions(**values), **given)
+            return command(**{parameter: declared(**values)}, **given)
 
         del with_options.__wrapped__  # typer reads the signature below, not the command's own
         with_options.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]

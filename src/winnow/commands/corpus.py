@@ -13,7 +13,10 @@ from ..text import check_text
 from .common import IndexOption, JsonOption, app, err, out
 
 if TYPE_CHECKING:
+    from ..corpus.stream import CorpusStream
+    from ..index.encoders import DenseEncoder
     from ..index.ray_encoding import RayEncoding
+    from ..index.vectors import Storage
 
 
 # The options of encoding (`winnow index --dense`, `winnow embed`), declared once.
@@ -81,8 +84,8 @@ def index(
     ray_gpus: RayGpusOption = None,
 ) -> None:
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
-    from ..corpus import open_corpus, source_checksum
-    from ..index import add_ann_index, ann_settings, build_index, load_encoder
+    from ..corpus import open_corpus
+    from ..index import add_ann_index, ann_settings, load_encoder
     from ..index.analysis import bm25_profile as check_profile
     from ..index.ann import parse_assignments
     from ..index.build import check_index_out
@@ -107,28 +110,8 @@ def index(
         check_index_out(out_dir, overwrite=overwrite)
         embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
         corpus = open_corpus(source, chunk_words=chunk_words)
-        try:
-            if shard_size is not None:
-                from ..index.shards import build_sharded_index
-
-                # The source's checksum comes first here: it keys the work a killed build resumes.
-                build_sharded_index(corpus.passages(progress=True), out_dir, source=str(source),
-                                    source_checksum=_checksum(source, corpus.files), shard_size=shard_size,
-                                    load_report=lambda: corpus.report.to_dict(),
-                                    source_options={"chunk_words": chunk_words}, profile=bm25_profile,
-                                    overwrite=overwrite, progress=True, report=err.print)
-            else:
-                # The corpus is read once, passage by passage, straight into the index's passage store.
-                build_index(corpus.passages(progress=True), out_dir, source=str(source),
-                            source_checksum=lambda: source_checksum(corpus.files),
-                            load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
-                            embedder=embedder, profile=bm25_profile, overwrite=overwrite, progress=True,
-                            dense_storage=storage, ray=ray)
-        except WinnowError as error:
-            if corpus.report.read and not corpus.report.kept:
-                raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
-                                  "check the file: every record was skipped") from error
-            raise
+        _build(corpus, source, out_dir, chunk_words=chunk_words, shard_size=shard_size, profile=bm25_profile,
+               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray)
         err.print(corpus.report.summary(), soft_wrap=True)
     kept = corpus.report.kept
     for settings in wanted:
@@ -186,6 +169,37 @@ def embed(
     for settings in wanted:
         built = add_ann_index(index_dir, settings)
         err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
+
+
+def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int, shard_size: int | None, profile: str,
+           overwrite: bool, embedder: DenseEncoder | None, storage: Storage, ray: RayEncoding | None) -> None:
+    """Read the corpus once into the index at ``out_dir``, in shards with ``shard_size``; a corpus
+    whose every record was skipped is named as the reason the index is empty."""
+    from ..corpus import source_checksum
+    from ..index import build_index
+
+    try:
+        if shard_size is not None:
+            from ..index.shards import build_sharded_index
+
+            # The source's checksum comes first here: it keys the work a killed build resumes.
+            build_sharded_index(corpus.passages(progress=True), out_dir, source=str(source),
+                                source_checksum=_checksum(source, corpus.files), shard_size=shard_size,
+                                load_report=lambda: corpus.report.to_dict(),
+                                source_options={"chunk_words": chunk_words}, profile=profile,
+                                overwrite=overwrite, progress=True, report=err.print)
+        else:
+            # The corpus is read once, passage by passage, straight into the index's passage store.
+            build_index(corpus.passages(progress=True), out_dir, source=str(source),
+                        source_checksum=lambda: source_checksum(corpus.files),
+                        load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
+                        embedder=embedder, profile=profile, overwrite=overwrite, progress=True,
+                        dense_storage=storage, ray=ray)
+    except WinnowError as error:
+        if corpus.report.read and not corpus.report.kept:
+            raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
+                              "check the file: every record was skipped") from error
+        raise
 
 
 def _ray_encoding(engine: str, *, dense: bool, address: str | None, workers: int | None, cpus: float,
@@ -280,3 +294,22 @@ def ann_command(
 
     built = add_ann_index(index_dir, ann_settings(kind, parse_assignments(ann_set)))
     err.print(f"built the {built['kind']} index of {index_dir} in {built['seconds']:.1f} s ({built['settings']})")
+
+
+@app.command("sign")
+def sign_command(
+    index_dir: Annotated[Path, typer.Argument(help="An index made by `winnow index`.")],
+) -> None:
+    """Sign an index with the key in WINNOW_INDEX_KEY (or the file WINNOW_INDEX_KEY_FILE names), after
+    hashing every file against its manifest; `winnow serve --require-signature` then refuses any index
+    changed by someone without the key."""
+    from ..index.manifest import sign_index
+    from ..index.signature import KEY_FILE_VARIABLE, KEY_VARIABLE, index_key
+
+    key = index_key()
+    if key is None:
+        raise WinnowError("winnow sign needs a key", f"set {KEY_VARIABLE} to the key, or {KEY_FILE_VARIABLE} to a "
+                                                     "file holding it")
+    manifest = sign_index(index_dir, key)
+    err.print(f"signed {index_dir} ({manifest['counts']['passages']:,} passages, {len(manifest['files'])} files "
+              "hashed)")

@@ -17,6 +17,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from ..errors import WinnowError
 from .common import JsonOption, app, err, out
 
 data_app = typer.Typer(no_args_is_help=True, help="Benchmark questions, answers and relevance judgments.")
@@ -61,7 +62,7 @@ def data_list(as_json: JsonOption = False) -> None:
     err.print("Also: a BEIR folder (its queries.jsonl and qrels/<split>.tsv) or irds:<ir_datasets id>, "
               "e.g. irds:beir/scifact/test (needs ir_datasets and a network); a downloaded benchmark file as "
               "kilt:FILE, asqa:FILE[#SPLIT], arc:FILE, mirage:FILE[#SET], popqa:FILE, popqa-longtail:FILE, "
-              "topiocqa:FILE, inscit:FILE or doc2dial:FILE (conversational: questions with their history).")
+              "2wiki:FILE, topiocqa:FILE, inscit:FILE or doc2dial:FILE (conversational: questions with their history).")
 
 
 def qrels_path_for(questions_file: Path) -> Path:
@@ -74,12 +75,15 @@ def qrels_path_for(questions_file: Path) -> Path:
 def data_export(
     name: Annotated[str, typer.Argument(help="A name from `winnow data list`, a BEIR folder, "
                                              "irds:<ir_datasets id>, or a downloaded benchmark file as LAYOUT:PATH "
-                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, topiocqa, inscit, "
-                                             "doc2dial; "
+                                             "(kilt, asqa, arc, mirage, popqa, popqa-longtail, 2wiki, topiocqa, "
+                                             "inscit, doc2dial; "
                                              "asqa:FILE#SPLIT, mirage:FILE#SET).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="QA JSONL file to write; retrieval sets also "
                                                                "get qrels.<name>.txt beside it.")],
     split: Annotated[str, typer.Option("--split", help="For a BEIR folder: which qrels/<split>.tsv.")] = "test",
+    judged_only: Annotated[bool, typer.Option("--judged-only", help="Only the questions with relevance judgments "
+                                                                   "(TREC DL20 judges 54 of its 200 queries: "
+                                                                   "its metrics are over those).")] = False,
 ) -> None:
     """Write a dataset's questions as QA JSONL (and its qrels as a TREC file beside them)."""
     from ..datasets import load_dataset, write_qa_jsonl, write_qrels
@@ -88,13 +92,26 @@ def data_export(
     started = time.perf_counter()
     with err.status(f"loading {name}"):
         dataset = load_dataset(name, split=split)
-    count = write_qa_jsonl(dataset.questions, out_file)
+    questions = dataset.questions
+    unjudged = len(questions) - dataset.judged if dataset.qrels is not None else 0
+    if judged_only:
+        if dataset.qrels is None:
+            raise WinnowError(f"--judged-only: {dataset.name} has no relevance judgments",
+                              "leave --judged-only out for a QA set")
+        questions = [item for item in questions if dataset.qrels.get(item.id)]
+    count = write_qa_jsonl(questions, out_file)
     wrote = f"wrote {count:,} questions of {dataset.name} to {out_file}"
+    if judged_only and unjudged:
+        wrote += f" ({unjudged:,} without judgments left out)"
     if dataset.qrels is not None:
         qrels_file = qrels_path_for(out_file)
         judgments = write_qrels(dataset.qrels, qrels_file)
         wrote += f" and {judgments:,} judgments to {qrels_file}"
     err.print(f"{wrote} in {time.perf_counter() - started:.1f} s (licence: {dataset.licence})")
+    if unjudged and not judged_only:
+        err.print(f"note: {unjudged:,} of the {len(questions):,} questions have no relevance judgments; qrels "
+                  "metrics are computed over the judged ones only, and --judged-only leaves the others out",
+                  highlight=False)
     if is_benchmark_file(name):  # what was read, and what was left out of it and why
         err.print(f"read from the {dataset.source}", highlight=False)
 

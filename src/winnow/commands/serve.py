@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import socket
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -92,6 +93,9 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
     rerank_model: RerankModelOption = None,
+    require_signature: Annotated[bool, typer.Option(
+        "--require-signature", help="Refuse an index that is not signed with the key in WINNOW_INDEX_KEY (or the "
+                                    "file WINNOW_INDEX_KEY_FILE names): see `winnow sign`.")] = False,
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
     require("serve", "winnow serve")
@@ -102,6 +106,8 @@ def serve(
     from ..service.hosts import HostPolicy
 
     trained_models = rerank_models(rerank_model)  # checked before any model loads
+    if require_signature:
+        check_signed(index_dir)
     spec = resolve_run(options, agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
@@ -129,3 +135,18 @@ def serve(
         service.close()
         sock.close()
         err.print(f"stopped; {service.worker.counts['completed']} LLM jobs served", highlight=False)
+
+
+def check_signed(index_dir: Path) -> None:
+    """`--require-signature`: the index's manifest signed under the key in the environment."""
+    from ..index.manifest import MANIFEST
+    from ..index.signature import KEY_FILE_VARIABLE, KEY_VARIABLE, check_signature, index_key
+
+    key = index_key()
+    if key is None:
+        raise WinnowError("--require-signature needs the key the index was signed with",
+                          f"set {KEY_VARIABLE} to the key, or {KEY_FILE_VARIABLE} to a file holding it")
+    manifest = index_dir / MANIFEST
+    if not manifest.is_file():
+        raise WinnowError(f"{index_dir} is not a Winnow index: {MANIFEST} is missing")
+    check_signature(index_dir, manifest.read_bytes(), key, required=True)

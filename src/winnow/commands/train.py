@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich import box
@@ -25,6 +25,9 @@ from rich.table import Table
 from ..extras import require
 from ..settings import SettingError
 from .common import app, err, out
+
+if TYPE_CHECKING:
+    from ..training.sft import SFTReport
 
 train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
                                                     "fine-tune a model on it.")
@@ -165,13 +168,18 @@ def sft(
     with bar:
         report = train_sft(settings, overwrite=overwrite, on_step=on_step, applied_preset=applied,
                            on_status=lambda message: bar.update(task, description=message))
+    _print_trained(report, time.perf_counter() - started)
+    err.print(describe_run(settings, applied, processes), highlight=False)
+    err.print(f"model in {report.out / 'model'} (use it: --backend transformers --model {report.out}); "
+              f"curve in {report.out / 'curve.png'}")
+
+
+def _print_trained(report: SFTReport, seconds: float) -> None:
+    """One line of what ``winnow train sft`` did: steps, examples, target tokens, loss, time, what was left out."""
     skipped = "; ".join(f"{reason}: {count}" for reason, count in report.skipped.items())
     resumed = f" (resumed at step {report.resumed_from})" if report.resumed_from else ""
     loss = (f"loss {report.first_loss:.4f} -> {report.last_loss:.4f}" if report.first_loss is not None
             else "no step logged")
     err.print(f"trained {report.steps} steps{resumed} on {report.examples:,} examples "
               f"({report.trained_tokens:,} target tokens of {report.tokens:,}); {loss}; "
-              f"{time.perf_counter() - started:.0f} s" + (f"; left out {skipped}" if skipped else ""))
-    err.print(describe_run(settings, applied, processes), highlight=False)
-    err.print(f"model in {report.out / 'model'} (use it: --backend transformers --model {report.out}); "
-              f"curve in {report.out / 'curve.png'}")
+              f"{seconds:.0f} s" + (f"; left out {skipped}" if skipped else ""))

@@ -20,6 +20,10 @@
 * ``popqa:`` / ``popqa-longtail:`` PopQA (Mallen et al. 2023): its TSV (or JSONL with the same
   fields). The long tail is the questions whose subject has fewer than 100 monthly Wikipedia page
   views (``s_pop < 100``: 1,399 of 14,267), the subset Self-RAG and RankRAG report.
+* ``2wiki:`` 2WikiMultihopQA (Ho et al. 2020; RankRAG Tables 2-4): the dataset's ``dev.json`` (a
+  list of ``{"_id", "type", "question", "answer", "supporting_facts", ...}``; Hugging Face's copy names
+  the id ``id``). The gold answer is ``answer``; the question's type (comparison, inference,
+  compositional, bridge_comparison) and the titles of its supporting facts go to the metadata.
 * ``topiocqa:`` / ``inscit:`` / ``doc2dial:`` RankRAG's conversational QA sets, each question with
   its dialogue's earlier turns as ``history`` (:mod:`.dialogues`).
 
@@ -54,6 +58,7 @@ ARC_HINT = 'each line must be {"id": ..., "question": {"stem": ..., "choices": [
 ASQA_HINT = ('ASQA.json ({"dev": {id: {"ambiguous_question", "qa_pairs", "annotations"}}}) or ALCE\'s list of '
              '{"question", "qa_pairs", "annotations"}')
 MIRAGE_HINT = 'MIRAGE\'s benchmark.json: {"medqa": {id: {"question", "options": {"A": ...}, "answer": "A"}}, ...}'
+TWOWIKI_HINT = '2WikiMultihopQA\'s dev.json: a list of {"_id", "type", "question", "answer", "supporting_facts"}'
 POPQA_HINT = "PopQA's TSV (or JSONL) with the fields id, question, possible_answers and s_pop"
 
 
@@ -94,6 +99,31 @@ def read_kilt(path: Path, name: str) -> list[QAItem]:
                           for p in (o.get("provenance") or []) if isinstance(p, dict))
         metadata: dict[str, Any] = {"dataset": name, **({"provenance": pages} if pages else {})}
         items.append(QAItem(str(record["id"]), question, answers, metadata))
+    return items
+
+
+# --- 2WikiMultihopQA ---------------------------------------------------------------------------------
+
+def read_2wiki(path: Path, name: str) -> list[QAItem]:
+    data = _load_json(path, TWOWIKI_HINT)
+    if not isinstance(data, list):
+        raise InputError(path, f"expected a JSON list of questions, got {json_type(data)}", hint=TWOWIKI_HINT)
+    items = []
+    for number, record in enumerate(data, start=1):
+        where = f"question {number}"
+        if not isinstance(record, dict):
+            raise InputError(path, f"{where}: expected an object, got {json_type(record)}", hint=TWOWIKI_HINT)
+        qid = record.get("_id", record.get("id"))
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip():
+            raise InputError(path, f"{where}: missing _id", field="_id", hint=TWOWIKI_HINT)
+        question = _text(record.get("question"), path, where, "question", TWOWIKI_HINT)
+        answer = _text(record.get("answer"), path, where, "answer", TWOWIKI_HINT)
+        facts = record.get("supporting_facts") or []
+        titles = _distinct(str(fact[0]) for fact in facts if isinstance(fact, (list, tuple)) and fact) \
+            if isinstance(facts, list) else []
+        metadata: dict[str, Any] = {"dataset": name, **({"type": record["type"]} if isinstance(record.get("type"), str)
+                                                          else {}), **({"supporting_titles": titles} if titles else {})}
+        items.append(QAItem(str(qid), question, [answer], metadata))
     return items
 
 
@@ -261,7 +291,7 @@ def read_popqa(path: Path, name: str, *, long_tail: bool) -> tuple[list[QAItem],
 
 # --- LAYOUT:PATH --------------------------------------------------------------------------------------
 
-LAYOUTS = ("kilt", "asqa", "arc", "mirage", "popqa", "popqa-longtail", *DIALOGUE_READERS)
+LAYOUTS = ("kilt", "asqa", "arc", "mirage", "popqa", "popqa-longtail", "2wiki", *DIALOGUE_READERS)
 
 
 def is_benchmark_file(name: str) -> bool:
@@ -284,6 +314,7 @@ def load_benchmark_file(name: str) -> Dataset:
         "asqa": lambda: read_asqa(path, "asqa", part or "dev"),
         "arc": lambda: read_arc(path, stem),
         "mirage": lambda: read_mirage(path, "mirage", part),
+        "2wiki": lambda: read_2wiki(path, "2wikimultihopqa"),
     }
     if layout in readers:
         questions = readers[layout]()

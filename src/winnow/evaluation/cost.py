@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..records import Trace, Usage
 from .prices import PriceTable
-
-if TYPE_CHECKING:  # .schema reads these records, so it is imported only for the annotations
-    from .schema import QuestionRecord
 
 
 @dataclass(frozen=True)
@@ -114,13 +111,21 @@ class UsdCost:
         return asdict(self)
 
 
-def shares_of(records: Sequence[QuestionRecord]) -> list[UsageShare] | None:
+class SplitRecord(Protocol):
+    """What the sums below read of an ``answers.jsonl`` line (:class:`~winnow.evaluation.schema.QuestionRecord`,
+    which is built of these records and so is not imported here)."""
+
+    @property
+    def usage_split(self) -> Sequence[UsageShare] | None: ...
+
+
+def shares_of(records: Sequence[SplitRecord]) -> list[UsageShare] | None:
     """Every (model, role) share of the records, or None when some record predates ``usage_split``."""
     splits = [record.usage_split for record in records]
     return None if any(split is None for split in splits) else [share for split in splits for share in split or ()]
 
 
-def split_costs(records: Sequence[QuestionRecord], prices: PriceTable | None = None
+def split_costs(records: Sequence[SplitRecord], prices: PriceTable | None = None
                 ) -> tuple[dict[str, SplitCost], dict[str, SplitCost]] | None:
     """The run's cost by model and by role (None for records made before the split was recorded)."""
     shares = shares_of(records)

@@ -2,8 +2,8 @@
 
 A batch run (:func:`~winnow.evaluation.runner.answer_batch` over many questions) makes every stage
 wait for the batch's slowest call, and the batch's retrieval and writing use no LLM: at 64 slots and
-200 ms a call that left 30-90% of a server's slots idle (docs/benchmarks.md, "Keeping a fast server
-full"). Here each question is its own unit, asked by the one-question path on a bounded pool of
+200 ms a call that kept only 6.8-71.5% of a server's slots busy (docs/benchmarks.md, "Keeping a fast
+server full"). Here each question is its own unit, asked by the one-question path on a bounded pool of
 threads: its next stage starts the moment its own calls return, a new question is admitted the
 moment one finishes, and every call still goes through the model's one dispatcher, which alone
 bounds the calls on the wire (``--max-inflight``). So nothing waits for another question, the
@@ -17,9 +17,9 @@ keep their slots full whatever stage the questions are at; heavier stages (RankR
 queue more calls in the dispatcher. Twice the capacity, not capacity plus a quarter, because of the
 end of a run: once no question is left to admit, a method of sequential calls (RankGPT's four
 windows) leaves slots idle while its last questions finish their chains, and the more questions are
-in progress when that starts, the longer the slots stay full (RankGPT at 256 slots x 1 s: 77% of the
-LLM span busy with a quarter, 88% with twice; docs/benchmarks.md). ``--batch-size`` given by the
-user caps it.
+in progress when that starts, the longer the slots stay full (RankGPT at 256 slots x 1 s: 80.4% of
+the LLM span busy with a quarter, 91.0% with twice; docs/benchmarks.md, "Keeping a fast server full").
+``--batch-size`` given by the user caps it.
 """
 
 from __future__ import annotations

@@ -107,6 +107,8 @@ def cost_summary(records: Sequence[QuestionRecord]) -> CostSummary:
         first_stage_seconds_per_question=mean(r.first_stage.seconds or 0.0 for r in records),
         total_seconds=round(sum(r.seconds for r in records), 3),
         without_cache=without_cache(records, totals),
+        cache_rejected=totals.cache_rejected,
+        choices_not_in_top=totals.choices_not_in_top,
     )
 
 

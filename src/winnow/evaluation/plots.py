@@ -6,6 +6,8 @@
   (RankRAG §5.5, Fig. 5: "Performance v.s. Efficiency").
 * :func:`plot_judge_scores` - one question's MAIN-RAG judge scores, document by document, with the
   adaptive judge bar τ = mean − n·std (MAIN-RAG "Adaptive Judge Bar").
+* :func:`plot_pareto_front` - quality against cost of the configurations ``winnow tune`` measured on
+  every tuning question, the Pareto front drawn as a staircase and vanilla, the reference, marked.
 """
 
 from __future__ import annotations
@@ -175,6 +177,45 @@ def plot_judge_scores(path: Path, *, question: str, ids: Sequence[str], scores: 
     return _save(plt, fig, path)
 
 
+class FrontPoint(NamedTuple):
+    """One configuration on the quality-cost plane (:func:`plot_pareto_front`)."""
+
+    label: str
+    cost: float
+    quality: float
+    on_front: bool
+    reference: bool = False
+
+
+def plot_pareto_front(path: Path, points: Sequence[FrontPoint], *, cost_label: str, quality_label: str,
+                      title: str) -> Path:
+    """Every measured configuration as a dot, the front as a staircase through its points (each
+    labelled), vanilla as a star: what each point of quality costs."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.6, 4.8))
+    others = [p for p in points if not p.on_front and not p.reference]
+    front = sorted((p for p in points if p.on_front), key=lambda p: p.cost)
+    ax.scatter([p.cost for p in others], [p.quality for p in others], s=22, color="#b0b0b0", zorder=2,
+               label="measured on every tuning question")
+    if front:
+        ax.step([p.cost for p in front], [p.quality for p in front], where="post", color=COLOURS[0], zorder=3,
+                linewidth=1.4)
+        ax.scatter([p.cost for p in front], [p.quality for p in front], s=34, color=COLOURS[0], zorder=4,
+                   label="Pareto front")
+        for p in front:
+            short = p.label if len(p.label) <= 34 else p.label[:33] + "…"
+            ax.annotate(short, (p.cost, p.quality), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+    for p in points:
+        if p.reference:
+            ax.scatter([p.cost], [p.quality], s=140, marker="*", color=COLOURS[1], zorder=5,
+                       label=f"vanilla (reference): {p.label}")
+    ax.set_xlabel(cost_label)
+    ax.set_ylabel(quality_label)
+    ax.set_title(title, loc="left", fontsize=9.5)
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    return _save(plt, fig, path)
+
+
 def relative(path: Path, start: Path) -> str:
     """``path`` as the .md file beside it links it."""
     try:
@@ -183,4 +224,5 @@ def relative(path: Path, start: Path) -> str:
         return str(path)
 
 
-__all__ = ["NPoint", "plot_answer_recall", "plot_judge_scores", "plot_n_tradeoff", "relative"]
+__all__ = ["FrontPoint", "NPoint", "plot_answer_recall", "plot_judge_scores", "plot_n_tradeoff", "plot_pareto_front",
+           "relative"]

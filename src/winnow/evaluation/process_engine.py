@@ -35,12 +35,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WinnowError
+from .answering import (
+    answered_batch,
+    asking_note,
+    dispatch_stats,
+    llm_meter,
+    merged_dispatch_stats,
+    model_identities,
+    token_counting,
+)
 from .flow import flow, questions_in_progress, server_capacity
-from .runner import answered_batch, dispatch_stats, model_identities, token_counting
 from .schema import QuestionRecord
 
 if TYPE_CHECKING:
@@ -55,6 +64,8 @@ SLOTS_PER_PROCESS = 32
 QUESTIONS_PER_PROCESS = 64
 #: Seconds between checks that the client processes are alive while none has anything to say.
 POLL_SECONDS = 0.5
+#: Seconds between a client process's reports of its calls in flight and tokens (the driver's progress bar).
+METER_SECONDS = 0.1
 
 
 def usable_cores() -> int:
@@ -118,29 +129,18 @@ def inflight_shares(total: int, processes: int) -> list[int]:
     return [total // processes + (number < total % processes) for number in range(processes)]
 
 
-def merged_dispatch_stats(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The dispatchers' statistics of several processes (:meth:`Dispatcher.stats`): counts summed,
-    an endpoint open when any process has it open."""
-    merged: dict[str, Any] = {"calls": 0, "retries": 0, "failovers": 0, "hedges": 0, "hedges_won": 0,
-                              "endpoints": {}}
-    for stats in found:
-        for key in ("calls", "retries", "failovers", "hedges", "hedges_won"):
-            merged[key] += stats[key]
-        for url, endpoint in stats["endpoints"].items():
-            into = merged["endpoints"].setdefault(url, {})
-            for key, value in endpoint.items():
-                into[key] = (into.get(key, False) or value) if isinstance(value, bool) else into.get(key, 0) + value
-    return merged
-
-
 def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, number: int, cap: int | None,
-                   questions: Any, outbox: Any) -> None:
+                   questions: Any, outbox: Any, meters: Any) -> None:
     """One client process: open the run's pipeline, then flow the questions of the shared queue
     until it says ``None``, at most ``cap`` in progress when given (``--batch-size`` split over the
-    processes); every message to the driver is ``(kind, number, payload)``."""
+    processes); every message to the driver is ``(kind, number, payload)``, and its calls in flight
+    and tokens so far are kept in ``meters[2 * number:2 * number + 2]``."""
     from ..pipeline import Pipeline
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it stops the processes
+    # Stopping is the driver's: Ctrl-C reaches the whole process group, and the driver ends the
+    # processes (SIGTERM, which ends a client at once, whatever handler a fork copied from the driver).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_stop_when_orphaned, args=(os.getppid(),), daemon=True).start()
     try:
         pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache)
@@ -150,6 +150,7 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
     # The index and models live as long as the process: out of the collector's full passes, which
     # otherwise walk them again and again while the questions' objects come and go.
     gc.freeze()
+    threading.Thread(target=_report_meter, args=(pipeline, meters, number), daemon=True).start()
     with pipeline:
         if number:  # the first process says once for all that tokens are estimated, if they are
             for llm in pipeline.llms:
@@ -171,6 +172,13 @@ def client_process(spec: RunSpec, index_dir: str, api_key: str, cache: bool, num
             "dispatch": dispatch_stats(pipeline.llms)}))
 
 
+def _report_meter(pipeline: Any, meters: Any, number: int) -> None:
+    """Keep this process's (calls in flight, tokens so far) where the driver reads them."""
+    while True:
+        meters[2 * number], meters[2 * number + 1] = llm_meter(pipeline.llms)
+        time.sleep(METER_SECONDS)
+
+
 def _stop_when_orphaned(driver: int) -> None:
     """End this client process once its driver is gone (it is then re-parented)."""
     while os.getppid() == driver:
@@ -179,7 +187,8 @@ def _stop_when_orphaned(driver: int) -> None:
 
 
 class ProcessEngine:
-    """The driver's side: start the client processes, give out the questions, keep what comes back."""
+    """The driver's side: start the client processes, give out the questions, keep what comes back
+    (an :class:`~winnow.evaluation.engines.Engine`)."""
 
     def __init__(self, run: EvalRun, processes: int, *, batch_size: int | None = None) -> None:
         check_processes(processes, run.spec)
@@ -189,9 +198,21 @@ class ProcessEngine:
         self.context: Any = None  # chosen at launch(), when the threads running are known
         self.questions: Any = None
         self.outbox: Any = None
+        self.meters: Any = None  # (calls in flight, tokens) per process, written by the processes
         self.processes: list[Any] = []
         self.stats: list[dict[str, Any]] = []
         self.token_counting: dict[str, str] = {}
+
+    def describe(self) -> str:
+        return asking_note(self.run.spec, self.batch_size) + f", shared by {self.count} client processes (--processes)"
+
+    def start(self, waiting: Callable[[str], AbstractContextManager[object]]) -> str:
+        """Start the client processes (before ``waiting`` starts a status line's thread: on Linux they
+        are then forked) and wait for each to open the run."""
+        self.launch()
+        with waiting(f"starting {self.count} client processes"):
+            self.wait_until_ready()
+        return ""
 
     def launch(self) -> None:
         """Start the client processes (each then opens the index and models). Called before any
@@ -206,6 +227,7 @@ class ProcessEngine:
             gc.freeze()
         self.context = multiprocessing.get_context(method)
         self.questions, self.outbox = self.context.Queue(), self.context.Queue()
+        self.meters = self.context.Array("q", 2 * self.count, lock=False)
         spec, index_dir = self.run.spec, str(Path(self.run.index_dir).resolve())
         shares = inflight_shares(spec.max_inflight or MAX_INFLIGHT, self.count)
         cap = math.ceil(self.batch_size / self.count) if self.batch_size else None
@@ -213,11 +235,11 @@ class ProcessEngine:
             own = dataclasses.replace(spec, max_inflight=share)
             process = self.context.Process(target=client_process, name=f"winnow-client-{number}", daemon=True,
                                            args=(own, index_dir, self.run.api_key, self.run.cache, number, cap,
-                                                 self.questions, self.outbox))
+                                                 self.questions, self.outbox, self.meters))
             process.start()
             self.processes.append(process)
 
-    def start(self) -> None:
+    def wait_until_ready(self) -> None:
         """Wait for every client process to open the run, and check them against it."""
         described: dict[int, dict[str, Any]] = {}
         while len(described) < self.count:
@@ -250,8 +272,7 @@ class ProcessEngine:
                     finished[number] = process.exitcode
                     return "died", number, process.exitcode
 
-    def ask_all(self, pending: Sequence[QAItem], *, batch_size: int | None = None,
-                on_answer: Callable[[QuestionRecord], None] | None = None,
+    def ask_all(self, pending: Sequence[QAItem], *, on_answer: Callable[[QuestionRecord], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None) -> None:
         """Ask every pending question on the client processes, keeping each outcome as it comes."""
         for item in pending:
@@ -283,8 +304,21 @@ class ProcessEngine:
                 if item.id not in returned:
                     self.run.failed(item.id, reason, on_failure, backend=False)
 
+    def meter(self) -> tuple[int, int]:
+        """(calls in flight, tokens so far) summed over the processes, as they last reported them."""
+        if self.meters is None:
+            return 0, 0
+        values = list(self.meters)
+        return sum(values[0::2]), sum(values[1::2])
+
+    def in_flight(self) -> int | None:
+        return self.meter()[0]
+
+    def notes(self) -> list[str]:
+        return []
+
     def stale_cache_entries(self) -> int:
-        """Cached answers the processes refused as unusable and asked again, summed."""
+        """Cached answers the processes refused as unusable and asked again, summed over those that finished."""
         return sum(found["stale_cache_entries"] for found in self.stats)
 
     def dispatch_stats(self) -> list[dict[str, Any]]:

@@ -9,9 +9,34 @@ as the corpus loader counts the records it skips.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..datasets.trec import Qrels
 
 SHOWN_IDS = 3  # how many unknown ids a summary names before "and N more"
+
+
+def read_run_qrels(qrels_path: Path, index_dir: Path,
+                   question_ids: Iterable[str]) -> tuple[Qrels, dict[str, Any]]:
+    """A run's ``--qrels``: the judgements, and what ``metrics.json`` records of the file (its path
+    and checksum, and how many judged documents the index lacks: :func:`unknown_documents`)."""
+    from ..datasets.trec import read_qrels
+    from ..index.manifest import file_sha256
+
+    qrels = read_qrels(qrels_path)
+    info = {"file": str(Path(qrels_path).resolve()), "sha256": file_sha256(Path(qrels_path)),
+            "index_coverage": unknown_documents(qrels, indexed_ids(index_dir), question_ids)}
+    return qrels, info
+
+
+def indexed_ids(index_dir: Path) -> Container[str]:
+    """The passage ids of the index folder, looked up in its memory-mapped passage store (``id in``
+    reads a few pages; nothing is read whole and the BM25 arrays are not loaded)."""
+    from ..index.store import open_passage_store
+
+    return open_passage_store(Path(index_dir)).ids
 
 
 def unknown_documents(qrels: Mapping[str, Mapping[str, int]], indexed_ids: Container[str],

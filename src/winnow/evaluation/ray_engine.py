@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,14 +32,24 @@ from ..errors import WinnowError
 from ..ray_cluster import check_reachable, token_auth_mode, worker_error
 from ..ray_cluster import connect as join_cluster
 from ..version import __version__
+from .answering import (
+    answer_batch,
+    answered_batch,
+    default_batch_size,
+    dispatch_stats,
+    merged_dispatch_stats,
+    model_identities,
+)
 from .flow import flow, questions_in_progress, server_capacity
-from .runner import EvalRun, answer_batch, answered_batch, default_batch_size, model_identities
+from .runner import EvalRun
 from .schema import QuestionRecord
 
 FEATURE = "winnow eval --engine ray"
 # One batch running and one waiting per worker: the worker starts the next the moment it finishes,
 # and a killed driver has at most two batches per worker to ask again.
 QUEUED_PER_WORKER = 2
+#: Seconds the driver waits on the workers at a time: between waits a signal to stop is handled.
+WAIT_SECONDS = 0.5
 
 
 __all__ = ["RayEngine", "check_reachable", "connect", "token_auth_mode"]
@@ -78,6 +89,10 @@ class QuestionWorker:
         """Cached answers this worker refused as unusable and asked again (the driver reports the sum)."""
         return sum(llm.stale_cache_entries for llm in self.pipeline.llms)
 
+    def dispatch_stats(self) -> list[dict[str, Any]]:
+        """This worker's dispatcher statistics per server-backed model (the driver sums them)."""
+        return dispatch_stats(self.pipeline.llms)
+
 
 def connect(address: str | None) -> ModuleType:
     """Join the Ray cluster at ``address`` (``None``: ``RAY_ADDRESS``, or a new one-machine cluster)."""
@@ -90,24 +105,43 @@ def default_workers(ray: ModuleType) -> int:
 
 
 class RayEngine:
-    """The driver's side: start the workers, hand out batches, keep what comes back."""
+    """The driver's side: start the workers, hand out batches, keep what comes back (an
+    :class:`~winnow.evaluation.engines.Engine`)."""
 
     def __init__(self, run: EvalRun, *, address: str | None = None, workers: int | None = None,
-                 cpus_per_worker: float = 1) -> None:
+                 cpus_per_worker: float = 1, batch_size: int | None = None) -> None:
         if workers is not None and workers < 1:
             raise WinnowError(f"--ray-workers must be at least 1 (got {workers})")
         if cpus_per_worker <= 0:
             raise WinnowError(f"--ray-cpus-per-worker must be above 0 (got {cpus_per_worker:g})")
+        if batch_size is not None and batch_size < 1:
+            raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
         self.run = run
         self.address = address
-        self.ray = connect(address)
-        self.count = workers or default_workers(self.ray)
+        self.workers = workers
+        self.ray: Any = None  # joined at start()
+        self.count = workers or 0
         self.cpus = cpus_per_worker
+        spec = run.spec
+        self.batch_size = batch_size or default_batch_size(spec.backend, spec.slots, spec.max_inflight)
         self.actors: list[Any] = []
         self.hosts: list[str] = []
+        self.finished = False  # every batch came back: the workers' counts can be gathered
 
-    def start(self) -> None:
-        """Start the workers (each loads the index and models) and check them against the run."""
+    def describe(self) -> str:
+        return f" in batches of {self.batch_size}"
+
+    def start(self, waiting: Callable[[str], AbstractContextManager[object]]) -> str:
+        """Join the cluster, start the workers (each loads the index and models) and check them
+        against the run; the line names the workers' hosts."""
+        with waiting("joining the Ray cluster"):
+            self.ray = connect(self.address)
+            self.count = self.workers or default_workers(self.ray)
+        with waiting(f"starting {self.count} Ray worker(s) ({self.run.spec.backend})"):
+            self._start_workers()
+        return f"Ray: {self.count} worker(s) on {', '.join(sorted(set(self.hosts)))}"
+
+    def _start_workers(self) -> None:
         ray = self.ray
         cpus = ray.cluster_resources().get("CPU", 0)
         if self.count * self.cpus > cpus:  # Ray would hold the surplus workers pending, forever
@@ -143,17 +177,11 @@ class RayEngine:
         self.run.check_model_identities(described[0]["models"])
         self.hosts = [found["host"] for found in described]
 
-    def ask_all(self, pending: Sequence[Any], *, batch_size: int | None = None,
-                on_answer: Callable[[QuestionRecord], None] | None = None,
+    def ask_all(self, pending: Sequence[Any], *, on_answer: Callable[[QuestionRecord], None] | None = None,
                 on_failure: Callable[[str, str], None] | None = None) -> None:
         """Ask every pending question on the workers, ``batch_size`` at a time (default
-        :func:`~winnow.evaluation.runner.default_batch_size`); append each record as its batch returns."""
-        if batch_size is None:
-            spec = self.run.spec
-            batch_size = default_batch_size(spec.backend, spec.slots, spec.max_inflight)
-        if batch_size < 1:
-            raise WinnowError(f"--batch-size must be at least 1 (got {batch_size})")
-        ray = self.ray
+        :func:`~winnow.evaluation.answering.default_batch_size`); append each record as its batch returns."""
+        ray, batch_size = self.ray, self.batch_size
         batches = [list(pending[start:start + batch_size]) for start in range(0, len(pending), batch_size)]
         batches.reverse()  # popped from the end: asked in the run's order
         in_flight: dict[Any, tuple[Any, list[Any]]] = {}
@@ -167,7 +195,10 @@ class RayEngine:
             for actor in self.actors:
                 send(actor)
         while in_flight:
-            [ready], _ = ray.wait(list(in_flight), num_returns=1)
+            found, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SECONDS)
+            if not found:
+                continue
+            ready = found[0]
             actor, batch = in_flight.pop(ready)
             try:
                 outcomes: list[QuestionRecord | tuple[str, str]] = ray.get(ready)  # QuestionWorker.answer's
@@ -191,19 +222,41 @@ class RayEngine:
                 else:
                     self.run.failed(*outcome, on_failure)
             send(actor)
+        self.finished = True
+
+    def meter(self) -> tuple[int, int]:
+        return 0, 0  # the workers' calls are counted where they run; the bar counts finished questions
+
+    def in_flight(self) -> int | None:
+        return None
+
+    def notes(self) -> list[str]:
+        return []
+
+    def _gathered(self, method: str) -> list[Any]:
+        """What each live worker's ``method`` returns, once every batch came back (a worker still
+        busy after a stop would hold the call up); a worker that died took its figures with it."""
+        found = []
+        for reply in ([getattr(actor, method).remote() for actor in self.actors] if self.finished else []):
+            try:
+                found.append(self.ray.get(reply))
+            except self.ray.exceptions.RayError:
+                pass  # the run already reports the dead worker's batches
+        return found
 
     def stale_cache_entries(self) -> int:
         """Cached answers the workers refused as unusable and asked again, summed over the live ones."""
-        total = 0
-        for count in [actor.stale_cache_entries.remote() for actor in self.actors]:
-            try:
-                total += self.ray.get(count)
-            except self.ray.exceptions.RayError:
-                pass  # a worker that died took its count with it; the run already reports its batches
-        return total
+        return sum(self._gathered("stale_cache_entries"))
+
+    def dispatch_stats(self) -> list[dict[str, Any]]:
+        """Each model's dispatcher statistics, summed over the live workers."""
+        per_worker = self._gathered("dispatch_stats")
+        return [merged_dispatch_stats(list(model)) for model in zip(*per_worker, strict=True)] if per_worker else []
 
     def close(self) -> None:
         """Stop the workers and leave the cluster (a cluster this process started is shut down)."""
+        if self.ray is None:
+            return
         for actor in self.actors:
             self.ray.kill(actor)
         self.actors.clear()

@@ -68,12 +68,22 @@ def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> Sta
     return StageEntry(
         stage=label, kind=stage.kind, ids=ids, answer_ranks=matcher.ranks(ids, texts),
         passthrough=bool(stage.input) and ids == [c["id"] for c in stage.input],
-        scores=[round(float(c.get("score", 0.0)), 6) for c in stage.output] if output_ids == ids else None,
+        scores=([round(float(c.get("score", 0.0)), 6) for c in stage.output] if output_ids == ids
+                else _whole_order_scores(stage.details, ids)),
         details=details or None,
         # MAIN-RAG's judge scores in retrieval order, for the score-distribution plot.
         judge_scores=({pid: round(float(s), 6) for pid, s in stage.details.scores.items()}
                       if isinstance(stage.details, JudgeDetails) else None),
         seconds=round(stage.seconds, 4), usage=rounded(stage.usage))
+
+
+def _whole_order_scores(details: object, ids: list[str]) -> list[float] | None:
+    """The scores of a stage that passed on only its top k, in its whole order ``ids``, when its
+    details kept every passage's score (``scores`` by id: the pointwise and trained rerankers)."""
+    scores = getattr(details, "scores", None)
+    if not isinstance(scores, dict) or not ids or any(pid not in scores for pid in ids):
+        return None
+    return [round(float(scores[pid]), 6) for pid in ids]
 
 
 def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[StageEntry]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -208,6 +209,31 @@ class RunFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_run_files(folder: Path, records: Sequence[QuestionRecord], rows: Sequence[str], method: str) -> str:
+    """``folder/<row>.trec`` for every row; returns "" or why they could not be written (an id with
+    white space cannot go in a TREC file), so a finished run is never lost over its run files."""
+    from ..datasets.trec import write_run
+
+    try:
+        for row in rows:
+            run = {}
+            for record in records:
+                if row == "first_stage":
+                    ids = record.first_stage.ids
+                elif row == "final":
+                    ids = record.final.ids
+                else:
+                    entry = record.stage(row)
+                    if entry is None:
+                        continue  # the stage did not run for this question: no line rather than a guess
+                    ids = entry.ids
+                run[record.id] = [(doc, 0.0) for doc in dict.fromkeys(ids)]
+            write_run(run, folder / f"{row}.trec", tag=f"winnow.{method}.{row}", scores_from_rank=True)
+    except WinnowError as exc:
+        return str(exc)
+    return ""
 
 
 def _read_json(path: Path, hint: str) -> Any:

@@ -99,9 +99,13 @@ class Scores(JsonRecord):
     accuracy: float
     str_em: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ALCE's str-em)
     rouge_l: float | None = field(default=None, metadata=OMIT)  # ASQA questions only (ROUGE-Lsum)
+    #: Self-RAG's raw, case-sensitive containment, the accuracy RankRAG and MAIN-RAG cite (not for
+    #: labels, choices or regex answers, and absent from lines written before it)
+    accuracy_match: float | None = field(default=None, metadata=OMIT)
+    accuracy_popqa: float | None = field(default=None, metadata=OMIT)  # PopQA's raw/lower/capitalised containment
 
     NAMES: ClassVar[tuple[str, ...]] = ("em", "f1", "accuracy")
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("str_em", "rouge_l")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("str_em", "rouge_l", "accuracy_match", "accuracy_popqa")
 
     def of(self, name: str) -> float:
         """The score called ``name`` (one of :attr:`NAMES`)."""
@@ -133,8 +137,9 @@ Scalar = Union[str, int, float, bool]
 @dataclass(kw_only=True)
 class StageEntry(JsonRecord):
     """One stage of the method for one question (see :mod:`.record`): its label (``retrieve#2``
-    for a second round), kind, ranked ids, and what it cost. ``scores`` only when the stage scored
-    every passage it passed on; ``details`` the scalar details; ``judge_scores`` MAIN-RAG's judge."""
+    for a second round), kind, ranked ids, and what it cost. ``scores``, one per id, only when the
+    stage scored every passage it ranked (kept in its details when it passed on its top k);
+    ``details`` the scalar details; ``judge_scores`` MAIN-RAG's judge."""
 
     stage: str
     kind: str
@@ -252,6 +257,10 @@ class CostSummary(JsonRecord):
     first_stage_seconds_per_question: float | None = field(default=None, metadata=OMIT)
     total_seconds: float
     without_cache: UncachedCost | None = None
+    #: Cached answers refused (a bad checksum, none, or failing today's checks) and asked again; 0 is not written.
+    cache_rejected: int = field(default=0, metadata=OMIT)
+    #: Choice calls with none of the choices among the model's top tokens (each scored uniform); 0 is not written.
+    choices_not_in_top: int = field(default=0, metadata=OMIT)
 
 
 @dataclass(kw_only=True)

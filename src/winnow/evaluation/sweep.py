@@ -28,6 +28,7 @@ import yaml
 from ..atomic import write_json
 from ..errors import WinnowError
 from ..settings import SettingError
+from .answering import ask_in_process
 from .runfolder import CONFIG, now
 from .runner import EvalRun
 from .schema import Metrics
@@ -132,7 +133,7 @@ class EvalSweep:
             point.run.check_models(valued)
             point.run.start_session(len(questions))
             hooks = on_point(point, len(questions)) if on_point else {}
-            point.run.ask_all(valued, questions, batch_size=batch_size, **hooks)
+            ask_in_process(point.run, valued, questions, batch_size=batch_size, **hooks)
 
     def finish(self) -> dict[str, Any]:
         """Every run's metrics, and ``OUT/sweep.json``: the summary per value (returned)."""

@@ -33,7 +33,8 @@ from .analysis import (
 from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
-from .store import STORE_DIR, PassageStore, PassageStoreWriter
+from .store import PassageStore, PassageStoreWriter
+from .store_layout import STORE_DIR
 from .vectors import DEFAULT_STORAGE, Storage
 
 if TYPE_CHECKING:

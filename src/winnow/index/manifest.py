@@ -21,7 +21,8 @@ from typing import Any
 from ..atomic import write_json
 from ..errors import IndexLoadError
 from ..version import __version__
-from .store import STORE_FILES
+from .signature import SIGNATURE, check_signature, index_key, sign_manifest
+from .store_layout import STORE_FILES
 from .verified import VERIFIED, file_states, record_verified, was_verified
 
 FORMAT = "winnow-index"
@@ -65,7 +66,7 @@ def describe_files(folder: Path) -> dict[str, dict[str, Any]]:
     """Size and sha256 of every file under ``folder`` (POSIX relative names), the manifest excepted."""
     return {
         path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
-        for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in (MANIFEST, VERIFIED)
+        for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in (MANIFEST, VERIFIED, SIGNATURE)
     }
 
 
@@ -73,7 +74,7 @@ def write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
     """Write ``manifest.json`` last, listing every file already in ``folder``, and record the files
     as verified: their checksums were taken from them just now."""
     states = file_states(folder, [path.relative_to(folder).as_posix() for path in sorted(folder.rglob("*"))
-                                  if path.is_file()])
+                                  if path.is_file() and path.name != SIGNATURE])
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "winnow_version": __version__,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields,
                 "files": describe_files(folder)}
@@ -88,6 +89,9 @@ def save_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     manifest.pop(SELF_CHECKSUM, None)
     manifest[SELF_CHECKSUM] = manifest_checksum(manifest)
     write_json(folder / MANIFEST, manifest)
+    key = index_key()
+    if key is not None:  # signed under the key in the environment (see .signature)
+        sign_manifest(folder, (folder / MANIFEST).read_bytes(), key)
 
 
 def manifest_checksum(manifest: dict[str, Any]) -> str:
@@ -133,6 +137,9 @@ def read_manifest(folder: Path, *, verify: bool = True) -> dict[str, Any]:
         raise IndexLoadError(f"{path} is corrupt: {exc}", REBUILD) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise IndexLoadError(f"{path} is not a Winnow index manifest (format is not {FORMAT!r})", REBUILD)
+    key = index_key()
+    if key is not None:  # a signed index is checked wherever the key is known; `serve` may require one
+        check_signature(folder, raw, key, required=False)
     if manifest.get("format_version") != FORMAT_VERSION:
         older = (" (version 1 kept its passages in passages.jsonl, read whole into memory at every open; "
                  "re-index it to get the memory-mapped passage store)") if manifest.get("format_version") == 1 else ""
@@ -155,11 +162,37 @@ def read_manifest(folder: Path, *, verify: bool = True) -> dict[str, Any]:
 
 
 def rebuild_hint(folder: Path, manifest: dict[str, Any]) -> str:
-    """How to rebuild this index: its own source and folder when the manifest names the source."""
+    """How to rebuild this index as it was built: its own source and folder when the manifest names the
+    source, with the options that shaped it (chunk size, BM25 profile, shard size), then the commands that
+    added its embeddings and ANN indexes, so following the hint gives the same index, not another one."""
     source = manifest.get("source")
     if not isinstance(source, str) or not source:
         return REBUILD
-    return f"rebuild it with `winnow index {shlex.quote(source)} --out {shlex.quote(str(folder))} --overwrite`"
+    where = shlex.quote(str(folder))
+    steps = [f"`winnow index {shlex.quote(source)} --out {where}{_build_flags(manifest)} --overwrite`"]
+    dense = manifest.get("dense")
+    if isinstance(dense, dict):
+        steps.append(f"`winnow embed {where} --encoder {shlex.quote(str(dense.get('preset', 'minilm')))} "
+                     f"--dense-storage {shlex.quote(str(dense.get('dtype', 'float16')))}`")
+        for kind, described in sorted((dense.get("ann") or {}).items()):
+            settings = described.get("settings") if isinstance(described, dict) else None
+            assigned = "".join(f" --ann-set {name}={value}" for name, value in (settings or {}).items())
+            steps.append(f"`winnow ann {where} --ann {shlex.quote(str(kind))}{assigned}`")
+    return "rebuild it with " + ", then ".join(steps)
+
+
+def _build_flags(manifest: dict[str, Any]) -> str:
+    """The `winnow index` flags that shaped this index, where they differ from the defaults."""
+    flags = ""
+    chunk_words = (manifest.get("source_options") or {}).get("chunk_words")
+    if isinstance(chunk_words, int) and chunk_words != 150:
+        flags += f" --chunk-words {chunk_words}"
+    bm25: dict[str, Any] = manifest["bm25"] if isinstance(manifest.get("bm25"), dict) else {}
+    if isinstance(bm25.get("profile"), str) and bm25["profile"] != "default":
+        flags += f" --bm25-profile {shlex.quote(bm25['profile'])}"
+    if bm25.get("layout") == "sharded" and isinstance(bm25.get("shard_size"), int):
+        flags += f" --shard-size {bm25['shard_size']}"
+    return flags
 
 
 def check_shape(path: Path, manifest: dict[str, Any]) -> None:
@@ -225,3 +258,16 @@ def verify_checksums(folder: Path, manifest: dict[str, Any]) -> None:
         verb = "does not match its" if len(damaged) == 1 else "do not match their"
         raise IndexLoadError(f"{folder} is corrupt: {', '.join(damaged)} {verb} recorded sha256",
                              rebuild_hint(folder, manifest))
+
+
+def sign_index(folder: Path, key: bytes) -> dict[str, Any]:
+    """Hash every file of the index in ``folder`` against its manifest (no earlier record trusted),
+    then sign the manifest under ``key`` (:mod:`.signature`) and record the files as verified under it.
+    A signature made with another key is replaced. Returns the manifest."""
+    (folder / SIGNATURE).unlink(missing_ok=True)
+    manifest = read_manifest(folder, verify=False)
+    verify_checksums(folder, manifest)
+    raw = (folder / MANIFEST).read_bytes()
+    sign_manifest(folder, raw, key)
+    record_verified(folder, hashlib.sha256(raw).hexdigest(), file_states(folder, list(manifest["files"])))
+    return manifest

@@ -187,8 +187,23 @@ class PrecomputedRun:
 
     @classmethod
     def open(cls, index_dir: str | Path, run_path: str | Path) -> PrecomputedRun:
-        """The run in ``run_path`` over the passages of the index folder ``index_dir``."""
-        return cls(read_first_stage_run(run_path), open_passage_store(Path(index_dir)))
+        """The run in ``run_path`` over the passages of the index folder ``index_dir``; refused when
+        the run names no passage of the index (every question would be answered from nothing)."""
+        served = cls(read_first_stage_run(run_path), open_passage_store(Path(index_dir)))
+        served.check_overlap(Path(index_dir))
+        return served
+
+    def check_overlap(self, index_dir: Path) -> None:
+        """Refuse a run none of whose documents the index holds: a run made over another corpus, or
+        ids written in another form (``doc12`` against ``12``)."""
+        named = {doc_id for ranking in self.run.rankings.values() for doc_id, _score in ranking}
+        if named and not any(self.passages.has_id(doc_id) for doc_id in named):
+            examples = ", ".join(repr(doc_id) for doc_id in sorted(named)[:SHOWN])
+            examples += ", ..." if len(named) > SHOWN else ""
+            raise WinnowError(f"{self.run.path}: none of the {len(named)} documents the run names ({examples}) "
+                              f"is a passage of the index {index_dir}",
+                              "give the index the run was made over, or a run of this index's passage ids "
+                              "(`winnow eval` writes one as runs/retrieve.trec)")
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -239,13 +254,20 @@ class PrecomputedRun:
         return query.id
 
     def summary(self) -> str:
-        """One line on the documents the run names that the index does not hold ("" if none)."""
+        """One line on the documents the run names that the index does not hold ("" if none), with
+        how many questions lost all of their list and how many the most a question lost."""
         count = sum(len(ids) for ids in self.unknown.values())
         if not count:
             return ""
         examples = [doc_id for ids in self.unknown.values() for doc_id in ids][:SHOWN]
         more = f", and {count - len(examples)} more" if count > len(examples) else ""
+        emptied = [key for key in self.unknown if not self._served.get(key)]
+        most = max(self.unknown, key=lambda key: len(self.unknown[key]))
+        per_question = (f"; {len(emptied)} {'query was' if len(emptied) == 1 else 'queries were'} left with no "
+                        "passage" if emptied else "")
+        per_question += (f"; the most a query lost: {len(self.unknown[most])} of "
+                         f"{len(self.run.rankings[most])} ({most!r})")
         return (f"{count} {'document' if count == 1 else 'documents'} of {self.run.path} "
                 f"({', '.join(map(repr, examples))}{more}) in the rankings of {len(self.unknown)} "
                 f"{'query' if len(self.unknown) == 1 else 'queries'} are not in the index: dropped from their "
-                "rankings")
+                f"rankings{per_question}")

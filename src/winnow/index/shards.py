@@ -1,6 +1,6 @@
 """BM25 built in shards of bounded memory, searched shard by shard with the top k merged exactly.
 
-bm25s builds its score matrix in memory from every passage's tokens at once (4.2 GB resident for
+bm25s builds its score matrix in memory from every passage's tokens at once (4.1 GB resident for
 1M passages, docs/benchmarks.md), so DPR's 21M passages cannot be built on a 24 GB machine. Here the
 corpus is cut into shards of ``shard_size`` passages, read in one pass:
 

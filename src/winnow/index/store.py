@@ -32,12 +32,9 @@ import numpy as np
 
 from ..errors import IndexLoadError, WinnowError
 from ..records import Passage
+from .manifest import read_manifest, rebuild_hint
+from .store_layout import IDS, OFFSETS, RECORDS, STORE_DIR
 
-STORE_DIR = "passages"
-RECORDS = "records.bin"
-OFFSETS = "offsets.npy"
-IDS = "ids.npy"
-STORE_FILES = tuple(f"{STORE_DIR}/{name}" for name in (RECORDS, OFFSETS, IDS))
 ID_HASH = "blake2b-64"
 
 
@@ -219,8 +216,6 @@ class StoreIds(Container[str]):
 
 def open_passage_store(index: Path) -> PassageStore:
     """The passage store of the index folder ``index``, after the manifest's checks (no BM25 arrays loaded)."""
-    from .manifest import read_manifest, rebuild_hint
-
     manifest = read_manifest(index)
     return PassageStore.open(index, manifest["counts"]["passages"], rebuild_hint(index, manifest))
 

@@ -18,6 +18,7 @@ instead, under a name derived from the folder's absolute path.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from ..atomic import write_json
 from ..errors import WinnowError
 from ..paths import cache_root
+from .signature import index_key, record_mac
 
 VERIFIED = ".verified.json"
 RECORD_FORMAT = 1
@@ -40,21 +42,31 @@ def file_states(folder: Path, names: list[str]) -> dict[str, list[int]]:
 
 
 def was_verified(folder: Path, manifest_sha256: str, states: dict[str, list[int]]) -> bool:
-    """Whether a record says exactly these files, under exactly this manifest, were verified."""
-    wanted = {"format": RECORD_FORMAT, "manifest_sha256": manifest_sha256, "files": states}
+    """Whether a record says exactly these files, under exactly this manifest, were verified. With an
+    index key set (:mod:`.signature`), only a record carrying its MAC under that key counts."""
+    wanted: dict[str, object] = {"format": RECORD_FORMAT, "manifest_sha256": manifest_sha256, "files": states}
+    key = index_key()
     for place in (folder / VERIFIED, cached_record(folder)):
         try:
-            if json.loads(place.read_text(encoding="utf-8")) == wanted:
-                return True
+            record = json.loads(place.read_text(encoding="utf-8"))
         except (OSError, ValueError):  # no record, or a damaged one: only means hashing again
             continue
+        if not isinstance(record, dict):
+            continue
+        found_mac = record.pop("mac", None)
+        if record == wanted and (key is None or (isinstance(found_mac, str)
+                                                 and hmac.compare_digest(found_mac, record_mac(key, wanted)))):
+            return True
     return False
 
 
 def record_verified(folder: Path, manifest_sha256: str, states: dict[str, list[int]]) -> None:
     """Remember that ``states`` were verified, beside the manifest or, if the folder is read-only,
     in the cache. Failing both only costs the next open a full check, so it is not an error."""
-    record = {"format": RECORD_FORMAT, "manifest_sha256": manifest_sha256, "files": states}
+    record: dict[str, object] = {"format": RECORD_FORMAT, "manifest_sha256": manifest_sha256, "files": states}
+    key = index_key()
+    if key is not None:
+        record["mac"] = record_mac(key, record)
     for place in (folder / VERIFIED, cached_record(folder)):
         try:
             write_json(place, record)

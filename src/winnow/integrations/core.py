@@ -48,6 +48,7 @@ from ..rerank import MODEL_RERANK_METHODS, RERANK_METHODS, relevance_score, rera
 from ..settings import LayeredSettingError, SettingError, SettingsLayer, resolve_layers
 from ..stages.contract import QuestionState, run_stages
 from ..text import text_problem
+from .closing import Closing
 
 if TYPE_CHECKING:
     from ..methods import Method
@@ -262,7 +263,7 @@ def stage_scores(candidate: Candidate) -> dict[str, float]:
     return {s.stage: s.score for s in candidate.scores if s.stage != "input"}
 
 
-class Winnower:
+class Winnower(Closing):
     """One Winnow stage (see :data:`STAGES`) over lists a caller hands in.
 
     The LLM stages use ``llm`` (a :class:`winnow.llm.LLM`, any backend), or load ``model`` through
@@ -529,7 +530,7 @@ def resolved_run(options: RunOptions, settings: dict[str, Any], source: str) -> 
         raise ArgumentError(source, error.message, error.hint) from None
 
 
-class MethodRunner:
+class MethodRunner(Closing):
     """A whole Winnow method over a Winnow index, for the adapters' retrievers and query engines.
 
     Give ``pipeline`` (a :class:`winnow.pipeline.Pipeline`, whose index and models are used), or

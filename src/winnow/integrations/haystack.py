@@ -37,6 +37,7 @@ from typing import Any
 
 from ..extras import import_extra
 from ..records import Answer
+from .closing import Closing
 from .core import (
     STAGES,
     ArgumentError,
@@ -55,7 +56,7 @@ from haystack import Document, component, default_from_dict, default_to_dict  # 
 
 
 @component
-class WinnowRanker:
+class WinnowRanker(Closing):
     """A Winnow stage as a Haystack ranker (see the module docstring).
 
     ``stage``: pointwise, graded, listwise, embedding, cross-encoder, monot5 (rerankers; the last two load
@@ -118,7 +119,7 @@ class WinnowRanker:
 
 
 @component
-class WinnowRetriever:
+class WinnowRetriever(Closing):
     """A whole Winnow method over a Winnow index as a Haystack retriever component: ``run(query)``
     gives the passages the method keeps, best first, as Documents (score: 0-1 relevance; ``meta``:
     title, ``winnow_id`` and the ``winnow_*`` scores). Arguments as

@@ -22,6 +22,12 @@ threads should pass ``on_result=`` instead, a function called with each call's r
 and returns the passages the method kept, without generating its answer. It takes every run option
 (``k=``, ``n=``, ``profile=``, ``model=``, …; ``invoke(query, k=3)`` too); a misspelt argument is
 refused naming it. It passes langchain-tests' standard retriever tests (tests/test_langchain_standard.py).
+Saved with ``dumpd``, it loads back with ``load(data, allowed_objects=[WinnowRetriever],
+valid_namespaces=["winnow"])``: LangChain's ``load`` refuses a namespace other than its own unless
+``valid_namespaces`` names it.
+
+Both close what they loaded (models, an OpenAI-compatible backend's sessions) on ``close()`` or at the
+end of a ``with`` block: ``with WinnowRetriever(index="wiki-index", model="...") as retriever: ...``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..extras import import_extra
+from .closing import Closing
 from .core import STAGES, ArgumentError, MethodRunner, dropped_metadata, method_items, winnow_metadata
 
 import_extra("langchain_core", "langchain", "winnow.integrations.langchain")
@@ -47,7 +54,9 @@ NAMESPACE = ["winnow", "integrations", "langchain"]
 
 class Saved:
     """LangChain serialisation (``dumpd``/``dumps``, then ``load``/``loads`` with the class in
-    ``allowed_objects``) of a Winnow retriever: its whole configuration, a model handed in as ``llm``
+    ``allowed_objects`` and ``valid_namespaces=["winnow"]``: LangChain loads only its own namespaces
+    unless told another, so ``load(data, allowed_objects=[WinnowRetriever], valid_namespaces=["winnow"])``)
+    of a Winnow retriever: its whole configuration, a model handed in as ``llm``
     written as its name, backend and base_url, never an API key. (A document compressor is a plain
     pydantic model in LangChain, its rerankers too: ``model_dump()`` is its configuration.)"""
 
@@ -83,7 +92,7 @@ class WinnowCompressor(StageModel[Document], BaseDocumentCompressor):
                 if k.index is not None]
 
 
-class WinnowRetriever(Saved, BaseRetriever):
+class WinnowRetriever(Saved, Closing, BaseRetriever):
     """A whole Winnow method over a Winnow index as a LangChain retriever.
 
     ``method`` is a Winnow method name (``winnow methods``); ``index`` an index folder or an opened

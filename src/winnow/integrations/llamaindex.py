@@ -45,6 +45,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index_instrumentation import get_dispatcher  # noqa: E402
 
 from ..records import Answer  # noqa: E402
+from .closing import Closing  # noqa: E402
 from .stage_model import StageModel  # noqa: E402
 
 dispatcher = get_dispatcher(__name__)
@@ -80,7 +81,7 @@ class WinnowPostprocessor(StageModel[NodeWithScore], BaseNodePostprocessor):
         return kept
 
 
-class WinnowRetriever(BaseRetriever):
+class WinnowRetriever(Closing, BaseRetriever):
     """A whole Winnow method over a Winnow index as a LlamaIndex retriever: the passages the method
     keeps for a query, best first, as scored text nodes (see :class:`~winnow.integrations.core.MethodRunner`
     for the arguments)."""
@@ -99,7 +100,7 @@ class WinnowRetriever(BaseRetriever):
         self._runner.close()
 
 
-class WinnowQueryEngine(BaseQueryEngine):
+class WinnowQueryEngine(Closing, BaseQueryEngine):
     """A whole Winnow method as a LlamaIndex query engine: the method's answer, with the passages it
     answered from as ``source_nodes`` and its usage in the response's metadata."""
 

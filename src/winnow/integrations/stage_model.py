@@ -13,12 +13,13 @@ from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from .closing import Closing
 from .core import ArgumentError, Winnowed, Winnower, check_stage, check_top_k
 
 Dropped = TypeVar("Dropped")
 
 
-class StageModel(BaseModel, Generic[Dropped]):
+class StageModel(Closing, BaseModel, Generic[Dropped]):
     """A Winnow stage's options (see :class:`~winnow.integrations.core.Winnower`) and its last result.
 
     ``stage``: pointwise, graded, listwise, embedding, cross-encoder, monot5 (rerankers; the last two load

@@ -11,6 +11,17 @@ The cache is bounded: when the live pages of the database pass its size limit
 deleted until it is back under 90% of it, and the deletions are counted in the database itself
 (``winnow cache info`` shows them). Freed pages are reused by later writes, so the file stops
 growing at about the limit; ``winnow cache clear`` and ``prune`` also give the space back (VACUUM).
+
+Every entry carries a checksum of its key, kind and stored answer (:func:`entry_checksum`, BLAKE2b).
+An entry whose answer no longer matches it (a flipped bit on disk, a hand edit, a row moved under
+another key) is never served: :meth:`CallCache.lookup` deletes it and says why, the caller asks the
+model again, and the run's usage counts it (``cache_rejected``). A file written before checksums
+were kept gets the column on opening; its old entries have none, so they cannot be told from damaged
+ones: they are treated as unverified, asked again once and stored with a checksum (not migrated by
+hashing what is there, which would bless whatever the file holds now).
+
+A database damaged below its first page (SQLite's "database disk image is malformed") is a
+:class:`CacheDamaged`, one line that names the file and says how to recover (``winnow cache clear``).
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -34,7 +47,8 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     key TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
     response TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    checksum TEXT
 );
 CREATE INDEX IF NOT EXISTS llm_calls_created ON llm_calls (created);
 CREATE TABLE IF NOT EXISTS cache_meta (
@@ -77,6 +91,33 @@ def default_max_bytes() -> int:
 
 
 BUSY_SECONDS = 30.0
+
+#: Why :meth:`CallCache.lookup` refused an entry: its answer fails its checksum, or it has none.
+CORRUPT = "corrupt"
+UNVERIFIED = "unverified"
+
+#: How to recover from a damaged cache, for its errors and notes.
+RECOVER_HINT = "run `winnow cache clear` (with --path for another file) to start a fresh one, or pass --no-cache"
+
+
+class CacheDamaged(WinnowError):
+    """The cache's database cannot be read where a query went: SQLite reports it malformed."""
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite's error says the file is damaged (SQLITE_CORRUPT*, SQLITE_NOTADB), not busy or full."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in str(exc)
+
+
+def entry_checksum(key: str, kind: str, answer: bytes) -> str:
+    """BLAKE2b-128 of an entry's key, kind and stored answer (each length-prefixed, so no two entries
+    share the bytes hashed), as hex."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (key.encode("utf-8"), kind.encode("utf-8"), answer):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def retry_while_locked(action: Callable[[], Any], *, seconds: float = BUSY_SECONDS) -> Any:
@@ -127,8 +168,8 @@ def cached_answer_is_usable(kind: str, answer: Any) -> bool:
 
 
 class CallCache:
-    """Get and put JSON answers by key, within ``max_bytes`` (default: :func:`default_max_bytes`).
-    One connection per instance, guarded by a lock."""
+    """Get and put JSON answers by key, each with its checksum, within ``max_bytes`` (default:
+    :func:`default_max_bytes`). One connection per instance, guarded by a lock."""
 
     def __init__(self, path: str | Path, *, max_bytes: int | None = None) -> None:
         self.path = Path(path)
@@ -136,6 +177,8 @@ class CallCache:
         if self.max_bytes <= 0:
             raise WinnowError(f"the LLM call cache's size limit must be positive, not {self.max_bytes} bytes",
                               f"set {MAX_SIZE_ENV} to a size such as 500MB, or pass --no-cache")
+        #: Set once a query met damage: the LLM client then goes on without the cache, saying so once.
+        self.damaged: CacheDamaged | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False,
@@ -143,26 +186,66 @@ class CallCache:
             set_up = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", *SCHEMA.split(";"))
             for statement in set_up:
                 retry_while_locked(partial(self._db.execute, statement))
+            self._add_checksums()
         except sqlite3.DatabaseError as exc:
-            raise WinnowError(f"cannot open the LLM call cache {self.path}: {exc}",
-                              "delete the file to start a fresh cache, or pass --no-cache") from exc
+            raise WinnowError(f"cannot open the LLM call cache {self.path}: {exc}", RECOVER_HINT) from exc
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def _add_checksums(self) -> None:
+        """Give a file written before checksums its column (its old entries stay unverified: see the module)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(llm_calls)")}
+        if "checksum" in columns:
+            return
+        try:
+            retry_while_locked(partial(self._db.execute, "ALTER TABLE llm_calls ADD COLUMN checksum TEXT"))
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
+
+    @contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Holds the lock; a damaged database is a :class:`CacheDamaged` naming the file and the way out."""
         with self._lock:
-            row = self._db.execute("SELECT response FROM llm_calls WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self.damaged = CacheDamaged(f"the LLM call cache {self.path} is damaged ({exc})", RECOVER_HINT)
+                raise self.damaged from exc
+
+    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str]:
+        """(the answer stored under ``key``, "") when there is one and it matches its checksum; (None, "")
+        when there is none; (None, :data:`CORRUPT` or :data:`UNVERIFIED`) for an entry refused, which
+        is deleted so that it is never served."""
+        with self._guarded():
+            # As bytes: a damaged answer may not even be UTF-8, and it must be refused, not a crash.
+            row = self._db.execute("SELECT CAST(response AS BLOB), checksum, kind FROM llm_calls WHERE key = ?",
+                                   (key,)).fetchone()
+            if row is None:
+                return None, ""
+            answer, checksum, kind = row
+            why = UNVERIFIED if checksum is None else "" if checksum == entry_checksum(key, kind, answer) else CORRUPT
+            if why:
+                self._db.execute("DELETE FROM llm_calls WHERE key = ?", (key,))
+                return None, why
+        return json.loads(answer), ""
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The answer stored under ``key``, if there is one that matches its checksum (see :meth:`lookup`)."""
+        return self.lookup(key)[0]
 
     def put(self, key: str, kind: str, response: dict[str, Any]) -> None:
         text = json.dumps(response, ensure_ascii=False)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO llm_calls (key, kind, response, created) VALUES (?, ?, ?, ?)",
-                             (key, kind, text, time.time()))
+        checksum = entry_checksum(key, kind, text.encode("utf-8"))
+        with self._guarded():
+            self._db.execute("INSERT OR REPLACE INTO llm_calls (key, kind, response, created, checksum) "
+                             "VALUES (?, ?, ?, ?, ?)", (key, kind, text, time.time(), checksum))
             self._evict_over(self.max_bytes)  # three pragmas (~µs): every write, so the limit holds exactly
 
     def size_bytes(self) -> int:
         """The bytes the live pages hold (free pages excluded: later writes reuse them)."""
-        with self._lock:
+        with self._guarded():
             return self._live_bytes()
 
     def _live_bytes(self) -> int:
@@ -200,7 +283,7 @@ class CallCache:
 
     def evicted(self) -> int:
         """How many entries the size limit has removed from this database, ever."""
-        with self._lock:
+        with self._guarded():
             row = self._db.execute("SELECT value FROM cache_meta WHERE name = 'evicted'").fetchone()
         return int(row[0]) if row else 0
 
@@ -208,7 +291,7 @@ class CallCache:
         """Evict the oldest entries until the cache holds at most ``max_bytes``, then give the freed
         space back to the file system. Returns (entries removed, bytes the file shrank by)."""
         before = self.file_bytes()
-        with self._lock:
+        with self._guarded():
             removed = self._evict_over(max_bytes)
             retry_while_locked(partial(self._db.execute, "VACUUM"))
         return removed, max(0, before - self.file_bytes())
@@ -216,25 +299,25 @@ class CallCache:
     def clear(self) -> tuple[int, int]:
         """Delete every entry and give the space back. Returns (entries removed, bytes freed)."""
         before = self.file_bytes()
-        with self._lock:
+        with self._guarded():
             removed = self._db.execute("DELETE FROM llm_calls").rowcount
             retry_while_locked(partial(self._db.execute, "VACUUM"))
         return int(removed), max(0, before - self.file_bytes())
 
     def file_bytes(self) -> int:
         """The database's size on disk, its write-ahead log included."""
-        with self._lock:
+        with self._guarded():
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal")) if p.exists())
 
     def oldest_and_newest(self) -> tuple[float, float] | None:
         """When the oldest and the newest entries were written (Unix times), or None when empty."""
-        with self._lock:
+        with self._guarded():
             row = self._db.execute("SELECT MIN(created), MAX(created) FROM llm_calls").fetchone()
         return None if row[0] is None else (float(row[0]), float(row[1]))
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._guarded():
             count: int = self._db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
             return count
 

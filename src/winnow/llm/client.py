@@ -11,12 +11,14 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..records import LLMCall, StageTrace
 from .base import ChoiceScores, Generation, LLMBackend
-from .cache import CallCache, cached_answer_is_usable, call_key
+from .cache import CORRUPT, CacheDamaged, CallCache, cached_answer_is_usable, call_key
 from .context_size import resolve_context_size
 from .messages import Prompt, is_plain, recorded
 from .tokens import EstimatedTokens, TokenCounter
 
 T = TypeVar("T")
+#: Choice calls a run has made before most of them lacking every choice is warned about.
+UNSEEN_WARNING_MIN_CALLS = 5
 ProgressHook = Callable[[str, int, int], None]  # (stage name, prompts done, prompts in the batch)
 
 
@@ -47,14 +49,21 @@ class LLM:
         self.cache = cache
         self.progress = progress  # the hook of every thread that has none of its own (reporting_to)
         self._local = threading.local()
-        self.stale_cache_entries = 0  # cached answers refused and asked again (see _usable_hit)
+        self.stale_cache_entries = 0  # cached answers today's checks refuse, asked again (see _usable_hit)
+        #: Cached answers refused by their checksum, by why (cache.CORRUPT, cache.UNVERIFIED), asked again.
+        self.rejected_cache_entries: dict[str, int] = {}
+        #: Choice calls answered, and those with none of the choices among the top tokens (see _scored).
+        self.choice_calls = self.choices_not_in_top = 0
+        self._notes_said: set[str] = set()
+        self._refused_keys: set[str] = set()  # keys whose cached answer was refused, until asked again
+        self._lock = threading.Lock()
         # A backend written elsewhere may offer only the two verbs: it gets the default context and
         # the estimate, and the trace says so. (Checked without reading the attributes: an
         # OpenAI-compatible backend asks its server only when they are first used.)
         self._counts_tokens = _offers(backend, "tokens")
         self._knows_context = _offers(backend, "context_size")
         self._estimate = EstimatedTokens(
-            f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): the backend has no tokenizer")
+            f"estimated ({EstimatedTokens.RULE}): the backend has no tokenizer")
         self._default_context = resolve_context_size(None, None, "")
         # Said once on stderr (by the first of winnow eval's client processes for all of them).
         self.estimate_announced = False
@@ -182,19 +191,76 @@ class LLM:
                 to_send.setdefault(key, i)
         return keys, hits, to_send
 
+    @property
+    def _live_cache(self) -> CallCache | None:
+        """The call cache, unless it turned out damaged (then the run goes on without it)."""
+        return None if self.cache is None or self.cache.damaged is not None else self.cache
+
+    def _note(self, what: str, text: str) -> None:
+        """Say ``text`` on stderr, once per LLM for each ``what``."""
+        if what not in self._notes_said:
+            self._notes_said.add(what)
+            print(f"winnow: {text}", file=sys.stderr)
+
+    def _cache_damaged(self, damage: CacheDamaged) -> None:
+        self._note("damaged", f"{damage.message}: going on without the cache ({damage.hint})")
+
     def _usable_hit(self, kind: str, key: str) -> dict[str, Any] | None:
         """The cached answer under ``key``, or None when there is none or it is unusable.
 
-        A cache written by an older Winnow may hold an answer today's response checks refuse (a NaN
-        log-probability, a missing field); serving it would put a silently wrong score in a result.
-        Such an entry counts as a miss: the call is asked again and the entry overwritten, and
-        :attr:`stale_cache_entries` counts them.
+        An entry that fails its checksum (or was written before entries had one) is never served: the
+        cache deletes it, the call is asked again, and the call's trace and usage say so
+        (``cache_rejected``). A cache written by an older Winnow may also hold an answer today's
+        response checks refuse (a NaN log-probability, a missing field); serving it would put a
+        silently wrong score in a result. Such an entry counts as a miss too: the call is asked again
+        and the entry overwritten, and :attr:`stale_cache_entries` counts them.
         """
-        hit = self.cache.get(key) if self.cache is not None else None
+        cache = self._live_cache
+        if cache is None:
+            return None
+        try:
+            hit, refused = cache.lookup(key)
+        except CacheDamaged as damage:
+            self._cache_damaged(damage)
+            return None
+        if refused:
+            self._rejected(key, refused, cache)
+            return None
         if hit is None or cached_answer_is_usable(kind, hit):
             return hit
+        self._rejected(key, "", cache)
         self.stale_cache_entries += 1
         return None
+
+    def _rejected(self, key: str, why: str, cache: CallCache) -> None:
+        with self._lock:
+            self._refused_keys.add(key)
+            if why:
+                self.rejected_cache_entries[why] = self.rejected_cache_entries.get(why, 0) + 1
+        if why == CORRUPT:
+            self._note(why, f"the LLM call cache {cache.path} held an answer that fails its checksum (the file was "
+                            "changed or damaged): it was dropped and asked again, never served; such calls count "
+                            "as cache_rejected in usage")
+        elif why:
+            self._note(why, f"the LLM call cache {cache.path} holds answers written before they carried a checksum: "
+                            "each is asked again once (it cannot be verified) and stored with one")
+
+    def _refused(self, key: str) -> bool:
+        """Whether ``key``'s cached answer was refused (this call is its recomputation): said once."""
+        with self._lock:
+            if key in self._refused_keys:
+                self._refused_keys.discard(key)
+                return True
+        return False
+
+    def _store(self, key: str, kind: str, answer: dict[str, Any]) -> None:
+        cache = self._live_cache
+        if cache is None:
+            return
+        try:
+            cache.put(key, kind, answer)
+        except CacheDamaged as damage:
+            self._cache_damaged(damage)
 
     def generate(self, prompts: Sequence[Prompt], *, stage: StageTrace | Sequence[StageTrace], max_tokens: int,
                  temperature: float = 0.0, stop: Sequence[str] = ()) -> list[Generation]:
@@ -207,15 +273,16 @@ class LLM:
         sent = dict(zip(to_send, fresh, strict=True))
         for key, generation in sent.items():
             # Sampled answers are not a function of the prompt: cache only greedy decoding.
-            if self.cache is not None and temperature == 0.0:
-                self.cache.put(key, "generate", asdict(generation))
+            if temperature == 0.0:
+                self._store(key, "generate", asdict(generation))
         results = [Generation(**hit) if hit else sent[keys[i]] for i, hit in enumerate(hits)]
         for i, generation in enumerate(results):
             paid = to_send.get(keys[i]) == i
             traces[i].record(LLMCall(traces[i].name, "generate", recorded(prompts[i]), generation.text,
                                      generation.prompt_tokens, generation.completion_tokens,
                                      generation.seconds, cached=not paid, finish_reason=generation.finish_reason,
-                                     retries=generation.retries if paid else 0, model=self.model_name))
+                                     retries=generation.retries if paid else 0, model=self.model_name,
+                                     cache_rejected=paid and self._refused(keys[i])))
         return results
 
     def choice_scores(self, prompts: Sequence[Prompt], choices: Sequence[str], *,
@@ -226,9 +293,8 @@ class LLM:
         fresh = self._send(_name(traces), [prompts[i] for i in to_send.values()],
                            lambda chunk, **hook: self.backend.choice_logprobs(chunk, choices, **hook))
         sent = dict(zip(to_send, fresh, strict=True))
-        if self.cache is not None:
-            for key, scores in sent.items():
-                self.cache.put(key, "choices", asdict(scores))
+        for key, scores in sent.items():
+            self._store(key, "choices", asdict(scores))
         results = [ChoiceScores(**{**hit, "missing": tuple(hit["missing"])}) if hit else sent[keys[i]]
                    for i, hit in enumerate(hits)]
         for i, scores in enumerate(results):
@@ -236,13 +302,41 @@ class LLM:
             traces[i].record(LLMCall(traces[i].name, "choices", recorded(prompts[i]),
                                      {c: round(scores.probability(c), 6) for c in choices},
                                      scores.prompt_tokens, 0, scores.seconds, cached=not paid,
-                                     retries=scores.retries if paid else 0, model=self.model_name))
+                                     retries=scores.retries if paid else 0, model=self.model_name,
+                                     cache_rejected=paid and self._refused(keys[i]),
+                                     choices_not_in_top=len(scores.missing) == len(choices)))
+        self._count_unseen(results, choices)
         return results
 
+    def _count_unseen(self, results: Sequence[ChoiceScores], choices: Sequence[str]) -> None:
+        """Count the answers with none of ``choices`` among the top tokens, and warn once when they are
+        most of the run so far: each such passage got the uniform score, which says nothing of it."""
+        unseen = sum(len(scores.missing) == len(choices) for scores in results)
+        with self._lock:
+            self.choice_calls += len(results)
+            self.choices_not_in_top += unseen
+            calls, missing = self.choice_calls, self.choices_not_in_top
+        if calls >= UNSEEN_WARNING_MIN_CALLS and 2 * missing > calls:
+            named = "/".join(f'"{c}"' for c in choices)
+            self._note("unseen", f"{missing} of {calls} choice calls so far had none of {named} among "
+                                 f"{self.model_name or 'the model'}'s top next tokens: such an answer gives every "
+                                 "choice the same probability (a pointwise passage P(\"True\") 0.5, a judged one "
+                                 "log-odds 0; RRR's graded stage reads the grade from generated text instead), which "
+                                 "ranks nothing; does the server return top log-probabilities (top_logprobs) for this "
+                                 "model, and does the model answer in that format? (counted as choices_not_in_top "
+                                 "in usage)")
+
     def close(self) -> None:
+        """Close the backend (a model, or an HTTP backend's sessions) and the call cache."""
         self.backend.close()
         if self.cache is not None:
             self.cache.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _name(traces: list[StageTrace]) -> str:

@@ -12,22 +12,13 @@ from .response_checks import preview, read_json
 UNREACHABLE_HINT = "is the server running, and is --base-url right (it usually ends in /v1)?"
 
 
-def send(client: httpx.Client, method: str, url: str, body: Any = None) -> httpx.Response:
-    """The response to one request; a connection failure is a BackendError naming the address."""
-    try:
-        return client.request(method, url, json=body)
-    except httpx.TransportError as exc:
-        raise BackendError(f"cannot reach {url}: {exc}", UNREACHABLE_HINT) from exc
-
-
-def post_json(client: httpx.Client, url: str, body: Any, source: str) -> tuple[Any, str]:
-    """(parsed answer, raw body) of a POST that must succeed."""
-    return checked_json(send(client, "POST", url, body), url, source)
+class RequestTimedOut(BackendError):
+    """A request that got no answer in time: a busy server may answer the next one."""
 
 
 class HttpAnswer(Protocol):
-    """What :func:`checked_json` reads of an answer: an ``httpx.Response``, or the dispatcher's
-    :class:`~winnow.llm.dispatch.Received`."""
+    """What :func:`checked_json` reads of an answer: an ``httpx.Response``, or an endpoint's
+    :class:`~winnow.llm.endpoint.Received`."""
 
     @property
     def status_code(self) -> int: ...
@@ -36,6 +27,29 @@ class HttpAnswer(Protocol):
     def text(self) -> str: ...
 
     def json(self) -> Any: ...
+
+
+class HttpClient(Protocol):
+    """What sends a start-up question: an endpoint (:class:`~winnow.llm.endpoint.Endpoint`, over its
+    one session), or an ``httpx.Client`` (the in-process llama.cpp server's loopback routes)."""
+
+    def request(self, method: str, url: str, *, json: Any = None) -> HttpAnswer: ...
+
+
+def send(client: HttpClient, method: str, url: str, body: Any = None) -> HttpAnswer:
+    """The response to one request; a connection failure is a BackendError naming the address, a
+    timeout a :class:`RequestTimedOut`."""
+    try:
+        return client.request(method, url, json=body)
+    except httpx.TimeoutException as exc:
+        raise RequestTimedOut(f"{url}: no answer in time ({exc})") from exc
+    except httpx.TransportError as exc:
+        raise BackendError(f"cannot reach {url}: {exc}", UNREACHABLE_HINT) from exc
+
+
+def post_json(client: HttpClient, url: str, body: Any, source: str) -> tuple[Any, str]:
+    """(parsed answer, raw body) of a POST that must succeed."""
+    return checked_json(send(client, "POST", url, body), url, source)
 
 
 def checked_json(response: HttpAnswer, url: str, source: str) -> tuple[Any, str]:

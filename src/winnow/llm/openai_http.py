@@ -129,7 +129,7 @@ class OpenAICompatibleBackend:
             return self._server  # it a score of times a call, from every question thread)
         with self._lock:
             if self._server is None:
-                facts = [(endpoint.base_url, discover(endpoint.client, endpoint.base_url, self._model))
+                facts = [(endpoint.base_url, discover(endpoint, endpoint.base_url, self._model))
                          for endpoint in self.dispatcher.endpoints]
                 # The first endpoint whose tokenizer answers: a dead first endpoint must not demote
                 # the whole run to the estimate while another serves the same model.

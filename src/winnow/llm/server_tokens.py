@@ -24,12 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import httpx
-
-from ..errors import BackendError
 from . import response_checks as checks
-from .dispatch import RETRY_STATUSES, RetryPolicy
-from .http_json import post_json, send
+from .dispatch import RetryPolicy
+from .endpoint import RETRY_STATUSES
+from .http_json import HttpClient, RequestTimedOut, post_json, send
 from .messages import Prompt
 from .openai_format import continuation_fields
 from .response_checks import MalformedResponse, malformed
@@ -64,7 +62,7 @@ def read_text_field(response: Any, field: str, source: str, sent: Any = None) ->
 class _ServerRoutes:
     """POSTs to routes at a server's root, read by the readers above."""
 
-    def __init__(self, client: httpx.Client, root: str, source: str, fields: dict[str, Any]) -> None:
+    def __init__(self, client: HttpClient, root: str, source: str, fields: dict[str, Any]) -> None:
         self._client, self._root, self._source, self._fields = client, root, source, fields
 
     def ids(self, route: str, body: dict[str, Any]) -> list[int]:
@@ -79,7 +77,7 @@ class _ServerRoutes:
 class LlamaServerTokenIds:
     """llama.cpp's tokenizer and chat template, asked over its server's HTTP routes."""
 
-    def __init__(self, client: httpx.Client, root: str, source: str) -> None:
+    def __init__(self, client: HttpClient, root: str, source: str) -> None:
         self._routes = _ServerRoutes(client, root, source, {})
 
     def encode(self, text: str) -> list[int]:
@@ -101,7 +99,7 @@ class LlamaServerTokenIds:
 class VllmTokenIds:
     """vLLM's tokenizer and chat template, asked over its ``/tokenize`` and ``/detokenize`` routes."""
 
-    def __init__(self, client: httpx.Client, root: str, model: str, source: str) -> None:
+    def __init__(self, client: HttpClient, root: str, model: str, source: str) -> None:
         self._routes = _ServerRoutes(client, root, source, {"model": model})
 
     def encode(self, text: str) -> list[int]:
@@ -121,7 +119,7 @@ class VllmTokenIds:
 PROBE_RETRY = RetryPolicy(attempts=4, base_seconds=0.25, cap_seconds=2.0)
 
 
-def probe_json(client: httpx.Client, method: str, url: str, body: Any = None,
+def probe_json(client: HttpClient, method: str, url: str, body: Any = None,
                retry: RetryPolicy | None = None) -> tuple[Any, str]:
     """(the JSON a request answers, "") or (None, why not): the route is missing or refused ("answered
     404"), its body is not JSON, or it kept failing ("answered 503 on 4 attempts"). A passing failure
@@ -132,9 +130,7 @@ def probe_json(client: httpx.Client, method: str, url: str, body: Any = None,
     for attempt in range(retry.attempts):
         try:
             response = send(client, method, url, body)
-        except BackendError as exc:
-            if not isinstance(exc.__cause__, httpx.TimeoutException):
-                raise
+        except RequestTimedOut:
             why = "timed out"
         else:
             if response.status_code == 200:
@@ -150,7 +146,7 @@ def probe_json(client: httpx.Client, method: str, url: str, body: Any = None,
     return None, f"{why} on {retry.attempts} attempts"
 
 
-def json_or_none(client: httpx.Client, method: str, url: str, body: Any = None) -> Any:
+def json_or_none(client: HttpClient, method: str, url: str, body: Any = None) -> Any:
     """The JSON a request answers, or None (see :func:`probe_json`)."""
     return probe_json(client, method, url, body)[0]
 
@@ -195,7 +191,7 @@ def root_of(base_url: str) -> str:
     return base_url[:-3] if base_url.endswith("/v1") else base_url
 
 
-def llama_server_context(client: httpx.Client, root: str) -> tuple[int | None, str] | None:
+def llama_server_context(client: HttpClient, root: str) -> tuple[int | None, str] | None:
     """(context per slot, how it was read) from a llama.cpp server's /props (or /slots), or None
     if the server at ``root`` is not a llama.cpp server."""
     props = json_or_none(client, "GET", f"{root}/props")
@@ -207,7 +203,7 @@ def llama_server_context(client: httpx.Client, root: str) -> tuple[int | None, s
     return count_at(json_or_none(client, "GET", f"{root}/slots"), 0, "n_ctx"), "the server's /slots"
 
 
-def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
+def discover(client: HttpClient, base_url: str, model: str) -> ServerFacts:
     """Ask the server at ``base_url`` what it is (one to three small GETs, one tiny POST)."""
     root = root_of(base_url)
     llama = llama_server_context(client, root)
@@ -226,5 +222,5 @@ def discover(client: httpx.Client, base_url: str, model: str) -> ServerFacts:
     gone = why.startswith("answered 4") and " on " not in why  # 404, 405: the route is not there
     reason = (f"{root} offers no /tokenize (it {why})" if gone
               else f"{root}/tokenize {why}, so the server's tokenizer could not be used")
-    estimate = EstimatedTokens(f"estimated (about {EstimatedTokens.BYTES_PER_TOKEN} bytes a token): {reason}")
+    estimate = EstimatedTokens(f"estimated ({EstimatedTokens.RULE}): {reason}")
     return ServerFacts("unknown", context, "the server's max_model_len", estimate)

@@ -4,26 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import WinnowError
 from ..llm.client import LLM
 from ..settings import SettingsLayer
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings, check_roles, role_name
-from .mainrag import MainRAG
 from .profiles import PROFILES, Profile, profile_named, profile_settings
-from .rankgpt import RankGPT
-from .rankrag import RankRAG
+from .registry import METHODS, method_class
+from .reranking import RERANKERS, TRAINED_RERANKERS, TrainedRerankers, choose_reranker
 from .resolution import ResolvedSettings, resolve_settings
-from .rrr import RRR
-from .vanilla import VanillaRAG
-
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT)}
-
-
-def method_class(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise WinnowError(f"unknown method {name!r}", f"choose one of: {', '.join(METHODS)}")
-    return METHODS[name]
 
 
 def method_settings(name: str, *, profile: str | None = None, **overrides: Any) -> MethodSettings:
@@ -35,14 +23,16 @@ def method_settings(name: str, *, profile: str | None = None, **overrides: Any) 
 
 
 def build_method(name: str, *, index: SearchIndex, llm: LLM, agents: Mapping[str, LLM] | None = None,
-                 profile: str | None = None, **overrides: Any) -> Method:
+                 profile: str | None = None, rerankers: TrainedRerankers | None = None, **overrides: Any) -> Method:
     """A ready-to-ask method by name, e.g. ``build_method("rankrag", index=idx, llm=llm, n=20, k=5)``.
 
     ``agents`` gives some roles their own model where the method has such roles, e.g.
     ``{"judge": other}`` for MAIN-RAG's judge (``winnow methods`` lists every method's roles).
+    ``rerankers`` gives it trained rerankers, ``{"cross-encoder": "BAAI/bge-reranker-v2-m3"}`` (a
+    folder, hub id or loaded model), for whatever it reranks with (:mod:`.reranking`).
     ``profile="paper"`` starts from the paper's settings (:mod:`.profiles`); ``overrides`` win.
     """
-    return method_class(name)(index, llm, method_settings(name, profile=profile, **overrides), agents)
+    return method_class(name)(index, llm, method_settings(name, profile=profile, **overrides), agents, rerankers)
 
 
 def agent_roles(name: str) -> dict[str, str]:
@@ -55,6 +45,7 @@ def check_agent_roles(name: str, roles: Any) -> None:
     check_roles(name, agent_roles(name), {role_name(role): None for role in roles})
 
 
-__all__ = ["METHODS", "PROFILES", "Method", "MethodSettings", "Profile", "ResolvedSettings", "SettingsLayer",
-           "agent_roles", "build_method", "resolve_settings",
-           "check_agent_roles", "method_class", "method_settings", "profile_named", "profile_settings", "role_name"]
+__all__ = ["METHODS", "PROFILES", "RERANKERS", "TRAINED_RERANKERS", "Method", "MethodSettings", "Profile",
+           "ResolvedSettings", "SettingsLayer", "TrainedRerankers", "agent_roles", "build_method", "choose_reranker",
+           "resolve_settings", "check_agent_roles", "method_class", "method_settings", "profile_named",
+           "profile_settings", "role_name"]

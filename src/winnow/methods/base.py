@@ -1,10 +1,13 @@
 """What a method is: a named recipe of stages with the paper's defaults, run over a batch of questions.
 
-A method builds its stages once (:meth:`Method.__init__`) and runs them over a batch of
-:class:`~winnow.stages.contract.QuestionState` (:meth:`Method.run_batch`): each stage sees every
-question of the batch at once, so its LLM calls go to the backend together. :meth:`Method.ask` is
-the batch of one. Agent roles (MAIN-RAG's judge, RRR's rewriter, …) are named in ``roles``; each
-may run on a model of its own.
+A method builds its stages once (:meth:`Method.__init__`), composed into one value, its recipe
+(``Retriever(...) >> PointwiseTrueReranker(...) % k >> Reader(...)``, :mod:`winnow.stages.recipe`),
+and runs it over a batch of :class:`~winnow.stages.contract.QuestionState` (:meth:`Method.run_batch`):
+each stage sees every question of the batch at once, so its LLM calls go to the backend together.
+:meth:`Method.ask` is the batch of one; every trace records the recipe it ran. Agent roles (MAIN-RAG's
+judge, RRR's rewriter, …) are named in ``roles``; each may run on a model of its own. Trained
+rerankers (``rerankers``, e.g. ``winnow serve --rerank-model``'s) reach every stage the method
+builds through :meth:`Method.reranker` or :mod:`.final_rerank`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from ..llm.client import LLM
 from ..models.loading import check_trained_framing
 from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
-from ..stages.contract import QuestionState, Stage, run_stages
+from ..stages.adaptive_depth import AdaptiveDepth
+from ..stages.contract import ListStage, QuestionState, Stage
 from ..stages.reader import Reader
-from ..stages.retrieve import SearchIndex
+from ..stages.recipe import Recipe
+from ..stages.retrieve import Retriever, SearchIndex
+from .reranking import TrainedRerankers, check_trained_rerankers, choose_reranker
 
 
 @dataclass
@@ -45,6 +51,11 @@ class MethodSettings(Settings):
     # than this: a larger value is a typo, refused at construction rather than at the first question.
     upper_bounds: ClassVar[dict[str, float]] = {"n": 100_000, "k": 100_000, "max_answer_tokens": 1_048_576}
     server_caps: ClassVar[dict[str, int]] = {"max_answer_tokens": 512}
+    #: The settings of a method's conformance run (:mod:`winnow.testing`): small enough for an
+    #: eight-passage index and a 135M model in seconds, large enough that every stage has work (a
+    #: reranker more than k passages, a window fewer than N). Subclasses add theirs; merged like
+    #: ``upper_bounds``, so a new method's run is its base's until it says otherwise.
+    contract_values: ClassVar[dict[str, Any]] = {"n": 4, "k": 2}
     n: int = 20
     k: int = 5
     max_answer_tokens: int = 32
@@ -61,6 +72,14 @@ class MethodSettings(Settings):
                          "the plain framing and the fever/conversational tasks are RankRAG's Appendix D "
                          "prompts: methods rankrag and vanilla have them")
 
+    @classmethod
+    def contract_run(cls) -> dict[str, Any]:
+        """:attr:`contract_values` merged down the class hierarchy, the class's own over its bases'."""
+        merged: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("contract_values", {}))
+        return merged
+
     def check(self) -> None:
         at_least(self, 1, "n", "k", "max_answer_tokens")
         self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): the k "
@@ -74,16 +93,86 @@ class MethodSettings(Settings):
 
 
 @dataclass
-class RerankingSettings(MethodSettings):
-    """Settings of methods that rerank the first-stage list."""
+class AdaptiveDepthSettings(MethodSettings):
+    """Settings of methods that run an LLM over the first-stage list (RankRAG, MAIN-RAG, RRR, RankGPT).
+
+    ``adaptive_depth`` is the first-stage margin (:mod:`winnow.stages.adaptive_depth`, in (0, 1])
+    at which a question counts as sure, its LLM stages then seeing only its top
+    ``adaptive_depth_keep`` candidates (0: none, the first stage's order kept). 0, the default, is
+    off: every question gets the paper's method.
+    """
+
+    upper_bounds: ClassVar[dict[str, float]] = {"adaptive_depth_keep": 100_000}
+    adaptive_depth: float = 0.0
+    adaptive_depth_keep: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # Here rather than in check(): MAIN-RAG replaces check() and must keep these refusals.
+        self.require(0.0 <= self.adaptive_depth <= 1.0, "adaptive_depth",
+                     f"setting 'adaptive_depth' must be between 0 and 1 (got {self.adaptive_depth})",
+                     "it is the first stage's margin (its top score's share, scaled to 0..1) at which the LLM "
+                     "stage is shortened; 0 is off (the paper's method)")
+        at_least(self, 0, "adaptive_depth_keep")
+        self.require(self.adaptive_depth > 0 or self.adaptive_depth_keep == 0, "adaptive_depth_keep",
+                     f"setting 'adaptive_depth_keep' ({self.adaptive_depth_keep}) only applies with "
+                     "adaptive_depth above 0 (it is 0, off)",
+                     "set adaptive_depth too, or leave adaptive_depth_keep out")
+        self.require(self.adaptive_depth == 0 or self.adaptive_depth_keep < self.n, "adaptive_depth_keep",
+                     f"setting 'adaptive_depth_keep' ({self.adaptive_depth_keep}) must be below setting 'n' "
+                     f"({self.n}): a sure question's LLM stage would see the whole list anyway",
+                     "0 skips the LLM stage for sure questions")
+
+    def deviations(self) -> dict[str, str]:
+        if not self.adaptive_depth:
+            return super().deviations()
+        depth = "skipped" if self.adaptive_depth_keep == 0 else f"shortened to the top {self.adaptive_depth_keep}"
+        return {**super().deviations(),
+                "adaptive_depth": f"the LLM stage {depth} for questions whose first-stage margin is at least "
+                                  f"{self.adaptive_depth:g}; the papers run it on every question"}
+
+
+@dataclass
+class RerankingSettings(AdaptiveDepthSettings):
+    """Settings of methods that rerank the first-stage list.
+
+    ``fusion_alpha`` blends the reranker's and the first stage's min-max normalised scores;
+    ``fusion_weights`` = [w_llm, w_first, bias] combines them by a fitted logistic model instead
+    (:func:`winnow.stages.fusion.calibrated`, fitted by ``winnow fit-fusion``). Neither is the papers'.
+    """
 
     fusion_alpha: float = 0.0  # blend with the first-stage score; 0 reproduces the paper
+    fusion_weights: tuple[float, ...] = ()  # calibrated fusion [w_llm, w_first, bias]; () is off
 
     def check(self) -> None:
         super().check()
         self.require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha",
                      f"setting 'fusion_alpha' must be between 0 and 1 (got {self.fusion_alpha})",
                      "0 reproduces the paper, 1 keeps the retriever's order")
+        self.require(len(self.fusion_weights) in (0, 3), "fusion_weights",
+                     f"setting 'fusion_weights' must hold 3 numbers [w_llm, w_first, bias] (got "
+                     f"{len(self.fusion_weights)})", "`winnow fit-fusion` fits them; [] is off")
+        self.require(not (self.fusion_weights and self.fusion_alpha), "fusion_weights",
+                     "settings 'fusion_weights' and 'fusion_alpha' are two ways to combine the same two scores "
+                     "and cannot both be set", "set fusion_alpha=0 to use the fitted weights")
+
+    @property
+    def fusing(self) -> bool:
+        """Whether the reranker's score is combined with the first stage's (then every passage keeps its score)."""
+        return bool(self.fusion_alpha or self.fusion_weights)
+
+    def deviations(self) -> dict[str, str]:
+        if not self.fusion_weights:
+            return super().deviations()
+        return {**super().deviations(),
+                "fusion_weights": "the LLM's score and the first stage's combined by a logistic model fitted on "
+                                  "tuning questions (calibrated fusion); the papers rank by the LLM's score alone"}
+
+
+def adaptive_depth(settings: AdaptiveDepthSettings, retriever: Retriever, *stages: Stage) -> AdaptiveDepth:
+    """The LLM ``stages`` under the settings' adaptive depth (:mod:`winnow.stages.adaptive_depth`),
+    reading ``retriever``'s scores: they run as they are while ``adaptive_depth`` is 0."""
+    return AdaptiveDepth(settings.adaptive_depth, settings.adaptive_depth_keep, retriever.kind, stages)
 
 
 def check_dialogue(settings: MethodSettings, questions_with_history: int) -> None:
@@ -105,7 +194,8 @@ def role_name(role: str) -> str:
 
 class Method:
     """A named recipe of stages. Subclasses set the class attributes and build ``self.recipe``
-    (a linear list of stages) or override :meth:`run_batch` for a recipe with a loop (RRR)."""
+    (stages composed with ``>>`` and ``%``) or override :meth:`run_batch` for a recipe with a loop
+    (RRR, whose recipe is then the value that describes it)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -119,13 +209,16 @@ class Method:
     unused_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
         self.index = index
         self.settings = settings
         self.llm = llm
         self.agents = {role_name(role): agent for role, agent in (agents or {}).items()}
         check_roles(self.name, self.roles, self.agents)
-        self.recipe: list[Stage] = []
+        #: Trained rerankers given to the method: kind -> model (:mod:`.reranking`); a ``rerank_model``
+        #: setting wins over them, the kind's default checkpoint follows them.
+        self.rerankers = check_trained_rerankers(rerankers)
+        self.recipe = Recipe()
         #: Stage name -> the agent role whose model it calls (``llm_for(role)``); a stage not named
         #: calls the method's own model, role "default". Traces carry it, so cost splits by role.
         self.stage_roles: dict[str, str] = {}
@@ -137,6 +230,22 @@ class Method:
                                             {role: getattr(m.backend, "source", None) for role, m in models.items()}):
             self.notice(notice)
 
+    @property
+    def recipe(self) -> Recipe:
+        """The method's stages composed (:mod:`winnow.stages.recipe`); ``run_batch`` runs it."""
+        return self._recipe
+
+    @recipe.setter
+    def recipe(self, value: Recipe) -> None:
+        self._recipe = value
+        self._printed = ""
+
+    def printed_recipe(self) -> str:
+        """``repr(self.recipe)``, printed once (every trace records it; a fast run asks thousands of questions)."""
+        if not self._printed:
+            self._printed = repr(self._recipe)
+        return self._printed
+
     def notice(self, text: str) -> None:
         """Keep ``text`` in :attr:`notices` and raise it as a :class:`WinnowWarning` for Python callers."""
         self.notices.append(text)
@@ -146,10 +255,15 @@ class Method:
         """The model of ``role``: its own if one was given, else the method's model."""
         return self.agents.get(role, self.llm)
 
+    def reranker_named(self, choice: str, *, role: str = "rerank", model: str = "", **options: Any) -> ListStage:
+        """The reranker ``choice`` names (:func:`~.reranking.choose_reranker`) on the model of ``role``,
+        a trained one on ``model`` if named, else on the one this method was given, else the default."""
+        return choose_reranker(choice, llm=self.llm_for(role), model=model, rerankers=self.rerankers, **options)
+
     def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
         """Run the recipe over ``batch``; afterwards each state holds its answer and final passages.
         With ``answer=False`` the recipe stops before its reader: the passages it would answer from."""
-        run_stages(self.recipe if answer else [s for s in self.recipe if not isinstance(s, Reader)], batch)
+        (self.recipe if answer else self.recipe.without(Reader)).run(batch)
 
     def ask_batch(self, questions: Sequence[str | Query], *, answer: bool = True) -> list[Answer]:
         """Answer many questions, each stage over all of them at once; answers in question order.
@@ -160,6 +274,7 @@ class Method:
         if batch:
             self.run_batch(batch, answer=answer)
             for state in batch:
+                state.trace.recipe = self.printed_recipe()
                 for stage in state.trace.stages:
                     if stage.llm_calls:
                         stage.role = self.stage_roles.get(stage.name, DEFAULT_ROLE)

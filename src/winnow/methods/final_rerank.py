@@ -12,7 +12,8 @@ h, which we implement using the technique of Sun et al. (2023)"; prompt in App. 
   grade 1..5 with RRR's relevance prompt (App. A.2). Run labels and reports mark them as deviations.
 - ``cross-encoder`` / ``monot5``: NOT the papers' h but the trained rerankers they compare with
   (RankRAG Table 6: monoT5, BGE-Reranker-v2-m3, RankBERT over the top 100; RRR Tables 1-3: monoT5
-  220M and 3B, monoBERT): the model of ``rerank_model`` (a folder or hub id; "" loads
+  220M and 3B, monoBERT): the model of ``rerank_model`` (a folder or hub id; "" loads the one the
+  method was given, as ``winnow serve --rerank-model`` gives its own, else
   cross-encoder/ms-marco-MiniLM-L-6-v2 or castorini/monot5-base-msmarco) scores each passage, no
   LLM (:mod:`winnow.stages.cross_encoder`). RankGPT with one of these is the "retrieve, rerank with
   a trained reranker, answer from the top k" baseline pipeline.
@@ -31,16 +32,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from ..llm.client import LLM
-from ..prompts import listwise_prompt
 from ..settings import at_least
-from ..stages import (
-    CrossEncoderReranker,
-    GradedRelevanceReranker,
-    HeadReranker,
-    ListwiseReranker,
-    PointwiseTrueReranker,
-)
-from ..stages.listwise import check_listwise_prompt
+from ..stages import HeadReranker, ListStage
+from .reranking import TRAINED_RERANKERS, TrainedRerankers, choose_reranker
 
 #: The re-rankers that are no paper's h, and why they are offered.
 FALLBACK_RERANKERS = {
@@ -53,9 +47,6 @@ FALLBACK_RERANKERS = {
     "monot5": "monoT5 (rerank_model) instead of the paper's LLM re-ranker: the baseline of RankRAG Table 6 and "
               "RRR Tables 1-3",
 }
-
-#: The ``rerank`` choices that run a trained reranker model (no LLM) on ``rerank_model``.
-TRAINED_RERANKERS = ("cross-encoder", "monot5")
 
 #: The roles the final re-ranker brings to a method: role -> what it does.
 RERANK_ROLES = {"rerank": "the final re-ranker h (first pass)",
@@ -103,27 +94,17 @@ def rerank_deviations(settings: FinalRerankSettings) -> dict[str, str]:
     return {"rerank": FALLBACK_RERANKERS[settings.rerank]} if settings.rerank in FALLBACK_RERANKERS else {}
 
 
-Reranker = PointwiseTrueReranker | GradedRelevanceReranker | ListwiseReranker | CrossEncoderReranker
-
-
 def final_reranker(settings: FinalRerankSettings, llm: LLM, *, name: str | None = None,
-                   reuse_grades: bool = False) -> Reranker | None:
-    """The stage ``settings.rerank`` names, on ``llm``; None for ``none``. ``reuse_grades`` lets a
-    graded re-ranker take grades the relevance model already gave (same model, same query)."""
-    choice = settings.rerank
-    if choice == "none":
+                   reuse_grades: bool = False, rerankers: TrainedRerankers | None = None) -> ListStage | None:
+    """The stage ``settings.rerank`` names, on ``llm`` (the one chooser,
+    :func:`~.reranking.choose_reranker`); None for ``none``. ``reuse_grades`` lets a graded
+    re-ranker take grades the relevance model already gave (same model, same query); ``rerankers``
+    are the trained models the method was given (a ``rerank_model`` setting wins over them)."""
+    if settings.rerank == "none":
         return None
-    if choice in TRAINED_RERANKERS:
-        from ..models.rerankers import load_pair_scorer
-
-        return CrossEncoderReranker(load_pair_scorer(choice, settings.rerank_model), name=name or choice)
-    if choice == "pointwise":
-        return PointwiseTrueReranker(llm, name=name or "rerank")
-    if choice == "graded":
-        return GradedRelevanceReranker(llm, name=name or "graded", memo=reuse_grades)
-    return ListwiseReranker(llm, window=settings.window, step=settings.step, max_words=settings.max_passage_words,
-                            keep=None, name=name or "listwise",
-                            template=listwise_prompt(check_listwise_prompt(settings.listwise_prompt)))
+    return choose_reranker(settings.rerank, llm=llm, window=settings.window, step=settings.step,
+                           max_words=settings.max_passage_words, listwise_prompt=settings.listwise_prompt,
+                           model=settings.rerank_model, rerankers=rerankers, name=name, memo=reuse_grades)
 
 
 def second_pass_without_its_model(settings: FinalRerankSettings, agents: Mapping[str, LLM], llm: LLM) -> str:

@@ -28,7 +28,7 @@ beats its "No", with no adaptive bar, in retrieval order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import prompt
@@ -42,7 +42,8 @@ from ..stages import (
     YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
+from .reranking import TrainedRerankers
 
 
 def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: float = 0.0,
@@ -61,7 +62,7 @@ def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: floa
 
 
 @dataclass
-class MainRAGSettings(MethodSettings):
+class MainRAGSettings(AdaptiveDepthSettings):
     """``n`` documents are retrieved (paper: 20); ``k`` caps the survivors (Winnow's; None, the
     default, keeps every survivor as the paper does).
 
@@ -74,6 +75,7 @@ class MainRAGSettings(MethodSettings):
 
     upper_bounds: ClassVar[dict[str, float]] = {"max_document_answer_tokens": 1_048_576}
     server_caps: ClassVar[dict[str, int]] = {"max_document_answer_tokens": 512}
+    contract_values: ClassVar[dict[str, Any]] = {"n": 3}  # Agent-1 and Agent-2 each call once per document
     judge_n: float = 0.0
     max_document_answer_tokens: int = 32
     order: Literal["descending", "ascending", "random"] = "descending"
@@ -119,8 +121,8 @@ class MainRAG(Method):
     roles = {"judge": "Agent-2, the judge", "final": "Agent-3, the final predictor"}
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MainRAGSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(index, llm, settings, agents)
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
+        super().__init__(index, llm, settings, agents, rerankers)
         self.retriever = Retriever(index, n=settings.n)
         self.predictor, self.judge, bar = judge_filter_stages(
             llm, self.llm_for("judge"), judge_n=settings.judge_n,
@@ -131,5 +133,6 @@ class MainRAG(Method):
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
-        self.recipe = [self.retriever, self.predictor, self.judge, self.bar, self.final_predictor]
+        self.depth = adaptive_depth(settings, self.retriever, self.predictor, self.judge, self.bar)
+        self.recipe = self.retriever >> self.depth >> self.final_predictor
         self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

@@ -18,10 +18,9 @@ from typing import Any, ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
 from ..settings import RerankerPath, at_least, check_sliding_window
-from ..stages import KeepTop, Reader, Retriever, ScoreFusion
-from ..stages.contract import Stage
+from ..stages import Reader, Recipe, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, RerankingSettings
+from .base import Method, RerankingSettings, adaptive_depth
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -30,12 +29,14 @@ from .final_rerank import (
     second_pass,
     second_pass_without_its_model,
 )
+from .reranking import TrainedRerankers
 
 
 @dataclass
 class RankGPTSettings(RerankingSettings):
     upper_bounds: ClassVar[dict[str, float]] = {"window": 100_000, "max_passage_words": 1_000_000}
     server_caps: ClassVar[dict[str, int]] = {"window": 100, "max_passage_words": 1000}
+    contract_values: ClassVar[dict[str, Any]] = {"window": 3, "step": 2}  # two windows over N = 4
     window: int = 10
     step: int = 5
     max_passage_words: int = 300
@@ -48,9 +49,9 @@ class RankGPTSettings(RerankingSettings):
         super().check()
         check_window(self)
         check_final_rerank(self)
-        self.require(not (self.second_pass_depth and self.fusion_alpha), "second_pass_depth",
-                     "settings 'second_pass_depth' and 'fusion_alpha' cannot be combined: the blend would reorder "
-                     "the second pass's list by the first pass's scores", "set one of them to 0")
+        self.require(not (self.second_pass_depth and self.fusing), "second_pass_depth",
+                     "settings 'second_pass_depth' and 'fusion_alpha' (or 'fusion_weights') cannot be combined: the "
+                     "blend would reorder the second pass's list by the first pass's scores", "set one of them to 0")
 
     def deviations(self) -> dict[str, str]:
         return {**super().deviations(), **rerank_deviations(self)}
@@ -72,17 +73,19 @@ class RankGPT(Method):
     roles = dict(RERANK_ROLES)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RankGPTSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(index, llm, settings, agents)
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
+        super().__init__(index, llm, settings, agents, rerankers)
         self.retriever = Retriever(index, n=settings.n)
-        reranker = final_reranker(settings, self.llm_for("rerank"))
+        reranker = final_reranker(settings, self.llm_for("rerank"), rerankers=self.rerankers)
         assert reranker is not None  # RankGPT's rerank has no "none"
         self.reranker = reranker
         self.second_pass = second_pass(settings, self.llm_for("rerank2"))
         if notice := second_pass_without_its_model(settings, self.agents, llm):
             self.notice(notice)
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=reranker.name,
+                                  weights=settings.fusion_weights)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
-        passes: list[Stage] = [reranker, *([self.second_pass] if self.second_pass else [])]
+        passes = Recipe.of(reranker, *([self.second_pass] if self.second_pass else []))
         self.stage_roles = {reranker.name: "rerank", **({self.second_pass.name: "rerank2"} if self.second_pass else {})}
-        self.recipe = [self.retriever, *passes, self.fusion, KeepTop(settings.k), self.reader]
+        self.depth = adaptive_depth(settings, self.retriever, *passes, self.fusion)
+        self.recipe = self.retriever >> self.depth % settings.k >> self.reader

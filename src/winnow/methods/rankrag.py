@@ -17,9 +17,10 @@ from typing import ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
 from ..prompts import FRAMINGS, TASK_VARIANTS, task_prompt
-from ..stages import KeepTop, PointwiseTrueReranker, Reader, Retriever, ScoreFusion
+from ..stages import PointwiseTrueReranker, Reader, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, RerankingSettings
+from .base import Method, RerankingSettings, adaptive_depth
+from .reranking import TrainedRerankers
 
 
 @dataclass
@@ -42,16 +43,18 @@ class RankRAG(Method):
     Settings = RankRAGSettings
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RankRAGSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(index, llm, settings, agents)
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
+        super().__init__(index, llm, settings, agents, rerankers)
         self.retriever = Retriever(index, n=settings.n)
-        fusing = settings.fusion_alpha > 0
+        fusing = settings.fusing
         # With fusion every passage must keep its P(True) until the blend decides which k survive.
         self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k,
                                               template=task_prompt("rankrag.context_ranking", settings.task),
                                               framing=settings.framing, score=settings.score)
         # The blend keeps its whole order (the trace and `winnow eval` show it); the reader takes the top k.
-        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name)
+        self.fusion = ScoreFusion(settings.fusion_alpha, first_stage=self.retriever.kind, reranker=self.reranker.name,
+                                  weights=settings.fusion_weights)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens,
                              template=task_prompt("rankrag.rag", settings.task), framing=settings.framing)
-        self.recipe = [self.retriever, self.reranker, self.fusion, KeepTop(settings.k), self.reader]
+        self.depth = adaptive_depth(settings, self.retriever, self.reranker, self.fusion)
+        self.recipe = self.retriever >> self.depth % settings.k >> self.reader

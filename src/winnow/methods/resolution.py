@@ -32,8 +32,8 @@ def resolve_settings(method: str, layers: Sequence[SettingsLayer], *, profile: s
     :class:`~winnow.settings.LayeredSettingError` naming the setting and the layer's field for it.
     ``adjust`` is :func:`~winnow.settings.resolve_layers`'s last step (a server's ceilings and fills).
     """
-    from . import method_class
     from .profiles import profile_settings
+    from .registry import method_class
 
     settings_type = method_class(method).Settings
     try:

@@ -43,17 +43,18 @@ loop and waits for the rest at the final ordering.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Literal, Mapping, Sequence
 
 from ..details import PoolDetails
 from ..llm.client import LLM
 from ..records import Candidate, CandidateList, Passage, StageScore
 from ..settings import RerankerPath, at_least
-from ..stages import GradedRelevanceReranker, KeepTop, QueryRewriter, Reader, Retriever, ThresholdFilter
-from ..stages.contract import QuestionState, Stage, recording
+from ..stages import GradedRelevanceReranker, KeepTop, QueryRewriter, Reader, Recipe, Retriever, ThresholdFilter
+from ..stages.contract import QuestionState, recording
+from ..stages.recipe import Composable, label
 from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import AdaptiveDepthSettings, Method, adaptive_depth
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -63,14 +64,16 @@ from .final_rerank import (
     second_pass_without_its_model,
 )
 from .rankgpt import check_window
+from .reranking import TrainedRerankers
 
 
 @dataclass
-class RRRSettings(MethodSettings):
+class RRRSettings(AdaptiveDepthSettings):
     upper_bounds: ClassVar[dict[str, float]] = {"rewrites": 1000, "feedback_docs": 100_000, "window": 100_000,
                                                "max_passage_words": 1_000_000, "max_rewrite_tokens": 1_048_576}
     server_caps: ClassVar[dict[str, int]] = {"max_rewrite_tokens": 256, "rewrites": 10, "feedback_docs": 20,
                                              "window": 100, "max_passage_words": 1000}
+    contract_values: ClassVar[dict[str, Any]] = {"rewrites": 2, "window": 3, "step": 2}  # one rewrite, two windows
     rewrites: int = 5  # N_rw, the most retrieval rounds (the first uses the original query)
     feedback_docs: int = 3  # N_aug, top retrieved documents shown to the rewriter per round
     feedback_words: int = 100  # each feedback document cut to this many words (not in the paper); 0: whole
@@ -127,6 +130,35 @@ class _Loop:
     first_grades: dict[str, RelevanceGrade] = field(default_factory=dict)
 
 
+@dataclass
+class RewriteLoop(Composable):
+    """Algorithm 1 lines 2-15 as a value: each round runs ``round`` (retrieve, σ, the cut at τ) and,
+    for the questions not done, ``rewriter``, at most ``rounds`` times or until |S| ≥ ``until``; then
+    S is ordered by σ (its top ``until`` with ``cap``). The loop keeps S across rounds, so the method
+    runs it (``run_loop``, RRR's own); the value is what its recipe prints."""
+
+    round: Recipe
+    rewriter: QueryRewriter
+    rounds: int
+    until: int
+    cap: bool
+    run_loop: Callable[[Sequence[QuestionState]], None]
+    name: str = "rewrite_loop"
+
+    @property
+    def steps(self) -> tuple[Any, ...]:
+        """The stages a round runs (what :func:`winnow.testing.leaves` walks)."""
+        return (*self.round.steps, self.rewriter)
+
+    def run(self, batch: Sequence[QuestionState]) -> None:
+        self.run_loop(batch)
+
+    def label(self) -> str:
+        order = f"'σ, top {self.until}'" if self.cap else "'σ'"
+        return (f"RewriteLoop({self.round!r} >> {label(self.rewriter)}, rounds={self.rounds}, "
+                f"until='|S| >= {self.until}', order={order})")
+
+
 class RRR(Method):
     name = "rrr"
     summary = ("rewrite-retrieve loop keeping documents the LLM grades above τ (1-5 scale, vs the original "
@@ -138,8 +170,8 @@ class RRR(Method):
     roles = {"rewrite": "the rewriter g", "relevance": "the relevance model σ", **RERANK_ROLES}
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: RRRSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(index, llm, settings, agents)
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
+        super().__init__(index, llm, settings, agents, rerankers)
         self.settings: RRRSettings = settings
         self.retriever = Retriever(index, n=settings.n)
         # σ is asked about the original query (§3.1 (ii); §5.3 (ii), Table 8), whatever query retrieved
@@ -152,40 +184,77 @@ class RRR(Method):
                                       feedback=settings.feedback, max_words=settings.feedback_words or None)
         # A graded h on the relevance model's own model may reuse σ(q, ·): the same question, asked again.
         same_grades = self.llm_for("rerank") is self.llm_for("relevance") and against == "query"
-        self.reranker = final_reranker(settings, self.llm_for("rerank"), reuse_grades=same_grades)
+        self.reranker = final_reranker(settings, self.llm_for("rerank"), reuse_grades=same_grades,
+                                       rerankers=self.rerankers)
         self.second_pass = second_pass(settings, self.llm_for("rerank2"))
         if notice := second_pass_without_its_model(settings, self.agents, llm):
             self.notice(notice)
         self.keep_top = KeepTop(settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens)
+        # Adaptive depth reads R_1: a sure question leaves the loop before σ, h seeing its top few (or none).
+        self.depth = adaptive_depth(settings, self.retriever)
         self.stage_roles = {self.relevance.name: "relevance", self.rewriter.name: "rewrite"}
         if self.reranker is not None:
             self.stage_roles[self.reranker.name] = "rerank"
         if self.second_pass is not None:
             self.stage_roles[self.second_pass.name] = "rerank2"
+        self.loop = RewriteLoop(self.retriever >> self.relevance >> self.filter, self.rewriter, settings.rewrites,
+                                settings.n, settings.cap_pool_at_n, self._loop)
+        self.passes = Recipe.of(*[stage for stage in (self.reranker, self.second_pass) if stage is not None])
+        # What run_batch runs, as a value: a list of one passage is not re-ranked.
+        self.recipe = (self.depth >> self.loop if self.depth.on else self.loop) >> self.passes >> self.keep_top \
+            >> self.reader
 
     def run_batch(self, batch: Sequence[QuestionState], *, answer: bool = True) -> None:
+        # With adaptive depth, a question whose first retrieval is sure leaves before σ and rewrites:
+        # h re-ranks only its top candidates (AdaptiveDepth.run_within).
+        sure = self._sure_at_first_retrieval(batch)
+        looped = [state for i, state in enumerate(batch) if i not in sure]
+        if looped:
+            self.loop.run(looped)
+        reranking = [state for state in looped if len(state.ranked) > 1]  # a list of one is not re-ranked
+        if reranking:
+            self.passes.run(reranking)
+        if sure:
+            self.depth.run_within([batch[i] for i in sure], list(sure.values()), list(self.passes))
+        self.keep_top.run(batch)
+        if answer:
+            self.reader.run(batch)
+
+    def _loop(self, batch: Sequence[QuestionState]) -> None:
+        """Algorithm 1's rounds over the questions still in the loop, then S ordered by σ."""
         loops = [_Loop() for _ in batch]
         for round_number in range(1, self.settings.rewrites + 1):
             active = [i for i, state in enumerate(batch) if not state.done]
             if not active:
                 break
-            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active])
+            # With adaptive depth on, R_1 was retrieved when the depth was decided.
+            self._round(round_number, [batch[i] for i in active], [loops[i] for i in active],
+                        retrieve=round_number > 1 or not self.depth.on)
         self._order_by_sigma(batch, loops)
-        passes: list[Stage] = [stage for stage in (self.reranker, self.second_pass) if stage is not None]
-        reranking = [state for state in batch if len(state.ranked) > 1]
-        for stage in passes if reranking else []:
-            stage.run(reranking)
-        self.keep_top.run(batch)
-        if answer:
-            self.reader.run(batch)
 
-    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop]) -> None:
-        """Algorithm 1 lines 3-12 for every question still in the loop."""
+    def _sure_at_first_retrieval(self, batch: Sequence[QuestionState]) -> dict[int, int]:
+        """With adaptive depth, retrieve R_1 for every question and decide on it: each question whose
+        first stage is sure (question index -> the depth h sees) leaves the loop before σ and rewrites."""
+        if not self.depth.on:
+            return {}
+        for state in batch:
+            state.round = 1
+        self.retriever.run(batch)
+        sure = {i: depth for i, depth in enumerate(self.depth.decide(batch)) if depth is not None}
+        for i in sure:
+            batch[i].done = True
+        return sure
+
+    def _round(self, round_number: int, batch: list[QuestionState], loops: list[_Loop], *,
+               retrieve: bool = True) -> None:
+        """Algorithm 1 lines 3-12 for every question still in the loop (R_1 already retrieved
+        when ``retrieve`` is False)."""
         s = self.settings
         for state in batch:
             state.round = round_number
-        self.retriever.run(batch)  # R_t = f(q_t, N)
+        if retrieve:
+            self.retriever.run(batch)  # R_t = f(q_t, N)
         retrieved = [state.ranked for state in batch]
         self.relevance.run(batch)  # σ(q, z) for z in R_t
         self.filter.run(batch)  # F_t = {z : σ > τ}

@@ -11,6 +11,7 @@ from ..settings import at_least
 from ..stages import Reader, Retriever
 from ..stages.retrieve import SearchIndex
 from .base import Method, MethodSettings
+from .reranking import TrainedRerankers
 
 
 @dataclass
@@ -33,9 +34,9 @@ class VanillaRAG(Method):
     unused_settings = ("n",)
 
     def __init__(self, index: SearchIndex, llm: LLM, settings: MethodSettings,
-                 agents: Mapping[str, LLM] | None = None) -> None:
-        super().__init__(index, llm, settings, agents)
+                 agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
+        super().__init__(index, llm, settings, agents, rerankers)
         self.retriever = Retriever(index, n=settings.k)
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens,
                              template=task_prompt("rankrag.rag", settings.task), framing=settings.framing)
-        self.recipe = [self.retriever, self.reader]
+        self.recipe = self.retriever >> self.reader

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..index.watch import watch_open_index
 from ..llm.client import LLM
 from ..pipeline import Pipeline
 from ..records import Query
@@ -40,6 +42,8 @@ from .limits import (
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
 from .worker import LLMWorker
+
+log = logging.getLogger("winnow.service")
 
 if TYPE_CHECKING:
     from ..index.embedder import Embedder
@@ -109,7 +113,21 @@ class Service:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.started = time.time()
+        # The index's files as the server opened them: a request is refused (503) once one has changed.
+        self.index_watch = watch_open_index(pipeline.index_dir)
         self._identity = {"models": [llm.identity for llm in pipeline.llms], **pipeline.describe()}
+
+    def refuse_if_index_changed(self) -> None:
+        """503 naming the file when a file of the open index changed under the server: its answers
+        would come from another index than the one checked at start-up, and a mapped file that shrank
+        would kill the process at the first read past its new end (:mod:`winnow.index.watch`)."""
+        changed = self.index_watch.changed() if self.index_watch is not None else None
+        if changed is not None:
+            folder = self.pipeline.index_dir
+            log.error("the index file %s changed since the server opened %s: refusing requests", changed, folder)
+            raise ApiError(503, "index_changed", f"{folder / changed} changed since the server opened the index: "
+                                                 "restart `winnow serve` to open it again (rebuild it first if "
+                                                 "it was damaged)", headers={"Retry-After": "60"})
 
     # ---- requests -> plans ---------------------------------------------------------------------
 
@@ -169,7 +187,9 @@ class Service:
                     self._timeout(request.timeout), shape)
 
     def _build(self, method: str, settings: MethodSettings, models: Models) -> Method:
-        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents)
+        # The server's --rerank-model models reach whatever the method reranks with (methods.reranking).
+        return self.pipeline.method_with(method, settings, llm=models.llm, agents=models.agents,
+                                         rerankers=self.rerank_models)
 
     def plan_rerank(self, request: RerankRequest) -> Plan:
         from ..records import Passage
@@ -289,6 +309,7 @@ class Service:
         (``q`` in /v1/search, ``query`` in the MCP ``search`` tool)."""
         check_text(query_field, query, self.limits.max_question_chars)
         k = min(10, self.limits.max_n) if k is None else check_range("k", k, 1, self.limits.max_n)
+        self.refuse_if_index_changed()
         started = time.perf_counter()
         hits = self.pipeline.search(query, k=k)
         return {"query": query, "retriever": self.pipeline.retriever_name,

@@ -54,6 +54,7 @@ def _recording(record: dict[str, Any], emit: Emit | None) -> Emit:
 async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Emit | None = None,
                   disconnected: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
     """The response body for ``plan``; records the outcome under ``record``."""
+    service.refuse_if_index_changed()
     started = time.perf_counter()
     queue_seconds = 0.0
     try:

@@ -33,6 +33,7 @@ from typing import (
 )
 
 from ..records import CandidateList, Query, StageTrace, Trace
+from .recipe import Composable
 
 if TYPE_CHECKING:
     from ..llm.base import Generation
@@ -122,8 +123,11 @@ def run_stages(stages: Sequence[Stage], batch: Sequence[QuestionState]) -> None:
         stage.run(batch)
 
 
-class ListStage:
-    """Mixin for stages that turn one candidate list into another: adds the one-list verb ``rank``."""
+class ListStage(Composable):
+    """Mixin for stages that turn one candidate list into another: adds the one-list verb ``rank``
+    (and, as every stage, the composition operators of :mod:`.recipe`)."""
+
+    name: str
 
     def run(self, batch: Sequence[QuestionState]) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError

@@ -70,6 +70,7 @@ class PointwiseTrueReranker(ListStage):
                     # The whole order stays in the trace: answer Recall@k after reranking (Table 6)
                     # needs ranks beyond the k passed on.
                     details.ranked_ids = [p.id for p in reranked.passages]
+                    details.scores = {c.passage.id: c.score for c in reranked}
                     reranked = reranked.truncated(self.keep)
                 details.choices_not_in_top_tokens = sorted({m for s in mine for m in s.missing})
                 state.candidates = reranked

@@ -16,13 +16,14 @@ from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import QuestionState, recording
 from .fitting import fit_prompt
+from .recipe import Composable
 
 #: Agent-1's answers by passage id: the "answer" of each (document, query, answer) triplet.
 DocumentAnswers = dict[str, str]
 
 
 @dataclass
-class PerDocumentPredictor:
+class PerDocumentPredictor(Composable):
     """Answers each question once per candidate, from that candidate's passage alone.
 
     The candidates pass on unchanged (same order, no new score: the predictor judges nothing);

@@ -12,13 +12,14 @@ from ..llm.client import LLM
 from ..prompts import PromptTemplate, prompt
 from .contract import QuestionState, recording
 from .fitting import fit_prompt
+from .recipe import Composable
 
 #: Where an answer in the plain framing ends: the next "User:" turn of the layout.
 PLAIN_TURN_END = ("\nUser:",)
 
 
 @dataclass
-class Reader:
+class Reader(Composable):
     llm: LLM
     max_tokens: int = 32  # "a short phrase" (D.2); at ~9 tokens/s on a 1.5B model every token counts
     template: PromptTemplate = field(default_factory=lambda: prompt("rankrag.rag"))

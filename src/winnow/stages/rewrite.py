@@ -21,6 +21,7 @@ from ..prompts import RewritePromptTemplate, rewrite_prompt
 from ..records import Passage, StageTrace
 from .contract import QuestionState, recording
 from .fitting import fit_prompt
+from .recipe import Composable
 
 _TAGGED = re.compile(r"<<\s*rewrite\s*>>(.*?)(?:<<\s*/\s*rewrite\s*>>|$)", re.IGNORECASE | re.DOTALL)
 _ANY_TAG = re.compile(r"<<\s*/?\s*rewrite\s*>>", re.IGNORECASE)
@@ -44,7 +45,7 @@ def parse_rewrite(text: str) -> str:
 
 
 @dataclass
-class QueryRewriter:
+class QueryRewriter(Composable):
     """RRR's g: for each question still in the loop, the next query q_{t+1} = g(q_t; π_t).
 
     Each question's ``feedback`` (π_t: the queries tried and their top documents) must hold the

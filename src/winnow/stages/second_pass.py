@@ -17,6 +17,7 @@ from typing import Sequence
 
 from ..records import Candidate, CandidateList
 from .contract import ListStage, QuestionState, Stage
+from .recipe import label
 
 
 @dataclass
@@ -34,6 +35,9 @@ class HeadReranker(ListStage):
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
+
+    def label(self) -> str:
+        return f"HeadReranker({label(self.inner)}, depth={self.depth})"
 
     def run(self, batch: Sequence[QuestionState]) -> None:
         tails: list[list[Candidate]] = []
