@@ -240,9 +240,9 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
         def label_of(key: str) -> str:
             return f"{provenance[key]} setting {key!r}" if named(key) == "profile" else named(key)
 
-        n = check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
-        if merged["k"] is not None:
-            check_range(named("k"), merged["k"], 1, _k_ceiling(cls, n, limits), label_of("k"))
+        check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
+        if merged["k"] is not None:  # k ≤ n is the settings type's own rule, refused with its own words
+            check_range(named("k"), merged["k"], 1, limits.max_k, label_of("k"))
         for name, mark in settings_type.path_settings().items():
             kind = merged.get(mark.chosen_by, defaults.get(mark.chosen_by))
             if not merged.get(name) and (paths or {}).get(str(kind)):
