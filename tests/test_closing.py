@@ -53,6 +53,7 @@ def server():
     running.stop()
 
 
+@pytest.mark.subprocess
 def test_nothing_left_open_at_exit_from_the_python_api_and_the_adapters(tmp_path):
     pytest.importorskip("langchain_core")
     pytest.importorskip("llama_index.core")

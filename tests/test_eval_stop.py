@@ -73,6 +73,7 @@ def _stopped(server: FaultServer, index, tmp_path: Path, processes: int,
             process.wait()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("processes", [1, 2], ids=["in-process", "client-processes"])
 def test_a_signal_stops_eval_the_same_on_every_engine_even_started_with_sigint_ignored(hanging_server, index,

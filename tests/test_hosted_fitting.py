@@ -70,6 +70,7 @@ def long_passages_index(tmp_path_factory):
     return folder / "index"
 
 
+@pytest.mark.subprocess
 def test_rankgpt_paper_profile_on_a_hosted_api_keeps_about_120_words_a_passage(hosted_api, long_passages_index,
                                                                                    tmp_path, monkeypatch):
     monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path / "cache"))

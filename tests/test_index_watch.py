@@ -37,6 +37,7 @@ def test_a_same_size_edit_a_replacement_and_a_removal_are_each_seen(tmp_path):
     assert fresh.changed() == name
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_file_truncated_under_serve_gives_503s_naming_it_and_the_server_lives(tmp_path):
     index = build_small_index(tmp_path)

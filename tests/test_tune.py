@@ -188,6 +188,7 @@ def test_objectives_and_costs_are_parsed_or_refused_in_one_line():
             parse_objective(bad)
 
 
+@pytest.mark.subprocess
 def test_bad_options_get_one_line_before_any_model_loads(tmp_path, hard):
     bad_space = tmp_path / "space.toml"
     bad_space.write_text("[rankrag]\nn = [0, 20]\n")
@@ -238,6 +239,7 @@ def test_a_run_file_is_the_config_format_every_front_door_reads(tmp_path):
 
 # --- a search against the load-test server ---------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_thirty_configurations_of_three_methods_cost_at_most_40_percent_of_the_full_grid(searched):
     result, study, summary = searched
     spending = summary["spending"]
@@ -253,6 +255,7 @@ def test_thirty_configurations_of_three_methods_cost_at_most_40_percent_of_the_f
     assert summary["trials"]["pruned"] > summary["trials"]["complete"] >= 2
 
 
+@pytest.mark.subprocess
 def test_the_report_leads_with_the_confirming_gain_over_vanilla_and_its_interval(searched):
     result, study, summary = searched
     lead = summary["lead"]
@@ -271,6 +274,7 @@ def test_the_report_leads_with_the_confirming_gain_over_vanilla_and_its_interval
         (study / "report.md").read_text()
 
 
+@pytest.mark.subprocess
 def test_a_tuned_run_file_gives_the_same_answers_through_eval_and_ask(searched, hard, tmp_path):
     _, study, summary = searched
     best = study / "best.toml"
@@ -292,6 +296,7 @@ def trials_of_attr(study: Path, key: str) -> str:
     return json.dumps(loaded.user_attrs[key])
 
 
+@pytest.mark.subprocess
 def test_when_vanilla_is_best_the_report_says_so_first(server, tmp_path):
     easy = make_bench(tmp_path / "easy", hard=False)
     result = winnow(*tune_args(easy, server, tmp_path / "study", "--objective", "answer_recall@5", "--trials", "8",
@@ -303,6 +308,7 @@ def test_when_vanilla_is_best_the_report_says_so_first(server, tmp_path):
     assert (tmp_path / "study" / "best.toml").read_text().count('method = "vanilla"') == 1
 
 
+@pytest.mark.subprocess
 def test_an_interrupted_study_resumes_without_measuring_a_finished_trial_again(hard, server, tmp_path):
     study = tmp_path / "study"
     args = tune_args(hard, server, study, "--objective", "answer_recall@5", "--trials", "12", "--bracket", "4")
@@ -355,6 +361,7 @@ SMALL_QUESTIONS = [("capital of France", "Paris"), ("capital of Germany", "Berli
                    ("who painted the Mona Lisa", "Leonardo da Vinci"), ("largest planet", "Jupiter")]
 
 
+@pytest.mark.subprocess
 @pytest.mark.llm
 def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     source = tmp_path / "corpus.jsonl"
@@ -387,6 +394,7 @@ def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     assert [asked["answer"], [p["id"] for p in asked["passages"]]] == confirmed["answers"][0]
 
 
+@pytest.mark.subprocess
 def test_an_agent_roles_model_is_searched_and_priced_in_usd(server, hard, tmp_path):
     space = tmp_path / "space.toml"
     space.write_text('[mainrag]\nn = [5]\njudge_n = [0.0, 1.0]\n[mainrag.agents]\njudge = ["loadtest", "dear"]\n')
