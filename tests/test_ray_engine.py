@@ -248,6 +248,7 @@ def test_ray_workers_with_token_authentication_answer_as_the_local_engine(cluste
     # retries for 20 s before it gives up: checked by hand, not here.)
 
 
+@pytest.mark.subprocess
 def test_a_signal_stops_a_ray_run_as_it_stops_the_other_engines(cluster, bench, tmp_path):
     """``kill -INT`` of a driver started with SIGINT ignored (``nohup … &``) stops it as it stops the
     other engines (tests/test_eval_stop.py): the stopping line at once, the answers kept, exit 130.

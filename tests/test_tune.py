@@ -147,7 +147,7 @@ def trials_of(study: Path):
      "setting 'fusion_alpha' must be between 0 and 1 (got 1.5)"),
     ("[rankrag]\nn = 200000\n", "rankrag.n", "setting 'n' must be at most 100,000"),
     ("[rankrag]\nn = [4]\nk = [5]\n", "rankrag.n", "setting 'k' (5) cannot exceed setting 'n' (4)"),
-    ("[mainrag]\nk = [3, 5]\n", "mainrag.k", "method 'mainrag' does not use setting 'k'"),
+    ("[vanilla]\nn = [3, 5]\n", "vanilla.n", "method 'vanilla' does not use setting 'n'"),
     ("[mainrag.agents]\njudgee = [\"smollm2-135m\"]\n", "mainrag.agents.judgee", "no agent role(s) ['judgee']"),
     ("[rankgpt]\nwindow = { low = 5, high = 10, step = 3 }\n", "rankgpt.window", "not a multiple of its step"),
     ("[rankrag]\nscore = { low = 1, high = 2 }\n", "rankrag.score", "not a number"),

@@ -55,8 +55,12 @@ def scores_over_choices(top: Sequence[tuple[str, float]], choices: Sequence[str]
     that never considers "False" still yields a finite, conservative P("True").
     """
     raw, missing = raw_choice_logprobs(top, choices)
-    total = logsumexp(raw.values())
-    if total == -math.inf:  # every choice impossible: fall back to uniform rather than NaN
+    best = max(raw.values())
+    if best == -math.inf:  # every choice impossible: fall back to uniform rather than NaN
         uniform = -math.log(len(choices))
         return {c: uniform for c in choices}, missing
-    return {c: raw[c] - total for c in choices}, missing
+    # Shifted by the largest first: at -1e32, adding log 2 is lost to rounding and two equal
+    # choices would each come out at probability 1.
+    shifted = {c: raw[c] - best for c in choices}
+    total = logsumexp(shifted.values())
+    return {c: shifted[c] - total for c in choices}, missing
