@@ -72,7 +72,8 @@ def test_explicit_settings_override_the_profile(tmp_path):
     assert spec.profile == "paper-70b"
     assert method_settings(spec.method, **spec.settings).to_dict() == {
         "n": 30, "k": 3, "max_answer_tokens": 16, "fusion_alpha": 0.0, "framing": "plain", "task": "qa",
-        "score": "raw", "adaptive_depth": 0.0, "adaptive_depth_keep": 0, "fusion_weights": []}
+        "score": "raw", "adaptive_depth": 0.0, "adaptive_depth_keep": 0, "injection_guard": "off",
+        "fusion_weights": []}
     # The flag's profile wins over the file's.
     assert RunSpec.resolve(config=config, run={"profile": "paper"}).settings["n"] == 100
 

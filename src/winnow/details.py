@@ -187,6 +187,19 @@ class AdaptiveDepthDetails(StageDetails):
 
 
 @dataclass(slots=True)
+class InjectionDetails(StageDetails):
+    """The injection guard (:mod:`winnow.stages.injection`): its ``mode``, the passages that read like
+    instructions to the model (``flagged``: id -> the patterns found; ``flagged_count`` of them) and,
+    with ``demote``, those moved below the others (``demoted``)."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("injection-guard",)
+    mode: str = ""
+    flagged: dict[str, list[str]] = field(default_factory=dict)
+    flagged_count: int = 0
+    demoted: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class ReaderDetails(StageDetails):
     """The answer and why generation stopped; ``cut_by_token_limit`` when max_tokens ended it."""
 
@@ -198,7 +211,7 @@ class ReaderDetails(StageDetails):
 
 DETAIL_RECORDS: tuple[type[StageDetails], ...] = (
     RetrievalDetails, RankingDetails, CrossEncoderDetails, PredictorDetails, JudgeDetails, FilterDetails, YesNoDetails,
-    GradedDetails, ListwiseDetails, RewriteDetails, PoolDetails, AdaptiveDepthDetails, ReaderDetails)
+    GradedDetails, ListwiseDetails, RewriteDetails, PoolDetails, AdaptiveDepthDetails, InjectionDetails, ReaderDetails)
 
 #: The details record of each stage kind.
 DETAILS_BY_KIND: dict[str, type[StageDetails]] = {kind: record for record in DETAIL_RECORDS for kind in record.kinds}

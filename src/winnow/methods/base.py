@@ -23,6 +23,7 @@ from ..records import DEFAULT_ROLE, Answer, CandidateList, Query
 from ..settings import SettingError, Settings, at_least
 from ..stages.adaptive_depth import AdaptiveDepth
 from ..stages.contract import ListStage, QuestionState, Stage
+from ..stages.injection import GuardMode, InjectionGuard
 from ..stages.reader import Reader
 from ..stages.recipe import Recipe
 from ..stages.retrieve import Retriever, SearchIndex
@@ -92,6 +93,15 @@ class MethodSettings(Settings):
         return {}
 
 
+#: The guard modes that change what the LLM stages read or the ranking: setting value -> why it is a deviation.
+GUARD_DEVIATIONS = {
+    "escape": "passages reach the LLM stages escaped of the methods' answer formats and wrapped in <passage> "
+              "delimiters (prompt-injection guard); the papers' prompts hold the passage text as it is",
+    "demote": "passages escaped and delimited for the LLM stages, and those that read like instructions moved "
+              "below the others (prompt-injection guard); the papers rank by the LLM alone",
+}
+
+
 @dataclass
 class AdaptiveDepthSettings(MethodSettings):
     """Settings of methods that run an LLM over the first-stage list (RankRAG, MAIN-RAG, RRR, RankGPT).
@@ -105,6 +115,11 @@ class AdaptiveDepthSettings(MethodSettings):
     upper_bounds: ClassVar[dict[str, float]] = {"adaptive_depth_keep": 100_000}
     adaptive_depth: float = 0.0
     adaptive_depth_keep: int = 0
+    #: Prompt injection in passages (:mod:`winnow.stages.injection`): ``flag`` (default) marks passages
+    #: that read like instructions in the trace and changes nothing else; ``escape`` also hands the LLM
+    #: stages every passage as data (answer formats escaped, delimiters); ``demote`` also moves flagged
+    #: passages below the others. ``off`` is the papers' (``--profile paper``).
+    injection_guard: GuardMode = "flag"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,12 +139,14 @@ class AdaptiveDepthSettings(MethodSettings):
                      "0 skips the LLM stage for sure questions")
 
     def deviations(self) -> dict[str, str]:
+        guard = {"injection_guard": GUARD_DEVIATIONS[self.injection_guard]} \
+            if self.injection_guard in GUARD_DEVIATIONS else {}
         if not self.adaptive_depth:
-            return super().deviations()
+            return {**super().deviations(), **guard}
         depth = "skipped" if self.adaptive_depth_keep == 0 else f"shortened to the top {self.adaptive_depth_keep}"
         return {**super().deviations(),
                 "adaptive_depth": f"the LLM stage {depth} for questions whose first-stage margin is at least "
-                                  f"{self.adaptive_depth:g}; the papers run it on every question"}
+                                  f"{self.adaptive_depth:g}; the papers run it on every question", **guard}
 
 
 @dataclass
@@ -173,6 +190,12 @@ def adaptive_depth(settings: AdaptiveDepthSettings, retriever: Retriever, *stage
     """The LLM ``stages`` under the settings' adaptive depth (:mod:`winnow.stages.adaptive_depth`),
     reading ``retriever``'s scores: they run as they are while ``adaptive_depth`` is 0."""
     return AdaptiveDepth(settings.adaptive_depth, settings.adaptive_depth_keep, retriever.kind, stages)
+
+
+def guarded(settings: AdaptiveDepthSettings, *stages: Stage) -> InjectionGuard:
+    """The LLM ``stages`` under the settings' injection guard (:mod:`winnow.stages.injection`): as they
+    are while it is ``off``; ``flag`` records flagged passages and changes nothing else."""
+    return InjectionGuard(settings.injection_guard, stages)
 
 
 def check_dialogue(settings: MethodSettings, questions_with_history: int) -> None:

@@ -42,7 +42,7 @@ from ..stages import (
     YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
-from .base import AdaptiveDepthSettings, Method, adaptive_depth
+from .base import AdaptiveDepthSettings, Method, adaptive_depth, guarded
 from .reranking import TrainedRerankers
 
 
@@ -134,5 +134,5 @@ class MainRAG(Method):
         self.final_predictor = Reader(self.llm_for("final"), max_tokens=settings.max_answer_tokens,
                                       template=prompt("mainrag.final_predictor"), name="final_predict")
         self.depth = adaptive_depth(settings, self.retriever, self.predictor, self.judge, self.bar)
-        self.recipe = self.retriever >> self.depth >> self.final_predictor
+        self.recipe = self.retriever >> guarded(settings, self.depth) >> self.final_predictor
         self.stage_roles = {self.judge.name: "judge", self.final_predictor.name: "final"}

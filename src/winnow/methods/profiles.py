@@ -63,6 +63,8 @@ def _paper(size: str, task: str) -> Profile:
     reader = {"k": 5, "max_answer_tokens": RANKRAG_ANSWER_TOKENS[task]}
     # RankRAG's prompts as App. D prints them (plain text, not the chat template), for its task type.
     appendix_d = {"framing": "plain", "task": TASK_SETTING[task]}
+    # The papers check no passage for prompt injection: the guard's flag (a trace entry) is Winnow's.
+    no_guard = {"injection_guard": "off"}
     name = "-".join(part for part in ("paper", "" if size == "8b" else size, "" if task == "openqa" else task) if part)
     what = {"openqa": "open-domain QA", "fever": "FEVER-style fact verification",
             "convqa": "conversational QA"}[task]
@@ -70,12 +72,12 @@ def _paper(size: str, task: str) -> Profile:
                          f"(answers of at most {RANKRAG_ANSWER_TOKENS[task]} tokens)", {
         "vanilla": {**reader, **appendix_d},
         # §4.3: "the probability of generating the answer as True", not renormalised over True/False.
-        "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d, "score": "raw"},
-        "mainrag": {"n": 20, "judge_n": 0.0},
+        "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d, "score": "raw", **no_guard},
+        "mainrag": {"n": 20, "judge_n": 0.0, **no_guard},
         # §4(C): h re-ranks all N, then "further re-rank the top 30 documents" (the rerank2 role).
         "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20,
-                "second_pass_depth": 30, **reader},
-        "rankgpt": {"n": 100, "window": 20, "step": 10, **reader},
+                "second_pass_depth": 30, **reader, **no_guard},
+        "rankgpt": {"n": 100, "window": 20, "step": 10, **reader, **no_guard},
     })
 
 

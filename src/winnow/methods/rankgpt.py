@@ -20,7 +20,7 @@ from ..llm.client import LLM
 from ..settings import RerankerPath, at_least, check_sliding_window
 from ..stages import Reader, Recipe, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, RerankingSettings, adaptive_depth
+from .base import Method, RerankingSettings, adaptive_depth, guarded
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -88,4 +88,4 @@ class RankGPT(Method):
         passes = Recipe.of(reranker, *([self.second_pass] if self.second_pass else []))
         self.stage_roles = {reranker.name: "rerank", **({self.second_pass.name: "rerank2"} if self.second_pass else {})}
         self.depth = adaptive_depth(settings, self.retriever, *passes, self.fusion)
-        self.recipe = self.retriever >> self.depth % settings.k >> self.reader
+        self.recipe = self.retriever >> guarded(settings, self.depth) % settings.k >> self.reader

@@ -19,7 +19,7 @@ from ..llm.client import LLM
 from ..prompts import FRAMINGS, TASK_VARIANTS, task_prompt
 from ..stages import PointwiseTrueReranker, Reader, Retriever, ScoreFusion
 from ..stages.retrieve import SearchIndex
-from .base import Method, RerankingSettings, adaptive_depth
+from .base import Method, RerankingSettings, adaptive_depth, guarded
 from .reranking import TrainedRerankers
 
 
@@ -46,9 +46,10 @@ class RankRAG(Method):
                  agents: Mapping[str, LLM] | None = None, rerankers: TrainedRerankers | None = None) -> None:
         super().__init__(index, llm, settings, agents, rerankers)
         self.retriever = Retriever(index, n=settings.n)
-        fusing = settings.fusing
-        # With fusion every passage must keep its P(True) until the blend decides which k survive.
-        self.reranker = PointwiseTrueReranker(llm, keep=None if fusing else settings.k,
+        # With fusion every passage must keep its P(True) until the blend decides which k survive; with
+        # demotion until the guard has moved the flagged ones down.
+        whole = settings.fusing or settings.injection_guard == "demote"
+        self.reranker = PointwiseTrueReranker(llm, keep=None if whole else settings.k,
                                               template=task_prompt("rankrag.context_ranking", settings.task),
                                               framing=settings.framing, score=settings.score)
         # The blend keeps its whole order (the trace and `winnow eval` show it); the reader takes the top k.
@@ -57,4 +58,4 @@ class RankRAG(Method):
         self.reader = Reader(llm, max_tokens=settings.max_answer_tokens,
                              template=task_prompt("rankrag.rag", settings.task), framing=settings.framing)
         self.depth = adaptive_depth(settings, self.retriever, self.reranker, self.fusion)
-        self.recipe = self.retriever >> self.depth % settings.k >> self.reader
+        self.recipe = self.retriever >> guarded(settings, self.depth) % settings.k >> self.reader

@@ -54,7 +54,7 @@ from ..stages.contract import QuestionState, recording
 from ..stages.recipe import Composable, label
 from ..stages.relevance_grade import RelevanceGrade
 from ..stages.retrieve import SearchIndex
-from .base import AdaptiveDepthSettings, Method, adaptive_depth
+from .base import AdaptiveDepthSettings, Method, adaptive_depth, guarded
 from .final_rerank import (
     RERANK_ROLES,
     check_final_rerank,
@@ -198,9 +198,10 @@ class RRR(Method):
             self.stage_roles[self.reranker.name] = "rerank"
         if self.second_pass is not None:
             self.stage_roles[self.second_pass.name] = "rerank2"
-        self.loop = RewriteLoop(self.retriever >> self.relevance >> self.filter, self.rewriter, settings.rewrites,
-                                settings.n, settings.cap_pool_at_n, self._loop)
-        self.passes = Recipe.of(*[stage for stage in (self.reranker, self.second_pass) if stage is not None])
+        self.loop = RewriteLoop(self.retriever >> guarded(settings, self.relevance, self.filter), self.rewriter,
+                                settings.rewrites, settings.n, settings.cap_pool_at_n, self._loop)
+        passes = [stage for stage in (self.reranker, self.second_pass) if stage is not None]
+        self.passes = Recipe.of(guarded(settings, *passes)) if passes else Recipe.of()
         # What run_batch runs, as a value: a list of one passage is not re-ranked.
         self.recipe = (self.depth >> self.loop if self.depth.on else self.loop) >> self.passes >> self.keep_top \
             >> self.reader
