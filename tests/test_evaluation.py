@@ -656,14 +656,19 @@ def cached_choice_keys(cache_dir) -> set[str]:
 
 def poison_cached_judgements(cache_dir, keep=frozenset()) -> int:
     """Turn the cached choice calls (except ``keep``) into what an older Winnow could leave behind:
-    NaN log-probabilities under today's keys. Returns how many were turned."""
+    NaN log-probabilities under today's keys, each entry with a checksum that holds (an older Winnow
+    wrote it whole; the checksum test for damage is tests/test_llm_cache.py's). Returns how many."""
+    from winnow.llm.cache import entry_checksum
+
     with sqlite3.connect(cache_dir / "llm-calls.sqlite") as db:
         rows = [(key, response) for key, response in
                 db.execute("SELECT key, response FROM llm_calls WHERE kind = 'choices'") if key not in keep]
         for key, response in rows:
             answer = json.loads(response)
             answer["logprobs"] = {choice: math.nan for choice in answer["logprobs"]}
-            db.execute("UPDATE llm_calls SET response = ? WHERE key = ?", (json.dumps(answer), key))
+            text = json.dumps(answer)
+            db.execute("UPDATE llm_calls SET response = ?, checksum = ? WHERE key = ?",
+                       (text, entry_checksum(key, "choices", text.encode("utf-8")), key))
     return len(rows)
 
 
