@@ -253,7 +253,7 @@ BAD = [  # tool, arguments, what the one-line error must say
      "which method 'mainrag' does not have: ask without the history, or with method vanilla or rankrag and settings.task"),
     ("ask", {"question": "and?", "history": [{"role": "user", "text": "x" * 201}],
              "settings": {"task": "conversational"}}, "history[0].text has 201 characters; the limit is 200"),
-    ("ask", {"question": "who?", "settings": {"n": 4, "k": 5}}, "settings.k must be between 1 and 4 (got 5)"),
+    ("ask", {"question": "who?", "settings": {"n": 4, "k": 5}}, "settings.k: setting 'k' (5) cannot exceed setting 'n' (4)"),
     ("rerank", {"query": "q", "documents": ["a"], "method": "zzz"}, "method must be one of 'pointwise', 'graded'"),
     ("rerank", {"query": "q", "documents": []}, "documents must have at least 1 item (got 0)"),
     ("rerank", {"query": "q", "documents": ["a"] * 5}, "documents must have at most 4 items (got 5)"),
