@@ -32,9 +32,11 @@ from winnow.llm.llamacpp import LlamaCppBackend
 from winnow.models import resolve_model
 
 
-#: Fixtures known to hold a loaded model, and those seen loading one during this session.
-MODEL_FIXTURES = {"llama_backend"}
-#: Fixtures seen starting a Python process during this session.
+#: Fixtures known to hold a loaded model, and those seen loading one during this session, each named
+#: by where it is defined and its name ("tests/test_cli.py::built", "tests::llama_backend" for this file): two test files may each define a
+#: fixture of one name, and only the one that did it is to blame.
+MODEL_FIXTURES = {"tests::llama_backend"}
+#: Fixtures seen starting a Python process during this session (named as above).
 PROCESS_FIXTURES: set[str] = set()
 _fixtures_in_setup: list[str] = []
 _current: dict[str, pytest.Item | None] = {"item": None}
@@ -110,9 +112,23 @@ def _watch_model_loads():
     xllamacpp.Server = real
 
 
+def _fixture_key(fixturedef) -> str:
+    """A fixture named by the file (or folder) that defines it and its name."""
+    return f"{fixturedef.baseid.split('::')[0] or 'tests'}::{fixturedef.argname}"
+
+
+def _fixtures_of(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses, named as ``_fixture_key`` names them (the definition that applies to
+    it: the closest one, where a test file overrides a shared fixture)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    return {_fixture_key(defs[-1]) for defs in info.name2fixturedefs.values() if defs}
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):
-    _fixtures_in_setup.append(fixturedef.argname)
+    _fixtures_in_setup.append(_fixture_key(fixturedef))
     try:
         return (yield)
     finally:
@@ -124,7 +140,7 @@ def pytest_runtest_setup(item):
     _current["item"] = item
     for mark, (fixtures, _, _) in WATCHED.items():
         if item.get_closest_marker(mark) is None:
-            shared = sorted(fixtures & set(getattr(item, "fixturenames", ())))
+            shared = sorted(fixtures & _fixtures_of(item))
             if shared:
                 what = "the loaded model" if mark == "llm" else "a process a fixture started"
                 pytest.fail(_unmarked(item, f"uses {what} (fixture {', '.join(shared)})", mark), pytrace=False)
