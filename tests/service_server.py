@@ -34,15 +34,17 @@ def build_small_index(folder: Path) -> Path:
 
 @contextmanager
 def running_server(index_dir: Path, cache_dir: Path, *args: str, api_key: str = "",
-                   startup_timeout: float = 120.0, log: list[str] | None = None) -> Iterator[str]:
-    """Start `winnow serve` with smollm2-135m on one llama.cpp thread; yield its base URL.
+                   startup_timeout: float = 120.0, log: list[str] | None = None,
+                   model: str | None = "smollm2-135m") -> Iterator[str]:
+    """Start `winnow serve` with smollm2-135m (or ``model``; None: the one ``args`` name, a
+    ``--config`` file's say) on one llama.cpp thread; yield its base URL.
     The server's stderr lines are appended to ``log`` as they arrive, when one is given."""
     env = dict(os.environ, WINNOW_CACHE_DIR=str(cache_dir))
     env.pop("WINNOW_API_KEY", None)
     if api_key:
         env["WINNOW_API_KEY"] = api_key
-    command = [sys.executable, "-m", "winnow.cli", "serve", "--index", str(index_dir), "--model", "smollm2-135m",
-               "--port", "0", "--threads", "1", *args]
+    command = [sys.executable, "-m", "winnow.cli", "serve", "--index", str(index_dir),
+               *(["--model", model] if model else []), "--port", "0", "--threads", "1", *args]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
     log = [] if log is None else log

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service_server import running_server
 from winnow.corpus import load_corpus
 from winnow.errors import InputError, WinnowError
 from winnow.index import build_bm25_index
@@ -275,7 +276,7 @@ def test_the_report_leads_with_the_confirming_gain_over_vanilla_and_its_interval
 
 
 @pytest.mark.subprocess
-def test_a_tuned_run_file_gives_the_same_answers_through_eval_and_ask(searched, hard, tmp_path):
+def test_a_tuned_run_file_gives_the_same_answers_through_eval_ask_serve_and_an_adapter(searched, hard, tmp_path):
     _, study, summary = searched
     best = study / "best.toml"
     number = summary["best"]
@@ -287,6 +288,19 @@ def test_a_tuned_run_file_gives_the_same_answers_through_eval_and_ask(searched, 
     first = json.loads((study / "confirming.jsonl").read_text().splitlines()[0])
     asked = json.loads(winnow("ask", "--index", hard / "idx", "--config", best, "--json", first["question"]).stdout)
     assert [asked["answer"], [p["id"] for p in asked["passages"]]] == confirmed["answers"][0]
+    # `winnow serve --config` and a framework adapter's `config=` read the same file the same way.
+    with running_server(hard / "idx", tmp_path / "serve-cache", "--config", str(best), model=None) as base:
+        served = httpx.post(f"{base}/v1/ask", json={"question": first["question"]}, timeout=120)
+    assert served.status_code == 200, served.text
+    assert [served.json()["answer"], [p["id"] for p in served.json()["passages"]]] == confirmed["answers"][0]
+    from winnow.integrations.langchain import WinnowRetriever
+    from winnow.integrations.llamaindex import WinnowQueryEngine
+
+    with WinnowRetriever(index=hard / "idx", config=best) as retriever:
+        assert [d.id for d in retriever.invoke(first["question"])] == confirmed["answers"][0][1]
+    with WinnowQueryEngine(index=hard / "idx", config=best) as engine:
+        response = engine.query(first["question"])
+        assert [response.response, [n.node.node_id for n in response.source_nodes]] == confirmed["answers"][0]
 
 
 def trials_of_attr(study: Path, key: str) -> str:
