@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import httpx
 import pytest
@@ -24,7 +25,7 @@ KEY = "test-key-5f2c"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LIMITS = ["--max-question-chars", "100", "--max-documents", "4", "--max-document-chars", "200", "--max-n", "6",
           "--max-k", "3", "--max-body-bytes", "4000", "--max-pending", "1", "--timeout", "20",
-          "--allowed-host", "API.Example.com", "--allowed-host", "*.example.org"]
+          "--allowed-host", "API.Example.com", "--allowed-host", "*.example.org", "--read-timeout", "1"]
 ROUTES = [("GET", "/v1/models"), ("GET", "/v1/methods"), ("GET", "/v1/search?q=rome"),
           ("GET", "/v1/traces/0123456789abcdef"), ("POST", "/v1/ask"), ("POST", "/v1/rerank"),
           ("POST", "/v2/rerank"), ("POST", "/rerank"),  # the vendor rerank shapes
@@ -432,3 +433,34 @@ def test_a_question_of_only_zero_width_characters_is_refused_naming_the_field(cl
     """The same text check as the command line: nothing visible is nothing to ask."""
     error = refused(client.post("/v1/ask", json={"question": "\u200b\u200c\u2060 "}), 422, "question")
     assert "empty once zero-width" in error["message"]
+
+
+# ---- half-sent requests -------------------------------------------------------------------------
+
+def _talk(server: str, data: bytes, wait: float = 5.0) -> tuple[bytes, float]:
+    """Send ``data`` over a raw connection and read until the server closes it: what it sent back
+    and the seconds that took (``wait`` + 5 at most)."""
+    host, port = server.removeprefix("http://").rsplit(":", 1)
+    started = time.monotonic()
+    with socket.create_connection((host, int(port))) as connection:
+        connection.settimeout(wait + 5)
+        connection.sendall(data)
+        received = b""
+        while chunk := connection.recv(4096):
+            received += chunk
+    return received, time.monotonic() - started
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty"])
+def test_a_client_that_does_not_finish_its_headers_is_disconnected_after_the_read_timeout(server, sent):
+    received, seconds = _talk(server, sent)
+    assert received == b"" and 0.9 <= seconds < 4  # --read-timeout 1
+
+
+def test_a_body_that_stops_half_way_is_a_408_after_the_read_timeout(server):
+    body = json.dumps({"question": "What is the capital of France?"}).encode()
+    head = (f"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    received, seconds = _talk(server, head + body[:10])
+    assert received.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in received, received[:300]
+    assert 0.9 <= seconds < 4

@@ -91,6 +91,9 @@ def serve(
     max_n: MaxNOption = 100,
     max_k: MaxKOption = 50,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 8_000_000,
+    read_timeout: Annotated[float, typer.Option(
+        "--read-timeout", min=0.1, help="Seconds a client has to send a request's headers, and between parts of "
+                                        "its body; a slower one is closed (408 once its headers are in).")] = 30.0,
     traces: Annotated[int, typer.Option("--traces", min=1, help="Recent traces kept in memory.")] = 256,
     rerank_model: RerankModelOption = None,
     require_signature: Annotated[bool, typer.Option(
@@ -104,6 +107,7 @@ def serve(
     from ..service import Limits, Service
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
+    from ..service.slow_clients import header_deadline_protocol
 
     trained_models = rerank_models(rerank_model)  # checked before any model loads
     if require_signature:
@@ -111,7 +115,7 @@ def serve(
     spec = resolve_run(options, agents_for_method=False)  # requests choose their method; mainrag's use the agents
     limits = Limits(max_question_chars=max_question_chars, max_documents=max_documents,
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
-                    timeout=timeout, max_body_bytes=max_body_bytes)
+                    timeout=timeout, max_body_bytes=max_body_bytes, read_timeout=read_timeout)
     sock = _bind(host, port)
     pipeline = open_pipeline(spec, index_dir, options)
     service = Service(pipeline, limits=limits, cache=options.cache, rerank_models=trained_models,
@@ -128,7 +132,8 @@ def serve(
               highlight=False, soft_wrap=True)
     hosts = HostPolicy.for_bind(host, allowed_hosts or (), any_host=allow_any_host)
     server = uvicorn.Server(uvicorn.Config(create_app(service, api_key=api_key, hosts=hosts), log_level="warning",
-                                           log_config=_log_config(), timeout_graceful_shutdown=5))
+                                           log_config=_log_config(), timeout_graceful_shutdown=5,
+                                           http=header_deadline_protocol(read_timeout)))
     try:
         server.run(sockets=[sock])
     finally:

@@ -41,7 +41,8 @@ def create_app(service: Service, *, api_key: str = "", hosts: HostPolicy | None 
     app.state.service = service
     app.state.auth = bool(api_key)
     install_error_handlers(app)
-    install_guards(app, api_key=api_key, max_body_bytes=service.limits.max_body_bytes, hosts=hosts)
+    install_guards(app, api_key=api_key, max_body_bytes=service.limits.max_body_bytes, hosts=hosts,
+                   read_timeout=service.limits.read_timeout)
     app.include_router(pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(v1)

@@ -7,7 +7,8 @@
    schema and its documentation pages (``/openapi.json``, ``/docs``, ``/redoc``) alike. It runs
    before the body is read, so a malformed body without the key is still a 401.
 3. :class:`BodyLimit`: the body is at most ``max_body_bytes`` (413), counted as it is read (a
-   chunked body declares no length) and then replayed to the route.
+   chunked body declares no length) and then replayed to the route; each part of it must arrive
+   within ``read_timeout`` seconds (408, :mod:`winnow.service.slow_clients`).
 4. :class:`FormAsJson`: a body labelled as a form is read as JSON (``curl -d '{...}'`` labels it so).
 
 Each is a plain ASGI middleware: ``app.add_middleware`` wraps them in reverse order of the list
@@ -23,6 +24,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 
 from .hosts import HostPolicy
+from .slow_clients import DEFAULT_READ_TIMEOUT, BodyTooSlow, receive_within
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -96,9 +98,10 @@ class BodyLimit:
     """413 for a body over ``max_body_bytes``: by its declared length at once, else counted while
     reading it whole; the body read is then replayed to the app."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -110,7 +113,12 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
-            message = await receive()
+            try:
+                message = await receive_within(receive, self.read_timeout)
+            except BodyTooSlow as slow:
+                response = error_response(408, "request_timeout", f"{slow}: send the whole body at once", "body")
+                response.headers["Connection"] = "close"
+                return await response(scope, receive, send)
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
@@ -152,9 +160,10 @@ class FormAsJson:
         await self.app(scope, receive, send)
 
 
-def install_guards(app: Starlette, *, api_key: str, max_body_bytes: int, hosts: HostPolicy | None) -> None:
+def install_guards(app: Starlette, *, api_key: str, max_body_bytes: int, hosts: HostPolicy | None,
+                   read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
     """Wrap ``app`` in the four layers, Host outermost (Starlette runs the last added first)."""
     app.add_middleware(FormAsJson)
-    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
+    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes, read_timeout=read_timeout)
     app.add_middleware(BearerAuth, api_key=api_key)
     app.add_middleware(HostCheck, hosts=hosts)

@@ -47,6 +47,7 @@ class Limits:
     max_body_bytes: int = 8_000_000
     max_pending: int = 64  # requests queued for or holding the LLM; more are refused with 503
     timeout: float = 600.0  # seconds a request may wait for and use the LLM
+    read_timeout: float = 30.0  # seconds a client has for its headers, and between parts of its body
     setting_caps: dict[str, int] = field(default_factory=default_setting_caps)
 
     def to_dict(self) -> dict[str, Any]:
