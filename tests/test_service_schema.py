@@ -110,3 +110,22 @@ def test_a_reranker_model_the_server_cannot_load_is_a_documented_503(api, monkey
     assert response.json()["error"]["type"] == "model_unavailable"
     assert "monot5" in response.json()["error"]["message"]
     assert "503" in api.openapi()["paths"]["/v1/rerank"]["post"]["responses"]
+
+
+def test_the_schema_lists_the_keys_options_may_hold_and_an_unlisted_one_is_refused(api):
+    """Every method's settings (less the paths a request may not set) are the keys an ask's
+    ``options`` may hold; a key outside the list is a 422 naming it, as the schema says."""
+    from fastapi.testclient import TestClient
+
+    from winnow.methods import METHODS, method_class
+
+    schema = api.openapi()["components"]["schemas"]
+    listed = set(schema["AskRequest"]["properties"]["options"]["propertyNames"]["enum"])
+    for method in METHODS:
+        settings = method_class(method).Settings
+        assert set(settings.field_types()) - set(settings.path_settings()) <= listed, method
+        assert not set(settings.path_settings()) & listed, method
+    assert schema["RerankRequest"]["properties"]["options"]["propertyNames"]["enum"] == ["step", "window"]
+    with TestClient(api) as client:
+        refused = client.post("/v1/ask", json={"question": "Rome?", "options": {"windoww": 5}})
+    assert refused.status_code == 422 and "options.windoww" in refused.text

@@ -62,7 +62,20 @@ def _state_limits_in_schema(app: FastAPI, service: Service) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             app.openapi_schema = describe_limits(made(), service.limits, methods=list(METHODS),
-                                                 rerank_methods=list(RERANK_METHODS), profiles=list(PROFILES))
+                                                 rerank_methods=list(RERANK_METHODS), profiles=list(PROFILES),
+                                                 ask_options=request_option_names(), rerank_options=["window", "step"])
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def request_option_names() -> list[str]:
+    """The settings an ``/v1/ask`` request's ``options`` may name: any method's, less the paths a
+    request may not set (:data:`~winnow.settings.ModelPath`)."""
+    from ..methods import METHODS, method_class
+
+    names: set[str] = set()
+    for method in METHODS:
+        settings_type = method_class(method).Settings
+        names |= set(settings_type.field_types()) - set(settings_type.path_settings())
+    return sorted(names)

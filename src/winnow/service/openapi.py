@@ -5,8 +5,10 @@ must hold a visible character and fit a length, N, k and top_n lie in ranges set
 flags, methods and profiles are names from a list. Those checks stay where they are (their
 messages name the field and the limit); this module writes them into the schema too, so a client
 generated from it, or a fuzzer such as schemathesis (tests/test_service_schema.py), knows what the
-server will refuse. Constraints JSON Schema cannot state (k at most N, a dialogue's alternation,
-each method's own options) are left to the descriptions and GET /v1/methods.
+server will refuse. The keys ``options`` may hold are listed (``propertyNames``: the settings of any
+method, less those a request may not set); which of them the chosen method takes, and constraints
+JSON Schema cannot state (k at most N, a dialogue's alternation) are left to the descriptions and
+GET /v1/methods.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ def _constrain(schema: dict[str, Any], component: str, field: str, extra: dict[s
 
 
 def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str], rerank_methods: list[str],
-                    profiles: list[str]) -> dict[str, Any]:
-    """``schema`` (FastAPI's) with the server's checks written in; changed in place and returned."""
+                    profiles: list[str], ask_options: list[str] = (), rerank_options: list[str] = ()
+                    ) -> dict[str, Any]:
+    """``schema`` (FastAPI's) with the server's checks written in; changed in place and returned.
+    ``ask_options`` and ``rerank_options``: the keys the two requests' ``options`` may hold."""
     question = _text(limits.max_question_chars)
     document = _text(limits.max_document_chars)
     timeout = {"exclusiveMinimum": 0, "maximum": limits.timeout}
@@ -61,7 +65,9 @@ def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str
             ("RerankDocumentObject", "text", document),
             ("TeiRerankRequest", "query", question),
             ("TeiRerankRequest", "texts", {"minItems": 1, "maxItems": limits.max_documents}),
-            ("TeiRerankRequest", "method", {"enum": rerank_methods})):
+            ("TeiRerankRequest", "method", {"enum": rerank_methods}),
+            ("AskRequest", "options", {"propertyNames": {"enum": sorted(ask_options)}}),
+            ("RerankRequest", "options", {"propertyNames": {"enum": sorted(rerank_options)}})):
         _constrain(schema, component, field, extra)
     # Voyage's top_k and Cohere's top_n name the same thing: a body may give one of them.
     rerank = schema.get("components", {}).get("schemas", {}).get("RerankRequest")
