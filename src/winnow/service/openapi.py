@@ -13,7 +13,7 @@ GET /v1/methods.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..text import visible_character_pattern
 from .limits import Limits
@@ -39,7 +39,7 @@ def _constrain(schema: dict[str, Any], component: str, field: str, extra: dict[s
 
 
 def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str], rerank_methods: list[str],
-                    profiles: list[str], ask_options: list[str] = (), rerank_options: list[str] = ()
+                    profiles: list[str], ask_options: Sequence[str] = (), rerank_options: Sequence[str] = ()
                     ) -> dict[str, Any]:
     """``schema`` (FastAPI's) with the server's checks written in; changed in place and returned.
     ``ask_options`` and ``rerank_options``: the keys the two requests' ``options`` may hold."""
