@@ -132,3 +132,35 @@ def test_the_paper_profile_leaves_the_prompts_byte_identical(attacked_index, llm
     assert not [s for s in paper.trace.stages if s.kind == "injection-guard"]
     _, escaped = prompts(profile="paper", injection_guard="escape")
     assert escaped != expected and all("<passage>" in json.dumps(m) for m in escaped)
+
+
+# ---- the rerank use case (winnow rerank, /v1/rerank, the Python API) -----------------------------
+
+@pytest.fixture(scope="module")
+def scripted_llm():
+    from fakes import ScriptedServer
+    from winnow.llm import load_llm
+
+    server = ScriptedServer(delay=0.0)
+    with load_llm("m", backend="openai", base_url=server.url, cache=False) as llm:
+        yield llm
+    server.stop()
+
+
+@pytest.mark.parametrize("method", ["pointwise", "listwise", "graded"])
+def test_a_rerank_is_guarded_too_flagged_by_default_demoted_on_request(scripted_llm, method):
+    from winnow.rerank import rerank
+
+    passages = [Passage("attack", INJECTED, "Paris"), Passage("paris", PASSAGES[0]["text"], "Paris"),
+                Passage("rome", PASSAGES[6]["text"], "Rome")]
+    flagged = rerank("capital of France", passages, method, llm=scripted_llm, window=3, step=1)
+    guard = [s for s in flagged.trace.stages if s.kind == "injection-guard"]
+    assert len(guard) == 1 and set(guard[0].details.flagged) == {"attack"}
+    assert "possible prompt injection" in guard[0].details.warning
+    demoted = rerank("capital of France", passages, method, llm=scripted_llm, window=3, step=1,
+                     injection_guard="demote")
+    assert [c.passage.id for c in demoted.ranked][-1] == "attack"
+    off = rerank("capital of France", passages, method, llm=scripted_llm, window=3, step=1, injection_guard="off")
+    assert not [s for s in off.trace.stages if s.kind == "injection-guard"]
+    with pytest.raises(SettingError, match="injection_guard"):
+        rerank("capital of France", passages, method, llm=scripted_llm, injection_guard="shout")

@@ -125,7 +125,8 @@ def test_the_schema_lists_the_keys_options_may_hold_and_an_unlisted_one_is_refus
         settings = method_class(method).Settings
         assert set(settings.field_types()) - set(settings.path_settings()) <= listed, method
         assert not set(settings.path_settings()) & listed, method
-    assert schema["RerankRequest"]["properties"]["options"]["propertyNames"]["enum"] == ["step", "window"]
+    assert schema["RerankRequest"]["properties"]["options"]["propertyNames"]["enum"] == ["injection_guard", "step",
+                                                                                        "window"]
     with TestClient(api) as client:
         refused = client.post("/v1/ask", json={"question": "Rome?", "options": {"windoww": 5}})
     assert refused.status_code == 422 and "options.windoww" in refused.text

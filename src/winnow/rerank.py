@@ -18,6 +18,8 @@ from .errors import WinnowError
 from .methods.reranking import RERANKERS, TRAINED_RERANKERS, choose_reranker
 from .records import Candidate, CandidateList, Passage, Query, StageScore, Trace
 from .settings import ModelPath, Settings, at_least, check_sliding_window
+from .stages.contract import QuestionState, run_stages
+from .stages.injection import GuardMode, InjectionGuard
 
 if TYPE_CHECKING:
     from .index.embedder import Embedder
@@ -37,8 +39,10 @@ RerankMethod = Literal["pointwise", "graded", "listwise", "embedding", "cross-en
 class RerankSettings(Settings):
     """A reranker's settings, as ``winnow rerank``, ``/v1/rerank``, the MCP rerank tool and the
     integrations give them: the ``method``, how many to ``keep`` (None: all), the listwise
-    sliding window (RankGPT's w and s; RRR §4(D): w = 10, s = 5), and the ``model`` of the
-    ``cross-encoder`` and ``monot5`` methods (a folder or hub id; "" for the kind's default)."""
+    sliding window (RankGPT's w and s; RRR §4(D): w = 10, s = 5), the ``model`` of the
+    ``cross-encoder`` and ``monot5`` methods (a folder or hub id; "" for the kind's default), and the
+    ``injection_guard`` every method's settings have (:mod:`winnow.stages.injection`: ``flag`` by
+    default, which records passages that read like instructions and changes nothing)."""
 
     owner: ClassVar[str] = "rerank"
     upper_bounds: ClassVar[dict[str, float]] = {"window": 100_000}
@@ -48,6 +52,7 @@ class RerankSettings(Settings):
     window: int = 10
     step: int = 5
     model: ModelPath = ""
+    injection_guard: GuardMode = "flag"
 
     def check(self) -> None:
         if self.keep is not None:
@@ -86,19 +91,20 @@ class Reranked:
 
 def rerank(query: str, passages: Sequence[Passage], method: str | RerankSettings = "pointwise", *,
            llm: LLM | None = None, embedder: Embedder | None = None, keep: int | None = None, window: int = 10,
-           step: int = 5, model: str = "") -> Reranked:
+           step: int = 5, model: str = "", injection_guard: str = "flag") -> Reranked:
     """Rerank ``passages`` for ``query`` with ``method`` (see :data:`RERANK_METHODS`): a method's name
-    with ``keep``/``window``/``step``/``model``, or checked :class:`RerankSettings`."""
+    with ``keep``/``window``/``step``/``model``/``injection_guard``, or checked :class:`RerankSettings`."""
     if isinstance(method, str):
         check_rerank_method(method)
         method = RerankSettings.from_values({"method": method, "keep": keep, "window": window, "step": step,
-                                             "model": model})
+                                             "model": model, "injection_guard": injection_guard})
     stage = reranker(method, llm=llm, embedder=embedder)
     trace = Trace()
     started = time.perf_counter()
-    ranked = stage.rank(as_candidates(query, passages), trace)
+    state = QuestionState(Query(query), trace, as_candidates(query, passages))
+    run_stages([InjectionGuard(method.injection_guard, (stage,))], [state])
     trace.seconds = time.perf_counter() - started
-    return Reranked(ranked, trace)
+    return Reranked(state.ranked, trace)
 
 
 def relevance_score(method: str, score: float, rank: int, count: int) -> float:

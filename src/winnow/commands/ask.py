@@ -122,6 +122,10 @@ def rerank(
     top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
     window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
     step: Annotated[int, typer.Option("--step", help="listwise: step.")] = 5,
+    injection_guard: Annotated[str, typer.Option(
+        "--injection-guard", help="off, flag (passages that read like instructions to the model are named in "
+                                  "the trace), escape (the model reads passages as data), demote (and flagged "
+                                  "passages go last).")] = "flag",
     as_json: JsonOption = False,
 ) -> None:
     """Rerank the passages of a JSONL file for QUERY: Winnow as a reranker in your own pipeline."""
@@ -136,7 +140,8 @@ def rerank(
     if trained:  # no LLM runs: an LLM option given would be dropped unseen
         _refuse_llm_options(options, method)
     settings = RerankSettings.from_values({"method": method, "keep": top_n, "window": window, "step": step,
-                                           "model": (options.model or "") if trained else ""})
+                                           "model": (options.model or "") if trained else "",
+                                           "injection_guard": injection_guard})
     corpus = _read_passages(passages_file)
     if corpus.report.kept != corpus.report.read:
         err.print(corpus.report.summary())
@@ -165,6 +170,9 @@ def rerank(
         finally:
             llm.close()
     ranked, trace = done.ranked, done.trace
+    for stage in trace.stages:
+        if stage.kind == "injection-guard" and stage.details.warning:
+            err.print(f"[bold yellow]warning:[/] {stage.details.warning}", highlight=False)
     if as_json:
         out.print_json(data={"query": query, "method": method, "results": ranked.to_dicts(),
                              "usage": trace.usage.to_dict(), "trace": trace.to_dict()})

@@ -63,7 +63,8 @@ def _state_limits_in_schema(app: FastAPI, service: Service) -> None:
         if app.openapi_schema is None:
             app.openapi_schema = describe_limits(made(), service.limits, methods=list(METHODS),
                                                  rerank_methods=list(RERANK_METHODS), profiles=list(PROFILES),
-                                                 ask_options=request_option_names(), rerank_options=["window", "step"])
+                                                 ask_options=request_option_names(),
+                                                 rerank_options=["injection_guard", "step", "window"])
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -210,7 +210,7 @@ class Service:
                 meta = {"id": str(doc.id)} if doc.id is not None else {}
                 passages.append(Passage(str(i), text, doc.title, meta))
         top_n = count if request.top_n is None else check_range("top_n", request.top_n, 1, limits.max_documents)
-        window, step = self._listwise_options(method, request.options)
+        window, step, guard = self._rerank_options(method, request.options)
         ignored = sorted(request.model_extra or {})
         notes = []
         trained = method in MODEL_RERANK_METHODS  # a cross-encoder or monoT5: no LLM
@@ -220,12 +220,12 @@ class Service:
             notes.append(f"model {request.model!r} ignored: this server reranks with "
                          f"{model_name if trained else self.pipeline.spec.model}")
         key = (_key("rerank", self._identity if method != "embedding" and not trained else model_name, method, window,
-                    step, query, [p.to_dict() for p in passages]) if self.answers.capacity else None)
+                    step, guard, query, [p.to_dict() for p in passages]) if self.answers.capacity else None)
 
         def compute(models: Models | None) -> dict[str, Any]:
             done = rerank(query, passages, method, llm=models.llm if models else None,
                           embedder=self.embedder() if method == "embedding" else None, window=window, step=step,
-                          model=self.rerank_models.get(method, ""))
+                          model=self.rerank_models.get(method, ""), injection_guard=guard)
             trace = done.trace
             results = [{"index": int(c.passage.id), "relevance_score": relevance_score(method, c.score, rank, count),
                         "score": c.score} for rank, c in enumerate(done.ranked, start=1)]
@@ -244,9 +244,12 @@ class Service:
                 results.append(result)
             usage = dict(payload["usage"], total_tokens=payload["usage"]["prompt_tokens"]
                          + payload["usage"]["completion_tokens"])
+            warnings = [stage.get("details", {}).get("warning") for stage in payload["trace"].get("stages", [])
+                        if stage.get("kind") == "injection-guard"]
             body = {"id": payload.get("trace_id", ""), "model": payload["model"], "method": method,
                     "results": results, "usage": usage,
-                    "meta": {"documents": count, "ignored_fields": ignored, "notes": notes}}
+                    "meta": {"documents": count, "ignored_fields": ignored,
+                             "notes": notes + [w for w in warnings if w]}}
             body.update({k: payload[k] for k in ("trace_id", "served_from", "seconds", "queue_seconds")
                          if k in payload})
             if request.include_trace:
@@ -257,17 +260,18 @@ class Service:
                     {"query": query, "method": method, "documents": count, "top_n": top_n},
                     self._timeout(request.timeout), shape)
 
-    def _listwise_options(self, method: str, options: dict[str, Any]) -> tuple[int, int]:
+    def _rerank_options(self, method: str, options: dict[str, Any]) -> tuple[int, int, str]:
         """A rerank request's ``options`` as checked :class:`~winnow.rerank.RerankSettings` (listwise
-        takes window and step), within this server's caps, errors naming ``options.KEY``."""
+        takes window and step; every method the injection guard), within this server's caps, errors
+        naming ``options.KEY``: the window, the step and the guard's mode."""
         from ..rerank import RerankSettings
         from ..settings import LayeredSettingError, SettingsLayer, resolve_layers
 
-        allowed = {"window", "step"} if method == "listwise" else set()
+        allowed = {"window", "step", "injection_guard"} if method == "listwise" else {"injection_guard"}
         for key in options:
             if key not in allowed:
-                raise invalid(f"options.{key}", f"rerank method {method!r} has no option {key!r}"
-                                                + ("; it takes window and step" if allowed else ""))
+                raise invalid(f"options.{key}", f"rerank method {method!r} has no option {key!r}; it takes "
+                                                f"{', '.join(sorted(allowed))}")
         layer = SettingsLayer("request", {"method": method, **options}, field_of=lambda key: f"options.{key}",
                               capped=True)
         try:
@@ -275,7 +279,7 @@ class Service:
                                       caps=self.limits.setting_caps).settings
         except LayeredSettingError as exc:
             raise invalid(exc.field, str(exc)) from exc
-        return settings.window, settings.step
+        return settings.window, settings.step, settings.injection_guard
 
     def rerank_model_name(self, method: str) -> str:
         """The model a ``cross-encoder`` or ``monot5`` rerank request runs: the server's, or the default."""
