@@ -211,3 +211,31 @@ def test_winnow_methods_shows_defaults_beside_the_paper_values(columns):
     assert rows["mainrag"]["k"] == ("None", "None")  # Winnow's cap on the survivors, off as in the paper
     for name in PROFILES:
         assert name in result.output
+
+
+def test_a_server_on_the_quoted_rankgpt_profile_answers_other_methods_on_their_defaults(index):
+    """`winnow serve --method rankgpt --profile rankgpt-quoted`: a request for another method gets
+    that method's defaults (the server's profile is rankgpt's alone), not a refusal of the server's
+    own profile; a request that names the profile for another method is refused on its field."""
+    pytest.importorskip("starlette")
+    from fakes import ScriptedServer
+
+    from winnow.errors import WinnowWarning
+    from winnow.pipeline import Pipeline
+    from winnow.service import Service
+    from winnow.service.schemas import AskRequest
+
+    server = ScriptedServer(delay=0)
+    try:
+        spec = RunSpec.resolve(run={"method": "rankgpt", "model": "m", "backend": "openai", "base_url": server.url,
+                                    "profile": "rankgpt-quoted"})
+        with pytest.warns(WinnowWarning, match="no rerank2 model was given"):
+            service = Service(Pipeline(spec, index.path, cache=False), cache=False)
+        own = service.plan_ask(AskRequest(question="capital of france"))
+        other = service.plan_ask(AskRequest(question="capital of france", method="rrr"))
+        assert (own.request["settings"]["second_pass_depth"], other.request["settings"]["n"]) == (30, 20)
+        with pytest.raises(ApiError) as refused:
+            service.plan_ask(AskRequest(question="capital of france", method="rrr", profile="rankgpt-quoted"))
+        assert refused.value.field == "profile"
+    finally:
+        server.stop()

@@ -68,8 +68,12 @@ class Profile:
     #: True for a profile of one paper row: a method it does not name is refused, not run on defaults.
     only_named: bool = False
 
+    def applies_to(self, method: str) -> bool:
+        """Whether ``method`` may run under this profile (a one-row profile names its method)."""
+        return not self.only_named or method in self.settings
+
     def for_method(self, method: str) -> dict[str, Any]:
-        if self.only_named and method not in self.settings:
+        if not self.applies_to(method):
             raise SettingError("profile", f"profile {self.name!r} has settings for method "
                                           f"{' and '.join(self.settings)} only, not {method!r}",
                                f"use --method {next(iter(self.settings))}, or --profile paper for {method}")
