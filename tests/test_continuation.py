@@ -146,11 +146,11 @@ def server():
 TEXTS = ["Hamlet is a tragedy written by William Shakespeare.", "The Eiffel Tower is in Paris."]
 
 
-def _grade(llm: LLM, texts=TEXTS) -> Trace:
+def _grade(llm: LLM, texts=TEXTS, **stage) -> Trace:
     candidates = CandidateList(Query("who wrote hamlet"), [
         Candidate(Passage(f"d{i}", text), [StageScore("bm25", 10.0 - i, i + 1)]) for i, text in enumerate(texts)])
     trace = Trace()
-    GradedRelevanceReranker(llm).rank(candidates, trace)
+    GradedRelevanceReranker(llm, **stage).rank(candidates, trace)
     return trace
 
 
@@ -190,6 +190,68 @@ def test_a_hosted_api_that_refuses_the_field_gets_the_first_token_prompt(server)
     # Both probes are counted; the refused one cost no tokens and is in no usage, the other is.
     assert stage.details.probe_calls == 2 and len(stage.llm_calls) == 3
     assert {g["argmax"] for g in stage.details.grades} == {4}
+
+
+#: A.2's answer format as printed (the bare-digit variant replaces this sentence).
+A2_FORMAT = ("Enclose the answer in <<Score>><</Score>>. For instance if you think the score should be 4, then "
+             "answer <<Score>>4<</Score>>. Do not give any explanation.")
+
+
+def _a2_as_printed(body: dict) -> bool:
+    asked = body["messages"][-1]
+    return asked["role"] == "user" and A2_FORMAT in asked["content"] and "continue_final_message" not in body
+
+
+def test_a_hosted_api_can_be_sent_a2_as_printed_and_its_grade_parsed(server):
+    """RRR App. A.2 asks the model to write "<<Score>>4<</Score>>"; where the started answer is refused,
+    ``when_not_continued="generate"`` sends that prompt and parses the grade from the text written."""
+    httpd, llm = server("strict")
+    stage = _grade(llm, when_not_continued="generate").stages[0]
+    grades = _grade_requests(httpd)
+    assert len(grades) == 2 and all(_a2_as_printed(body) and not body.get("logprobs") for body in grades)
+    assert stage.details.continuation.startswith("refused: ") and stage.settings["when_not_continued"] == "generate"
+    assert [(g["argmax"], g["source"], g["answer"]) for g in stage.details.grades] == \
+        [(4, "generated", "<<Score>>4<</Score>>")] * 2
+    # A server that continues the started answer still gets it: the grade is then the next token.
+    httpd, llm = server("vllm")
+    stage = _grade(llm, when_not_continued="generate").stages[0]
+    assert {g["source"] for g in stage.details.grades} == {"logprobs"}
+
+
+def test_without_prefill_every_backend_gets_a2_as_printed_and_no_probe(server):
+    httpd, llm = server("vllm")
+    stage = _grade(llm, prefill=False).stages[0]
+    assert len(httpd.bodies) == 2 and all(_a2_as_printed(body) for body in httpd.bodies)  # no probe
+    assert stage.details.probe_calls == 0 and {g["argmax"] for g in stage.details.grades} == {4}
+
+
+def test_rrr_relevance_answer_setting_reaches_the_stage(server, index):
+    """``relevance_answer`` (RRR's σ): ``prefill-or-generate`` is the paper profile's, ``generate`` is
+    GradedRelevanceReranker(prefill=False); a run on --backend openai with the default lists the
+    bare-digit prompt among its deviations, one with the paper's choice does not."""
+    from winnow.evaluation.labels import run_deviations
+    from winnow.methods import build_method, method_settings
+    from winnow.pipeline import RunSpec
+
+    assert method_settings("rrr").relevance_answer == "prefill-or-digit"
+    assert method_settings("rrr", profile="paper").relevance_answer == "prefill-or-generate"
+    for setting, prefill, fallback in (("prefill-or-digit", True, "first-token"),
+                                       ("prefill-or-generate", True, "generate"), ("generate", False, "generate")):
+        relevance = build_method("rrr", index=index, llm=server("strict")[1], relevance_answer=setting).relevance
+        assert (relevance.prefill, relevance.when_not_continued) == (prefill, fallback)
+    httpd, llm = server("strict")
+    answer = build_method("rrr", index=index, llm=llm, profile="paper", n=3, k=2, rewrites=1, rerank="none",
+                          second_pass_depth=0).ask("capital of france")
+    sigma = next(s for s in answer.trace.stages if s.name == "relevance")
+    assert sigma.details.grades and {g["source"] for g in sigma.details.grades} == {"generated"}
+    assert all(_a2_as_printed(body) for body in _grade_requests(httpd))
+
+    def deviations(**run):
+        return run_deviations(RunSpec.resolve(run={"method": "rrr", "model": "m", **run}))
+
+    assert "bare digit" in deviations(backend="openai", base_url="http://x/v1")["relevance_answer"]
+    assert "relevance_answer" not in deviations(backend="openai", base_url="http://x/v1", profile="paper")
+    assert "relevance_answer" not in deviations()  # llama.cpp continues a started answer itself
 
 
 def test_a_server_that_ignores_the_field_is_found_out_by_the_probe(server):

@@ -146,6 +146,22 @@ def test_rankgpt_variant_keeps_the_released_code_wording():
     assert "[] > [], e.g., [1] > [2]." in messages[-1]["content"]
 
 
+def test_rankgpt_variant_reads_a_titled_passage_as_rank_gpt_py_does():
+    """rank_gpt.py's run_retriever: "'Title: ' + title + ' ' + 'Content: ' + text", whitespace
+    collapsed, cut to 300 words with "Title:" and "Content:" counted; a passage without a title is
+    its text. A.3's prompt keeps Winnow's "title text"."""
+    titled = Passage(id="a", title="Paris", text="Paris is  the capital\nof France.")
+    untitled = Passage(id="b", text="one two three four five")
+    rankgpt = listwise_prompt("rrr.listwise_rankgpt")
+    messages = rankgpt.messages("q", [titled, untitled])
+    assert messages[3]["content"] == "[1] Title: Paris Content: Paris is the capital of France."
+    assert messages[5]["content"] == "[2] one two three four five"
+    cut = rankgpt.messages("q", [titled, untitled], max_words=4)
+    assert (cut[3]["content"], cut[5]["content"]) == ("[1] Title: Paris Content: Paris", "[2] one two three four")
+    assert listwise_prompt("rrr.listwise").messages("q", [titled])[3]["content"] == \
+        "[1] Paris Paris is the capital of France."
+
+
 def test_passages_are_cut_to_max_words_on_one_line():
     passage = Passage(id="a", title="Title", text="one  two\nthree four five")
     messages = listwise_prompt("rrr.listwise").messages("q", [passage], max_words=3)

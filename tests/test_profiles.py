@@ -58,7 +58,70 @@ def test_every_profile_is_valid_for_every_method_it_names():
     for profile in PROFILES.values():
         assert set(profile.settings) <= set(METHODS)
         for method in METHODS:
+            if profile.only_named and method not in profile.settings:
+                continue  # refused: test_the_quoted_rankgpt_profile_is_rankgpts_alone
             method_settings(method, profile=profile.name)  # coerced and checked: raises if a value is out of range
+
+
+def test_the_quoted_rankgpt_profile_is_two_listwise_passes_with_rank_gpt_py_prompt():
+    """RRR Tables 1 and 3 quote RankGPT from Sun et al.; §4(C): "The re-ranker h follows the two-step
+    process described in the RankGPT paper: first, re-rank N documents … using GPT-3.5-Turbo; then,
+    further re-rank the top 30 documents using GPT-4". RankGPT's released sliding_windows: window 20,
+    step 10, top 100, passages cut to 300 words, its own prompt."""
+    quoted = method_settings("rankgpt", profile="rankgpt-quoted")
+    assert (quoted.n, quoted.window, quoted.step, quoted.max_passage_words) == (100, 20, 10, 300)
+    assert (quoted.listwise_prompt, quoted.second_pass_depth, quoted.rerank) == ("rankgpt", 30, "listwise")
+    assert quoted.deviations() == {}
+    # --profile paper stays RankGPT as RRR's h runs it: A.3's prompt, one pass.
+    paper = method_settings("rankgpt", profile="paper")
+    assert (paper.listwise_prompt, paper.second_pass_depth) == ("rrr", 0)
+    assert run_label(RunSpec.resolve(run={"method": "rankgpt", "model": "m", "profile": "rankgpt-quoted"})) == \
+        "rankgpt m profile=rankgpt-quoted N=100 k=5"
+
+
+def test_the_quoted_rankgpt_profile_is_rankgpts_alone():
+    with pytest.raises(SettingError) as caught:
+        RunSpec.resolve(run={"method": "rrr", "profile": "rankgpt-quoted"})
+    assert caught.value.setting == "profile"
+    assert str(caught.value) == ("profile 'rankgpt-quoted' has settings for method rankgpt only, not 'rrr' "
+                                 "(use --method rankgpt, or --profile paper for rrr)")
+    with pytest.raises(ApiError) as refused:
+        check_settings("mainrag", {}, {}, Limits(), profile="rankgpt-quoted")
+    assert refused.value.field == "profile" and "rankgpt only" in refused.value.message
+
+
+def test_the_quoted_rankgpt_profile_runs_each_pass_on_its_role(index):
+    """Two OpenAI-compatible servers on loopback, one per role: the first pass (and the reader) on the
+    method's model, the top 30 again on rerank2's; every window in rank_gpt.py's words, a titled
+    passage as "Title: … Content: …"."""
+    from fakes import ScriptedServer
+
+    from winnow.llm import LLM
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.methods import build_method
+
+    first, second = ScriptedServer(delay=0), ScriptedServer(delay=0)
+    try:
+        def llm(server: ScriptedServer) -> LLM:
+            return LLM(OpenAICompatibleBackend("m", base_url=server.url, context_size=8192))
+
+        method = build_method("rankgpt", index=index, llm=llm(first), agents={"rerank2": llm(second)},
+                              profile="rankgpt-quoted")
+        assert method.notices == []  # rerank2 has its model: no note about a second pass on the first one
+        answer = method.ask("capital of france")
+    finally:
+        first.stop()
+        second.stop()
+    assert [s.name for s in answer.trace.stages] == ["retrieve", "listwise", "second_pass", "generate"]
+    listwise, second_pass = answer.trace.stages[1:3]
+    assert (listwise.settings["window"], listwise.settings["step"]) == (20, 10)
+    assert listwise.settings["prompt"] == second_pass.settings["prompt"] == "rrr.listwise_rankgpt"
+    assert second_pass.settings["depth"] == 30
+    assert (second.requests, first.requests) == (1, 2)  # one window each (fewer than 20 passages), then the reader
+    for stage in (listwise, second_pass):
+        [call] = stage.llm_calls
+        assert call.messages[-1]["content"].startswith("Search Query: capital of france. \nRank the ")
+        assert call.messages[3]["content"].startswith("[1] Title: ") and " Content: " in call.messages[3]["content"]
 
 
 def test_explicit_settings_override_the_profile(tmp_path):
@@ -148,3 +211,31 @@ def test_winnow_methods_shows_defaults_beside_the_paper_values(columns):
     assert rows["mainrag"]["k"] == ("None", "None")  # Winnow's cap on the survivors, off as in the paper
     for name in PROFILES:
         assert name in result.output
+
+
+def test_a_server_on_the_quoted_rankgpt_profile_answers_other_methods_on_their_defaults(index):
+    """`winnow serve --method rankgpt --profile rankgpt-quoted`: a request for another method gets
+    that method's defaults (the server's profile is rankgpt's alone), not a refusal of the server's
+    own profile; a request that names the profile for another method is refused on its field."""
+    pytest.importorskip("starlette")
+    from fakes import ScriptedServer
+
+    from winnow.errors import WinnowWarning
+    from winnow.pipeline import Pipeline
+    from winnow.service import Service
+    from winnow.service.schemas import AskRequest
+
+    server = ScriptedServer(delay=0)
+    try:
+        spec = RunSpec.resolve(run={"method": "rankgpt", "model": "m", "backend": "openai", "base_url": server.url,
+                                    "profile": "rankgpt-quoted"})
+        with pytest.warns(WinnowWarning, match="no rerank2 model was given"):
+            service = Service(Pipeline(spec, index.path, cache=False), cache=False)
+        own = service.plan_ask(AskRequest(question="capital of france"))
+        other = service.plan_ask(AskRequest(question="capital of france", method="rrr"))
+        assert (own.request["settings"]["second_pass_depth"], other.request["settings"]["n"]) == (30, 20)
+        with pytest.raises(ApiError) as refused:
+            service.plan_ask(AskRequest(question="capital of france", method="rrr", profile="rankgpt-quoted"))
+        assert refused.value.field == "profile"
+    finally:
+        server.stop()

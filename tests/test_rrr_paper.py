@@ -13,7 +13,7 @@ from winnow.errors import WinnowError
 from winnow.evaluation.report import LoadedRun, deviation_notes
 from winnow.evaluation.labels import run_label
 from winnow.llm import LLM, CallCache
-from winnow.methods import build_method
+from winnow.methods import build_method, method_settings
 from winnow.pipeline import RunSpec
 from winnow.prompts import rewrite_prompt
 from winnow.settings import SettingError
@@ -95,6 +95,44 @@ def test_without_the_final_reranker_s_ordered_by_sigma_is_the_answer_list(index)
     assert [s.name for s in answer.trace.stages][-2:] == ["order", "generate"]
     [order] = stages(answer, "order")
     assert [c.passage.id for c in answer.passages] == [c["id"] for c in order.output][:2] == ["paris", "france"]
+
+
+class SoftGrader(ScriptedModel):
+    """Grades by a table of next-token distributions over "1".."5" (title -> {grade: probability}), so
+    that two documents can share σ (the argmax) and differ in E[σ]."""
+
+    def choice_logprobs(self, prompts, choices):
+        import math
+
+        from winnow.llm.base import ChoiceScores
+
+        out = []
+        for messages in prompts:
+            title = messages[1]["content"].split(" DOCUMENT: ")[1].split("\n")[0]
+            dist = self.grades.get(title, {"1": 1.0})
+            out.append(ChoiceScores({c: math.log(dist.get(c, 1e-9)) for c in choices}, 10, 0.0))
+        return out
+
+
+def test_sigma_ties_break_by_expected_grade_or_by_the_order_found(index):
+    """Step 15 orders S by σ, an integer: France and Paris are both graded 4. Winnow's default puts
+    the one with the higher E[σ] (Paris, 4.1 against 3.6) first; ``sigma_ties=found``, the paper's
+    integer σ and ``--profile paper``'s, keeps the order found (BM25 retrieved France first). With
+    rerank=none (Table 7) that order is the output."""
+    grades = {"France": {"4": 0.6, "3": 0.4}, "Paris": {"4": 0.9, "5": 0.1}, "Rome": {"3": 1.0}}
+
+    def order(**settings):
+        method = build_method("rrr", index=index, llm=LLM(SoftGrader(grades, [])),
+                              **{"n": 8, "k": 2, "rewrites": 1, "rerank": "none", **settings})
+        answer = method.ask("capital of france")
+        assert [c["id"] for c in stages(answer, "retrieve")[0].output][:2] == ["france", "paris"]
+        [stage] = stages(answer, "order")
+        return [c["id"] for c in stage.output], stage.settings["by"]
+
+    assert order() == (["paris", "france", "rome"], "σ(q, ·) then E[σ], then order found")
+    assert order(sigma_ties="found") == (["france", "paris", "rome"], "σ(q, ·) then order found")
+    assert method_settings("rrr", profile="paper").sigma_ties == "found"
+    assert method_settings("rrr").sigma_ties == "expected"
 
 
 def test_s_capped_at_n_before_reranking(index):

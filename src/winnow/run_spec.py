@@ -131,7 +131,8 @@ class RunOptions:
     config: Path | None = option("--config", help="TOML or YAML file of settings; flags win.")
     profile: str | None = option("--profile", help="Start from a named preset of settings: paper (the papers' "
                                                    "values; see `winnow methods`), paper-70b, paper-fever, "
-                                                   "paper-convqa, ...; a config file and flags override it.")
+                                                   "paper-convqa, ..., rankgpt-quoted (rankgpt: the two-pass "
+                                                   "RankGPT row RRR quotes); a config file and flags override it.")
     no_cache: bool | None = option("--no-cache", help="Bypass the LLM call cache.")
 
     @classmethod

@@ -16,8 +16,10 @@ def resolved_settings(spec: RunSpec) -> dict[str, Any]:
 
 def run_deviations(spec: RunSpec) -> dict[str, str]:
     """The run's settings that make its method something the paper does not describe: setting -> why
-    (:meth:`MethodSettings.deviations`, e.g. RRR with ``rerank=pointwise``)."""
-    return spec.method_settings().deviations()
+    (:meth:`MethodSettings.deviations`, e.g. RRR with ``rerank=pointwise``), and those its backend
+    brings (:meth:`MethodSettings.backend_deviations`, e.g. RRR's σ prompt on ``--backend openai``)."""
+    settings = spec.method_settings()
+    return {**settings.deviations(), **settings.backend_deviations(spec.backend)}
 
 
 def run_label(spec: RunSpec) -> str:

@@ -92,6 +92,11 @@ class MethodSettings(Settings):
         mark them, so that such a run is never read as the paper's method."""
         return {}
 
+    def backend_deviations(self, backend: str) -> dict[str, str]:
+        """The deviations these settings may bring on ``backend`` alone (a prompt a hosted API cannot
+        take as the paper prints it): setting -> why. The run's deviations add them to :meth:`deviations`."""
+        return {}
+
 
 #: The guard modes that change what the LLM stages read or the ranking: setting value -> why it is a deviation.
 GUARD_DEVIATIONS = {

@@ -21,7 +21,9 @@ Where the values come from:
 * GAR-meets-RAG / RRR (Arora et al., 2023) §4(D): "The best values for these parameters are
   N_rw = 5, τ = 1 (i.e., prune the least scoring ones), w = 10 and s = 5"; N = 100 from App. B
   ("N_rw*N = 500 calls"); the rewriter's "token limit 20" from Table 4. N_aug is not given a
-  value in the paper, so Winnow's 3 stays.
+  value in the paper, so Winnow's 3 stays. σ is A.2's integer grade: on a backend that cannot
+  continue a started answer it is generated and parsed (``relevance_answer``), and S is ordered by
+  it alone, ties in the order found (``sigma_ties = "found"``), not by E[σ] between equal grades.
 * RankGPT (Sun et al., 2023) is a baseline of GAR-meets-RAG, whose numbers it quotes (§4(B):
   "we quote results from Thakur et al. (2021) and Sun et al. (2023) computed in identical
   setting"): BM25's top 100 reranked with a window of 20 and a step of 10, the defaults of the
@@ -29,6 +31,15 @@ Where the values come from:
   (w = 10, s = 5, §4(D)).
 * MAIN-RAG (Chang et al., ACL 2025, restated in the design brief): N = 20 retrieved documents and
   n = 0 in τ = mean − n·std.
+
+``rankgpt-quoted`` is the RankGPT row RRR's Tables 1 and 3 quote from Sun et al. (DL20 nDCG@1/5/10
+78.4/74.1/70.6, TREC-COVID nDCG@10 85.5), for ``rankgpt`` only (another method is refused). RRR
+§4(C) names its process: "The re-ranker h follows the two-step process described in the RankGPT
+paper: first, re-rank N documents … using GPT-3.5-Turbo; then, further re-rank the top 30
+documents using GPT-4". So: BM25's top 100, a first pass (role ``rerank``) and a second over the
+top 30 (role ``rerank2``), each with ``sliding_windows``' window 20 and step 10, rank_gpt.py's own
+prompt (``listwise_prompt = "rankgpt"``, its "Title: … Content: …" passages included) and its
+300-word cut. ``paper`` stays RankGPT as RRR's h runs it (A.3's prompt, one pass).
 """
 
 from __future__ import annotations
@@ -54,8 +65,18 @@ class Profile:
     name: str
     summary: str
     settings: Mapping[str, Mapping[str, Any]]
+    #: True for a profile of one paper row: a method it does not name is refused, not run on defaults.
+    only_named: bool = False
+
+    def applies_to(self, method: str) -> bool:
+        """Whether ``method`` may run under this profile (a one-row profile names its method)."""
+        return not self.only_named or method in self.settings
 
     def for_method(self, method: str) -> dict[str, Any]:
+        if not self.applies_to(method):
+            raise SettingError("profile", f"profile {self.name!r} has settings for method "
+                                          f"{' and '.join(self.settings)} only, not {method!r}",
+                               f"use --method {next(iter(self.settings))}, or --profile paper for {method}")
         return dict(self.settings.get(method, {}))
 
 
@@ -74,15 +95,29 @@ def _paper(size: str, task: str) -> Profile:
         # §4.3: "the probability of generating the answer as True", not renormalised over True/False.
         "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d, "score": "raw", **no_guard},
         "mainrag": {"n": 20, "judge_n": 0.0, **no_guard},
-        # §4(C): h re-ranks all N, then "further re-rank the top 30 documents" (the rerank2 role).
+        # §4(C): h re-ranks all N, then "further re-rank the top 30 documents" (the rerank2 role). σ as
+        # A.2 prints it where a backend cannot continue "<<Score>>", and S ordered by the integer σ alone.
         "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20,
-                "second_pass_depth": 30, **reader, **no_guard},
+                "second_pass_depth": 30, "relevance_answer": "prefill-or-generate", "sigma_ties": "found",
+                **reader, **no_guard},
         "rankgpt": {"n": 100, "window": 20, "step": 10, **reader, **no_guard},
     })
 
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (_paper(size, task) for size in RANKRAG_N
-                                                   for task in RANKRAG_ANSWER_TOKENS)}
+def _rankgpt_quoted() -> Profile:
+    # RankGPT's released sliding_windows(window_size=20, step=10) for both passes; RRR §4(C)'s depth 30.
+    # The reader (k, answer tokens) is the paper profile's: the quoted rows are retrieval metrics only.
+    return Profile("rankgpt-quoted", "rankgpt only: the RankGPT row RRR's Tables 1 and 3 quote (Sun et al.): "
+                                     "top 100, window 20, step 10, rank_gpt.py's prompt, then the top 30 again on "
+                                     "the rerank2 model (GPT-4 after GPT-3.5-Turbo)", {
+        "rankgpt": {"n": 100, "window": 20, "step": 10, "max_passage_words": 300, "listwise_prompt": "rankgpt",
+                    "second_pass_depth": 30, "k": 5, "max_answer_tokens": RANKRAG_ANSWER_TOKENS["openqa"],
+                    "injection_guard": "off"},
+    }, only_named=True)
+
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (*(_paper(size, task) for size in RANKRAG_N
+                                                     for task in RANKRAG_ANSWER_TOKENS), _rankgpt_quoted())}
 
 
 def profile_named(name: str) -> Profile:

@@ -39,7 +39,7 @@ def resolve_settings(method: str, layers: Sequence[SettingsLayer], *, profile: s
     try:
         preset = profile_settings(profile, method, _explicit_task(settings_type, layers))
     except SettingError as exc:
-        raise LayeredSettingError("profile", "profile", str(exc), exc.hint) from exc
+        raise LayeredSettingError("profile", "profile", exc.message, exc.hint) from exc
     if preset:
         layers = [SettingsLayer(f"profile {profile!r}", preset, field_of=lambda _key: "profile",
                                 capped=any(layer.capped for layer in layers)), *layers]

@@ -33,6 +33,18 @@ The paper's ablations are settings (their defaults are Algorithm 1):
   which can exceed N (the last round adds every new document that clears τ); §4(C) and App. B
   re-rank "N documents in S" and count ((N - w) // s) + 1 windows for it.
 
+Two settings choose between the paper's σ as printed and what Winnow reads beside it:
+
+- ``relevance_answer``: how σ's answer (App. A.2, "<<Score>>4<</Score>>") is got. Winnow starts the
+  answer with "<<Score>>" and reads the digit's log-probabilities, which also gives E[σ]; a backend
+  that does not continue a started answer (OpenAI's API) gets ``prefill-or-digit``'s bare-digit
+  variant of A.2 (not the paper's wording) or ``prefill-or-generate``'s A.2 as printed, generated
+  and parsed (``--profile paper``); ``generate`` generates and parses on every backend.
+- ``sigma_ties``: Step 15 orders S by σ, an integer 1..5, so many documents tie. ``expected``
+  (Winnow's) breaks a tie by E[σ] from the log-probabilities, then by the order found; ``found``
+  (``--profile paper``) by the order found alone (a stable sort by the integer grade: round by round,
+  each round in retrieval order). With ``rerank="none"`` (Table 7) this order is the output.
+
 ``second_pass_depth`` and the non-paper fallbacks of ``rerank`` are :mod:`.final_rerank`'s.
 
 Over a batch, each round's retrieval, grading, filtering and rewriting run for all questions still
@@ -90,6 +102,10 @@ class RRRSettings(AdaptiveDepthSettings):
     feedback: Literal["retriever", "relevance", "none"] = "retriever"  # Step 11; Table 9, Table 5 ablations
     relevance_query: Literal["original", "rewrite"] = "original"  # σ against q; Table 8 ablation: q_t
     cap_pool_at_n: bool = False  # re-rank only the top N of S (§4(C), App. B); Algorithm 1 re-ranks all of S
+    # σ's answer: "<<Score>>" started and read from log-probabilities; where a backend does not continue
+    # it, the bare-digit prompt (Winnow's) or A.2 generated and parsed (the paper's); or always generated
+    relevance_answer: Literal["prefill-or-digit", "prefill-or-generate", "generate"] = "prefill-or-digit"
+    sigma_ties: Literal["expected", "found"] = "expected"  # S's order among equal σ: E[σ] then found, or found
 
     def check(self) -> None:
         super().check()
@@ -101,19 +117,38 @@ class RRRSettings(AdaptiveDepthSettings):
     def deviations(self) -> dict[str, str]:
         return {**super().deviations(), **rerank_deviations(self)}
 
+    def backend_deviations(self, backend: str) -> dict[str, str]:
+        """On an OpenAI-compatible server, which may not continue a started answer, the default
+        ``relevance_answer`` may send σ the bare-digit prompt instead of A.2 as printed."""
+        if backend != "openai" or self.relevance_answer != "prefill-or-digit":
+            return {}
+        return {"relevance_answer": "σ is asked with A.2's answer format changed to the bare digit where the server "
+                                    "does not continue the started \"<<Score>>\" (OpenAI's API); the paper's "
+                                    "A.2 is relevance_answer=prefill-or-generate (--profile paper)"}
 
-def sigma_order(grade: RelevanceGrade) -> tuple[int, float]:
-    """Sort key, best first: σ (the argmax grade), then E[σ] between equal grades."""
-    return -grade.argmax, -grade.expected
+
+#: ``relevance_answer`` -> (start σ's answer with "<<Score>>", what a backend that does not continue it gets).
+RELEVANCE_ANSWERS: dict[str, tuple[bool, Literal["first-token", "generate"]]] = {
+    "prefill-or-digit": (True, "first-token"), "prefill-or-generate": (True, "generate"),
+    "generate": (False, "generate")}
+
+
+def sigma_order(grade: RelevanceGrade, ties: str = "expected") -> tuple[int, float]:
+    """Sort key, best first: σ (the argmax grade), then E[σ] between equal grades (``ties="expected"``)
+    or nothing, leaving a stable sort's found order (``ties="found"``, the paper's integer σ)."""
+    return -grade.argmax, -grade.expected if ties == "expected" else 0.0
 
 
 def relevance_filter_stages(llm: LLM, *, tau: float = 1.0, reorder: bool = False, name: str = "relevance",
-                            filter_name: str = "filter", against: Literal["query", "search_text"] = "query"
-                            ) -> tuple[GradedRelevanceReranker, ThresholdFilter]:
+                            filter_name: str = "filter", against: Literal["query", "search_text"] = "query",
+                            answer: str = "prefill-or-digit") -> tuple[GradedRelevanceReranker, ThresholdFilter]:
     """RRR's σ and its cut (Algorithm 1 lines 5-6): grade each document 1-5 against the original query
     (App. A.2) and keep those with σ > τ (τ = 1 prunes the lowest grade, §4(D)). ``reorder`` ranks the
-    kept documents by E[σ]; RRR itself keeps the retrieved order and sorts the union S at the end."""
-    relevance = GradedRelevanceReranker(llm, name=name, reorder=reorder, against=against)
+    kept documents by E[σ]; RRR itself keeps the retrieved order and sorts the union S at the end.
+    ``answer`` is the ``relevance_answer`` setting (:data:`RELEVANCE_ANSWERS`)."""
+    prefill, when_not_continued = RELEVANCE_ANSWERS[answer]
+    relevance = GradedRelevanceReranker(llm, name=name, reorder=reorder, against=against, prefill=prefill,
+                                        when_not_continued=when_not_continued)
     return relevance, ThresholdFilter(tau=tau, graded_by=relevance.name, name=filter_name)
 
 
@@ -178,7 +213,7 @@ class RRR(Method):
         # R_t, unless the Table 8 ablation asks it about q_t.
         against: Literal["query", "search_text"] = "query" if settings.relevance_query == "original" else "search_text"
         self.relevance, self.filter = relevance_filter_stages(self.llm_for("relevance"), tau=settings.tau,
-                                                              against=against)
+                                                              against=against, answer=settings.relevance_answer)
         self.rewriter = QueryRewriter(self.llm_for("rewrite"), max_tokens=settings.max_rewrite_tokens,
                                       feedback_docs=0 if settings.feedback == "none" else settings.feedback_docs,
                                       feedback=settings.feedback, max_words=settings.feedback_words or None)
@@ -291,21 +326,24 @@ class RRR(Method):
         if s.feedback == "none":
             return []
         if s.feedback == "relevance":
-            by_sigma = sorted(retrieved.candidates, key=lambda c: sigma_order(state.grades[c.passage.id]))
+            by_sigma = sorted(retrieved.candidates,
+                              key=lambda c: sigma_order(state.grades[c.passage.id], s.sigma_ties))
             return [c.passage for c in by_sigma[: s.feedback_docs]]
         return retrieved.passages[: s.feedback_docs]
 
     def _order_by_sigma(self, batch: Sequence[QuestionState], loops: list[_Loop]) -> None:
-        """Order S by σ(q, ·) (then E[σ], then the order found): the list the re-ranker h receives.
-        With ``cap_pool_at_n``, only its top N go on (§4(C): "re-rank N documents in S")."""
+        """Order S by σ(q, ·), then E[σ] (``sigma_ties="expected"``), then the order found: the list
+        the re-ranker h receives. With ``cap_pool_at_n``, only its top N go on (§4(C): "re-rank N
+        documents in S")."""
         s = self.settings
         by = "σ(q, ·)" if s.relevance_query == "original" else "σ(q_t, ·) of the round that found it"
-        with recording(batch, "order", "sort", {"by": f"{by} then E[σ], then order found",
+        ties = "E[σ], then order found" if s.sigma_ties == "expected" else "order found"
+        with recording(batch, "order", "sort", {"by": f"{by} then {ties}",
                                                 "cap_at_n": s.n if s.cap_pool_at_n else None},
                        with_input=False) as traces:
             for state, loop, stage in zip(batch, loops, traces, strict=True):
                 grades = loop.grades
-                ordered = sorted(loop.found.values(), key=lambda c: sigma_order(grades[c.passage.id]))
+                ordered = sorted(loop.found.values(), key=lambda c: sigma_order(grades[c.passage.id], s.sigma_ties))
                 pool = CandidateList(state.query, [
                     Candidate(c.passage, [*c.scores[:-1], StageScore("relevance", grades[c.passage.id].expected, rank)],
                               note=f"found in round {loop.found_in_round[c.passage.id]}")

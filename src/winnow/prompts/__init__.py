@@ -179,6 +179,7 @@ LISTWISE_FIELDS = {
     "passage": {"number", "passage"},
     "passage_reply": {"number"},
     "instruction": {"num", "query"},
+    "titled_passage": {"title", "text"},
 }
 
 
@@ -201,6 +202,9 @@ class ListwisePromptTemplate:
 
     System message; the intro turn and its reply; per passage a user turn "[i] passage" and an
     assistant turn acknowledging it; then the instruction to answer with a ranking "[] > []".
+    ``titled_passage`` is how a passage with a title reads ({title}, {text}); rank_gpt.py's
+    "Title: … Content: …" for its own prompt. "" reads it as :func:`passage_words` does, "title text".
+    A passage without a title is its text either way (rank_gpt.py drops the empty "Title: Content: ").
     """
 
     name: str
@@ -211,6 +215,7 @@ class ListwisePromptTemplate:
     passage: str
     passage_reply: str
     instruction: str
+    titled_passage: str = ""
 
     def __post_init__(self) -> None:
         _check_placeholders(self.name, self, LISTWISE_FIELDS)
@@ -222,10 +227,17 @@ class ListwisePromptTemplate:
                  {"role": "assistant", "content": self.intro_reply}]
         for number, p in enumerate(passages, start=1):
             turns.append({"role": "user",
-                          "content": self.passage.format(number=number, passage=passage_words(p, max_words))})
+                          "content": self.passage.format(number=number, passage=self.passage_text(p, max_words))})
             turns.append({"role": "assistant", "content": self.passage_reply.format(number=number)})
         turns.append({"role": "user", "content": self.instruction.format(num=num, query=query)})
         return turns
+
+    def passage_text(self, passage: Passage, max_words: int | None = None) -> str:
+        """One passage as its turn holds it: on one line, titled as the template says, then cut to
+        ``max_words`` words (rank_gpt.py cuts after adding "Title:" and "Content:", which count)."""
+        if self.titled_passage and passage.title:
+            return _first_words(self.titled_passage.format(title=passage.title, text=passage.text), max_words)
+        return passage_words(passage, max_words)
 
     def render_plain(self, query: str, passages: Sequence[Passage], *, max_words: int | None = None) -> str:
         return render_turns(self.messages(query, passages, max_words=max_words))

@@ -149,11 +149,13 @@ class Service:
         method = self.pipeline.spec.method if request.method is None else request.method  # "" is no method
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-        from ..methods import profile_settings
+        from ..methods import profile_named, profile_settings
 
         spec = self.pipeline.spec
-        # The server's settings for its own method; for another, the server's profile's (if any).
-        base = spec.settings if method == spec.method else profile_settings(spec.profile, method)
+        # The server's settings for its own method; for another, the server's profile's (if any, and
+        # if it covers that method: a one-row profile such as rankgpt-quoted is its own method's alone).
+        covered = not spec.profile or profile_named(spec.profile).applies_to(method)
+        base = spec.settings if method == spec.method else profile_settings(spec.profile if covered else None, method)
         overrides = request_overrides(request.n, request.k, request.options, container=container)
         # Resolved once: a path the settings type marks is refused from the request and filled in here.
         settings = request_settings(method, base, overrides, limits, container=container, profile=request.profile,

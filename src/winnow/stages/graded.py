@@ -15,7 +15,10 @@ A server that does not continue a started turn (a hosted API without vLLM's
 ``continue_final_message``; :mod:`winnow.llm.continuation` asks once per backend) gets no prefill:
 A.2 with its answer format changed to the bare digit (``rrr.relevance_first_token``, not the
 paper's wording), the grade read from the first token's probabilities, or from the first position
-of a generated answer (:func:`parse_leading_grade`), never from a digit further on.
+of a generated answer (:func:`parse_leading_grade`), never from a digit further on. With
+``when_not_continued="generate"`` such a server is sent A.2 as printed instead, and the grade is
+parsed from the "<<Score>>4<</Score>>" it writes: the paper's σ, an integer with no E[σ] beside it.
+``prefill=False`` does that on every backend.
 
 :class:`ThresholdFilter` is Algorithm 1 line 6: keep z with σ(q, z) > τ (τ = 1 by default, §4(D):
 "τ = 1 (i.e., prune the least scoring ones)").
@@ -148,7 +151,9 @@ class GradedRelevanceReranker(ListStage):
     ``reorder=False`` records the grades and E[σ] ranks but passes the list on in its order (RRR
     grades R_t and filters it; the union S is ordered by σ at the end). ``prefill=False`` sends
     A.2 without the started answer; its first token is then "<<", so every grade is generated and
-    parsed (``max_tokens`` each) instead of read from log-probabilities.
+    parsed (``max_tokens`` each) instead of read from log-probabilities. ``when_not_continued`` is
+    what a backend that does not continue the started answer gets: ``first-token`` (the bare-digit
+    variant of A.2, read from log-probabilities) or ``generate`` (A.2 as printed, generated and parsed).
     """
 
     llm: LLM
@@ -160,6 +165,7 @@ class GradedRelevanceReranker(ListStage):
     reorder: bool = True
     against: Literal["query", "search_text"] = "query"
     memo: bool = True
+    when_not_continued: Literal["first-token", "generate"] = "first-token"
     first_token_template: GradedPromptTemplate = field(
         default_factory=lambda: graded_prompt("rrr.relevance_first_token"))
 
@@ -167,6 +173,7 @@ class GradedRelevanceReranker(ListStage):
         settings = {"scorer": "expected grade over next-token 1..5 (σ, RRR App. A.2)",
                     "prompt": self.template.name, "prefill": self.template.answer_prefix if self.prefill else "",
                     "keep": self.keep, "fallback_max_tokens": self.max_tokens,
+                    **({"when_not_continued": self.when_not_continued} if self.prefill else {}),
                     "against": "original query" if self.against == "query" else "the query that retrieved it",
                     **({} if self.reorder else {"order": "kept as retrieved"})}
         # A grade is reused only when it answers the same question: about q, by this stage's model.
@@ -210,8 +217,9 @@ class GradedRelevanceReranker(ListStage):
                continues: bool = True) -> list[RelevanceGrade]:
         """One :class:`RelevanceGrade` per (query, passage), in order; each call recorded in its trace.
         ``continues=False`` (a server that does not continue a started turn) asks the first-token
-        prompt with no prefill and reads the grade at the first position only."""
-        first_token = self.prefill and not continues
+        prompt with no prefill and reads the grade at the first position only, or, with
+        ``when_not_continued="generate"``, A.2 as printed, its answer generated and parsed."""
+        first_token = self.prefill and not continues and self.when_not_continued == "first-token"
         template = self.first_token_template if first_token else self.template
         prefill = self.prefill and continues
         prompts = []
