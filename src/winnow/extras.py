@@ -20,7 +20,7 @@ from .errors import WinnowError
 #: Extra → the top-level modules its packages provide (pyproject.toml pins the packages).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "llamacpp": ("xllamacpp",),
-    "serve": ("fastapi", "uvicorn"),
+    "serve": ("fastapi", "uvicorn", "prometheus_client"),
     "mcp": ("mcp",),
     "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
     "dense": ("onnxruntime", "tokenizers", "faiss", "huggingface_hub"),

@@ -113,6 +113,9 @@ class Service:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.started = time.time()
+        self.in_flight = 0  # requests being answered now (runner.execute, on the event loop), for /metrics
+        #: Told of every answer (kind, where it came from, the payload with its trace): /metrics counts them.
+        self.on_answer: Callable[[str, str, dict[str, Any]], None] | None = None
         # The index's files as the server opened them: a request is refused (503) once one has changed.
         self.index_watch = watch_open_index(pipeline.index_dir)
         self._identity = {"models": [llm.identity for llm in pipeline.llms], **pipeline.describe()}
@@ -121,13 +124,53 @@ class Service:
         """503 naming the file when a file of the open index changed under the server: its answers
         would come from another index than the one checked at start-up, and a mapped file that shrank
         would kill the process at the first read past its new end (:mod:`winnow.index.watch`)."""
+        refusal = self._index_changed()
+        if refusal is not None:
+            log.error("%s: refusing requests", refusal.message)
+            raise refusal
+
+    def _index_changed(self) -> ApiError | None:
         changed = self.index_watch.changed() if self.index_watch is not None else None
-        if changed is not None:
-            folder = self.pipeline.index_dir
-            log.error("the index file %s changed since the server opened %s: refusing requests", changed, folder)
-            raise ApiError(503, "index_changed", f"{folder / changed} changed since the server opened the index: "
-                                                 "restart `winnow serve` to open it again (rebuild it first if "
-                                                 "it was damaged)", headers={"Retry-After": "60"})
+        if changed is None:
+            return None
+        return ApiError(503, "index_changed", f"{self.pipeline.index_dir / changed} changed since the server opened "
+                                              "the index: restart `winnow serve` to open it again (rebuild it first "
+                                              "if it was damaged)", headers={"Retry-After": "60"})
+
+    def endpoint_health(self) -> dict[str, dict[str, Any]]:
+        """Each LLM endpoint's breaker state and whether it takes requests now (in-process models have none)."""
+        health: dict[str, dict[str, Any]] = {}
+        for llm in self.pipeline.llms:
+            of_backend = getattr(llm.backend, "endpoint_health", None)
+            if of_backend is not None:
+                health.update(of_backend())
+        return health
+
+    def readiness_problem(self) -> ApiError | None:
+        """Why this server should get no traffic now (/readyz's 503), or None: a file of the index changed,
+        or a model served over HTTP has no endpoint its breaker admits (each admits again after its cool-down,
+        so a replica whose endpoints came back is ready again without traffic)."""
+        refusal = self._index_changed()
+        if refusal is not None:
+            return refusal
+        for llm in self.pipeline.llms:
+            of_backend = getattr(llm.backend, "endpoint_health", None)
+            health = of_backend() if of_backend is not None else {}
+            if health and not any(endpoint["healthy"] for endpoint in health.values()):
+                model = llm.identity.get("model", "")
+                return ApiError(503, "no_healthy_endpoint", f"no endpoint of model {model!r} takes requests: the "
+                                                            f"breakers of {', '.join(health)} are open after failures "
+                                                            "in a row", headers={"Retry-After": "5"})
+        return None
+
+    def store_errors(self) -> int | None:
+        """Failed calls to the shared store (``--store``), served as misses; None without one."""
+        counts = [errors() for store in self.stores() if (errors := getattr(store, "errors", None)) is not None]
+        return sum(counts) if counts else None
+
+    def stores(self) -> list[Any]:
+        """The call caches of the loaded models, and the trace store."""
+        return [llm.cache for llm in self.pipeline.llms if llm.cache is not None] + [self.traces]
 
     # ---- requests -> plans ---------------------------------------------------------------------
 

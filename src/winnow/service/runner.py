@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import BackendError, ModelError, WinnowError
 from .engine import Plan, Service, new_trace_id
 from .limits import ApiError
+from .observe import note_request
 from .worker import Cancelled, QueueFull
 
 Emit = Callable[[dict[str, Any]], None]
@@ -33,6 +34,7 @@ def open_record(service: Service, plan: Plan) -> dict[str, Any]:
     record: dict[str, Any] = {"trace_id": new_trace_id(), "kind": plan.kind, "status": "accepted",
                               "created": time.time(), "request": plan.request}
     service.traces.put(record["trace_id"], record)
+    note_request(trace_id=record["trace_id"])
     return record
 
 
@@ -55,6 +57,15 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
                   disconnected: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
     """The response body for ``plan``; records the outcome under ``record``."""
     service.refuse_if_index_changed()
+    service.in_flight += 1
+    try:
+        return await _execute(service, plan, record, emit, disconnected)
+    finally:
+        service.in_flight -= 1
+
+
+async def _execute(service: Service, plan: Plan, record: dict[str, Any], emit: Emit | None,
+                   disconnected: Callable[[], Awaitable[bool]] | None) -> dict[str, Any]:
     started = time.perf_counter()
     queue_seconds = 0.0
     try:
@@ -94,6 +105,8 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
     if plan.key and served_from != "answer-cache":
         service.answers.put(plan.key, payload)
     record.update(status="done", result=payload)
+    if service.on_answer is not None:
+        service.on_answer(plan.kind, served_from, payload)
     return plan.shape(payload)
 
 
