@@ -39,6 +39,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tokenizer": ("transformers", "jinja2", "gguf"),
     # `winnow tune`: Optuna's samplers and study storage (SQLite by default, any database URL).
     "tune": ("optuna",),
+    # `winnow serve --store redis://…`: the call cache and traces shared by replicas (winnow.shared_store).
+    "redis": ("redis",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

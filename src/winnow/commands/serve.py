@@ -14,6 +14,8 @@ import typer
 from ..errors import WinnowError
 from ..extras import require
 from ..run_spec import RunOptions, resolve_run
+from ..shared_store import open_redis
+from ..shared_store import shown as without_password
 from .common import (
     IndexOption,
     MaxDocumentCharsOption,
@@ -125,6 +127,11 @@ def serve(
                                        "seconds to finish (then cancel them); exit 0.")] = 10,
     log_json: Annotated[bool, typer.Option("--log-json", help="Log each request as one JSON line on stderr "
                                                                "(and the server's notes as JSON).")] = False,
+    store: Annotated[str, typer.Option(
+        "--store", metavar="URL", show_default=False,
+        help="Keep the LLM call cache and the recent traces in a store every replica reaches "
+             "(redis://HOST:PORT/DB, rediss://, unix://): replicas behind a load balancer share them "
+             "(docs/deployment.md). Default: the local cache file and this process's memory.")] = "",
     prices: Annotated[Optional[Path], typer.Option(
         "--prices", help="TOML or JSON price table (USD per million prompt and completion tokens per model), "
                          "for the LLM cost in /metrics.")] = None,
@@ -138,6 +145,7 @@ def serve(
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
     from ..service.lifecycle import Lifecycle
+    from ..service.traces import open_traces
 
     trained_models = rerank_models(rerank_model)  # checked before any model loads
     if require_signature:
@@ -147,21 +155,22 @@ def serve(
                     max_document_chars=max_document_chars, max_n=max_n, max_k=max_k, max_pending=max_pending,
                     timeout=timeout, max_body_bytes=max_body_bytes)
     price_table = read_prices(prices) if prices is not None else None
+    if store:
+        open_redis(store).close()  # a bad URL or an unreachable store: one line, before anything loads
     sock = _bind(host, port)
     hosts = HostPolicy.for_bind(host, allowed_hosts or (), any_host=allow_any_host)
     # The port answers at once: /healthz (alive) and /readyz (503 'starting') while the index opens.
-    lifecycle = Lifecycle()
-    app_ = create_app(None, limits=limits, api_key=api_key, hosts=hosts, lifecycle=lifecycle, prices=price_table,
-                      log_json=log_json)
+    app_ = create_app(None, limits=limits, api_key=api_key, hosts=hosts, lifecycle=(lifecycle := Lifecycle()),
+                      prices=price_table, log_json=log_json)
     server = uvicorn.Server(uvicorn.Config(app_, log_level="warning", log_config=_log_config(log_json),
                                            timeout_graceful_shutdown=drain_seconds))
 
     def open_service() -> Any:
-        return Service(open_pipeline(spec, index_dir, options), limits=limits, cache=options.cache,
-                       rerank_models=trained_models, trace_capacity=traces)
+        return Service(open_pipeline(spec, index_dir, options, store=store), limits=limits, cache=options.cache,
+                       rerank_models=trained_models, traces=open_traces(store, traces))
 
     _run_server(server, sock, lifecycle, open_service,
-                lambda: _announce(spec, index_dir, sock, host=host, api_key=api_key))
+                lambda: _announce(spec, index_dir, sock, host=host, api_key=api_key, store=store))
 
 
 def _run_server(server: Any, sock: socket.socket, lifecycle: Any, open_service: Callable[[], Any],
@@ -190,15 +199,16 @@ def _run_server(server: Any, sock: socket.socket, lifecycle: Any, open_service: 
         raise lifecycle.error
 
 
-def _announce(spec: Any, index_dir: Path, sock: socket.socket, *, host: str, api_key: str) -> None:
+def _announce(spec: Any, index_dir: Path, sock: socket.socket, *, host: str, api_key: str, store: str) -> None:
     """The lines `winnow serve` prints once it is ready (tests and scripts wait for 'listening on')."""
     if not api_key and not _is_loopback(host):
         err.print(f"[bold yellow]warning:[/] listening on {host} without an API key: anyone who can reach it "
                   f"can use the model (set WINNOW_API_KEY or --api-key)")
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    shared = f"; call cache and traces in {without_password(store)}" if store else ""
     err.print(f"winnow serve: {spec.method} with {spec.model} over {index_dir}; "
-              f"API key {'required' if api_key else 'not required'}", highlight=False, soft_wrap=True)
+              f"API key {'required' if api_key else 'not required'}{shared}", highlight=False, soft_wrap=True)
     err.print(f"listening on http://{shown}:{bound_port}/ (inspector), API under /v1, docs at /docs, "
               f"schema at /openapi.json, readiness at /readyz, metrics at /metrics",
               highlight=False, soft_wrap=True)

@@ -8,7 +8,7 @@ from ..errors import WinnowError
 from ..extras import require
 from ..paths import llm_cache_path
 from .base import ChoiceScores, Generation, LLMBackend, Messages
-from .cache import CallCache
+from .cache import CallCache, open_call_store
 from .client import LLM, ProgressHook
 
 BACKENDS = ("llama.cpp", "openai", "transformers")
@@ -101,7 +101,9 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
         raise WinnowError(f"unknown backend {backend!r}", f"choose one of: {', '.join(BACKENDS)}")
     call_cache = None
     if cache:
-        call_cache = CallCache(llm_cache_path() if cache is True else Path(cache))
+        # A store URL (redis://…: shared by replicas) or a SQLite file.
+        call_cache = open_call_store(llm_cache_path() if cache is True else cache if isinstance(cache, str)
+                                     else Path(cache))
     return LLM(engine, call_cache, progress=progress)
 
 

@@ -41,6 +41,7 @@ from .limits import (
 )
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
+from .traces import LocalTraces, TraceStore
 from .worker import LLMWorker
 
 log = logging.getLogger("winnow.service")
@@ -94,7 +95,7 @@ def documents_seen(trace: Any) -> dict[str, dict[str, str]]:
 class Service:
     def __init__(self, pipeline: Pipeline, *, limits: Limits | None = None, cache: bool = True,
                  trace_capacity: int = 256, answer_capacity: int = 1024,
-                 rerank_models: dict[str, str] | None = None) -> None:
+                 rerank_models: dict[str, str] | None = None, traces: TraceStore | None = None) -> None:
         self.pipeline = pipeline
         # The cross-encoder and monoT5 models `winnow serve --rerank-model` named (a request cannot
         # name a folder on this machine); a method left out loads its default hub id on first use.
@@ -108,7 +109,8 @@ class Service:
             self.cached_models = Models(ready[id(pipeline.llm)],
                                         {role: ready[id(llm)] for role, llm in pipeline.agents.items()})
         self.worker = LLMWorker(pipeline.llms, max_pending=self.limits.max_pending)
-        self.traces: LRU[str, dict[str, Any]] = LRU(trace_capacity)
+        # In memory, or in the store every replica reaches (`winnow serve --store`): :mod:`.traces`.
+        self.traces: TraceStore = traces if traces is not None else LocalTraces(trace_capacity)
         self.answers: LRU[str, dict[str, Any]] = LRU(answer_capacity if cache else 0)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
@@ -162,6 +164,16 @@ class Service:
                                                             f"breakers of {', '.join(health)} are open after failures "
                                                             "in a row", headers={"Retry-After": "5"})
         return None
+
+    def cache_rejections(self) -> dict[str, int]:
+        """Cached answers refused by their checksum so far, by why (:mod:`winnow.llm.cache`), over the
+        models and their cache-only twins (the twin meets a bad entry first and drops it)."""
+        twins = [] if self.cached_models is None else [self.cached_models.llm, *self.cached_models.agents.values()]
+        counts: dict[str, int] = {}
+        for llm in {id(llm): llm for llm in [*self.pipeline.llms, *twins]}.values():
+            for why, count in llm.rejected_cache_entries.items():
+                counts[why] = counts.get(why, 0) + count
+        return counts
 
     def store_errors(self) -> int | None:
         """Failed calls to the shared store (``--store``), served as misses; None without one."""

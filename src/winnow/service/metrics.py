@@ -3,14 +3,15 @@
 Counted as they happen: HTTP requests and their latency by route template (``/v1/traces/{trace_id}``,
 never the id itself, so the series stay few), method and status; answers by kind and where they came
 from (the answer cache, the call cache, the model); and, from each computed answer's trace, the LLM
-calls, call-cache hits, refused cache entries, tokens and, with ``--prices``, USD by model and agent
-role (the split GAR-meets-RAG App. B reports, :meth:`winnow.records.Trace.usage_split`). Read when
-scraped: the questions in flight, the worker queue, each LLM endpoint's health and breaker state
-(:meth:`winnow.llm.dispatch.Dispatcher.health`), the shared store's errors, and whether the server is
-ready (:mod:`.lifecycle`).
+calls, call-cache hits, tokens and, with ``--prices``, USD by model and agent role (the split
+GAR-meets-RAG App. B reports, :meth:`winnow.records.Trace.usage_split`). Read when scraped: the questions in
+flight, the worker queue, each LLM endpoint's health and breaker state
+(:meth:`winnow.llm.dispatch.Dispatcher.health`), the cache entries refused by their checksum (by the
+models and their cache-only twins alike: a twin meets a bad entry first, and drops it), the shared
+store's errors, and whether the server is ready (:mod:`.lifecycle`).
 
-Each app has its own registry (not prometheus_client's global one), so two apps in one process, as
-in the tests, keep their own counts.
+Each app has its own registry (not prometheus_client's global one), so two apps in one process, as in
+the tests, keep their own counts.
 """
 
 from __future__ import annotations
@@ -59,8 +60,6 @@ class ServiceMetrics:
                                             "role", by_agent, registry=registry)
         self.cache_hits = prometheus.Counter("winnow_llm_cache_hits", "LLM calls answered from the call cache, "
                                              "by model and agent role", by_agent, registry=registry)
-        self.cache_rejected = prometheus.Counter("winnow_llm_cache_rejected", "Cached LLM answers refused (bad or "
-                                                 "missing checksum) and asked again", by_agent, registry=registry)
         self.tokens = prometheus.Counter("winnow_llm_tokens", "Tokens of the LLM calls sent to a model, by model, "
                                          "agent role and type (prompt, completion)", [*by_agent, "type"],
                                          registry=registry)
@@ -86,8 +85,6 @@ class ServiceMetrics:
             role = stage.get("role") or DEFAULT_ROLE
             for call in stage.get("llm_calls", []):
                 model = str(call.get("model", ""))
-                if call.get("cache_rejected"):
-                    self.cache_rejected.labels(model, role).inc()
                 if call.get("cached"):
                     self.cache_hits.labels(model, role).inc()
                     continue
@@ -130,6 +127,12 @@ class _LiveState:
             queue.add_metric([state], stats[state])
         yield queue
         yield from self._endpoints(service, GaugeMetricFamily)
+        rejected = CounterMetricFamily("winnow_llm_cache_rejected", "Cached LLM answers refused (a checksum that "
+                                                                    "fails, or none) and asked again, by why",
+                                       labels=["why"])
+        for why, count in sorted(service.cache_rejections().items()):
+            rejected.add_metric([why], count)
+        yield rejected
         errors = service.store_errors()
         if errors is not None:
             counter = CounterMetricFamily("winnow_store_errors", "Calls to the shared store (--store) that failed "

@@ -36,6 +36,7 @@ from .rerank_vendors import (
 )
 from .runner import execute, open_record, stream
 from .schemas import AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse
+from .traces import StoreUnavailable
 
 STATIC = Path(__file__).parent / "static"
 #: One server-sent event of a streamed /v1/ask: its name, and its data (a JSON object) as text.
@@ -134,7 +135,10 @@ async def search(request: Request, service: ServiceDep, q: str = Query(..., desc
                                                               "description": "No such trace, or too old"}},
         summary="A recent request: status, progress, and when done the full trace of every stage")
 async def trace(trace_id: str, service: ServiceDep) -> Response:
-    record = service.traces.get(trace_id)
+    try:
+        record = service.traces.get(trace_id)
+    except StoreUnavailable as exc:
+        raise ApiError(503, "store_unavailable", str(exc), headers={"Retry-After": "5"}) from exc
     if record is None:
         raise ApiError(404, "not_found", f"no trace {trace_id!r}: unknown, or older than the last "
                                          f"{service.traces.capacity} requests", "trace_id")
