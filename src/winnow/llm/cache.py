@@ -190,17 +190,6 @@ class CallStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_call_store(cache: str | Path) -> CallStore:
-    """The call cache ``cache`` names: a store URL (``redis://…``, :mod:`winnow.shared_store`) or a SQLite file."""
-    from ..shared_store import is_store_url
-
-    if isinstance(cache, str) and is_store_url(cache):
-        from .redis_cache import RedisCallCache
-
-        return RedisCallCache(cache)
-    return CallCache(cache)
-
-
 class CallCache:
     """Get and put JSON answers by key, each with its checksum, within ``max_bytes`` (default:
     :func:`default_max_bytes`). One connection per instance, guarded by a lock."""
