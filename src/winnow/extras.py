@@ -20,7 +20,7 @@ from .errors import WinnowError
 #: Extra → the top-level modules its packages provide (pyproject.toml pins the packages).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "llamacpp": ("xllamacpp",),
-    "serve": ("fastapi", "uvicorn"),
+    "serve": ("fastapi", "uvicorn", "prometheus_client"),
     "mcp": ("mcp",),
     "eval": ("ir_measures", "pytrec_eval", "matplotlib", "rouge_score"),
     "dense": ("onnxruntime", "tokenizers", "faiss", "huggingface_hub"),
@@ -39,6 +39,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tokenizer": ("transformers", "jinja2", "gguf"),
     # `winnow tune`: Optuna's samplers and study storage (SQLite by default, any database URL).
     "tune": ("optuna",),
+    # `winnow serve --store redis://…`: the call cache and traces shared by replicas (winnow.shared_store).
+    "redis": ("redis",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

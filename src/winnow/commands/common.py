@@ -312,17 +312,19 @@ def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Coll
 
 def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,
                   progress: Callable[[str, int, int], None] | None = None,
-                  retriever: SearchIndex | None = None) -> Pipeline:
+                  retriever: SearchIndex | None = None, store: str = "") -> Pipeline:
     """The pipeline of ``spec`` over ``index_dir``, loaded under a spinner naming each model, with
     the run's key (or WINNOW_OPENAI_API_KEY), call cache and threads; ``retriever`` replaces the
-    index's own first stage (a precomputed run)."""
+    index's own first stage (a precomputed run); ``store`` (`serve --store`) is a shared store's URL
+    that holds the call cache instead of the local file (unless --no-cache)."""
     import os
 
     from ..pipeline import Pipeline
 
     api_key = options.api_key or os.environ.get("WINNOW_OPENAI_API_KEY", "")
     with spinner_while_loading(spec.backend) as loading, quiet_notices():
-        pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=options.cache, progress=progress,
+        cache: bool | str = store if store and options.cache else options.cache
+        pipeline = Pipeline(spec, index_dir, api_key=api_key, cache=cache, progress=progress,
                             loading=loading, threads=options.threads, retriever=retriever)
     print_notices(pipeline.method.notices)
     return pipeline

@@ -8,7 +8,7 @@ from ..errors import WinnowError
 from ..extras import require
 from ..paths import llm_cache_path
 from .base import ChoiceScores, Generation, LLMBackend, Messages
-from .cache import CallCache
+from .cache import CallCache, CallStore
 from .client import LLM, ProgressHook
 
 BACKENDS = ("llama.cpp", "openai", "transformers")
@@ -99,11 +99,26 @@ def load_llm(model: str = "smollm2-135m", *, backend: str = "llama.cpp", base_ur
         engine = TransformersBackend(model, threads=threads, context_size=context_size)
     else:
         raise WinnowError(f"unknown backend {backend!r}", f"choose one of: {', '.join(BACKENDS)}")
-    call_cache = None
+    call_cache: CallStore | None = None
     if cache:
-        call_cache = CallCache(llm_cache_path() if cache is True else Path(cache))
+        # A store URL (redis://…: shared by replicas) or a SQLite file.
+        call_cache = open_call_store(llm_cache_path() if cache is True else cache if isinstance(cache, str)
+                                     else Path(cache))
     return LLM(engine, call_cache, progress=progress)
 
 
-__all__ = ["BACKENDS", "CallCache", "ChoiceScores", "Generation", "LLM", "LLMBackend", "Messages",
-           "check_backend_options", "load_llm"]
+
+def open_call_store(cache: str | Path) -> CallStore:
+    """The call cache ``cache`` names: a store URL (``redis://…``, :mod:`winnow.shared_store`: the
+    entries in Redis, :mod:`.redis_cache`) or a SQLite file (:class:`CallCache`)."""
+    from ..shared_store import is_store_url
+
+    if isinstance(cache, str) and is_store_url(cache):
+        from .redis_cache import RedisCallCache
+
+        return RedisCallCache(cache)
+    return CallCache(cache)
+
+
+__all__ = ["BACKENDS", "CallCache", "CallStore", "ChoiceScores", "Generation", "LLM", "LLMBackend", "Messages",
+           "check_backend_options", "load_llm", "open_call_store"]

@@ -40,6 +40,12 @@ class Breaker:
         """Open or half-open: the last requests failed and no answer has closed it since."""
         return self.open_until > 0.0
 
+    def state(self, now: float) -> str:
+        """``closed`` (taking requests), ``open`` (cooling down) or ``half-open`` (a probe may go, or is out)."""
+        if self.open_until == 0.0:
+            return "closed"
+        return "open" if now < self.open_until else "half-open"
+
     def admits(self, now: float) -> bool:
         """Whether a request may go to the endpoint now: the breaker is closed, or its cool-down is over
         and no probe is out yet (half-open)."""

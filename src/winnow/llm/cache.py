@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import WinnowError
 
@@ -167,6 +167,29 @@ def cached_answer_is_usable(kind: str, answer: Any) -> bool:
     return True
 
 
+class CallStore(Protocol):
+    """What the LLM client needs of a call cache: the SQLite file here (:class:`CallCache`, the default)
+    or a store shared by replicas (:class:`winnow.llm.redis_cache.RedisCallCache`). Both keep each
+    entry's checksum (:func:`entry_checksum`) and refuse one that fails it."""
+
+    #: Set once the store is found damaged: the client then goes on without it, saying so once.
+    damaged: CacheDamaged | None
+
+    @property
+    def where(self) -> str:
+        """The file or store, for messages (never a password)."""
+
+    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str]:
+        """(answer, ""), (None, "") for none, or (None, CORRUPT/UNVERIFIED) for an entry refused and deleted."""
+
+    def put(self, key: str, kind: str, response: dict[str, Any]) -> None: ...
+
+    def reopen(self) -> CallStore:
+        """Another connection to the same cache (the service's cache-only twins use their own)."""
+
+    def close(self) -> None: ...
+
+
 class CallCache:
     """Get and put JSON answers by key, each with its checksum, within ``max_bytes`` (default:
     :func:`default_max_bytes`). One connection per instance, guarded by a lock."""
@@ -190,6 +213,13 @@ class CallCache:
         except sqlite3.DatabaseError as exc:
             raise WinnowError(f"cannot open the LLM call cache {self.path}: {exc}", RECOVER_HINT) from exc
         self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def reopen(self) -> CallCache:
+        return CallCache(self.path, max_bytes=self.max_bytes)
 
     def _add_checksums(self) -> None:
         """Give a file written before checksums its column (its old entries stay unverified: see the module)."""

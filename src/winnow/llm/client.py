@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..records import LLMCall, StageTrace
 from .base import ChoiceScores, Generation, LLMBackend
-from .cache import CORRUPT, CacheDamaged, CallCache, cached_answer_is_usable, call_key
+from .cache import CORRUPT, CacheDamaged, CallStore, cached_answer_is_usable, call_key
 from .context_size import resolve_context_size
 from .messages import Prompt, is_plain, recorded
 from .tokens import EstimatedTokens, TokenCounter
@@ -43,7 +43,7 @@ class LLM:
     stores their answers, and records every call, hit or miss, in the calling stage's trace (or,
     for a stage over many questions, in the trace of the question each prompt belongs to)."""
 
-    def __init__(self, backend: LLMBackend, cache: CallCache | None = None,
+    def __init__(self, backend: LLMBackend, cache: CallStore | None = None,
                  progress: ProgressHook | None = None) -> None:
         self.backend = backend
         self.cache = cache
@@ -192,7 +192,7 @@ class LLM:
         return keys, hits, to_send
 
     @property
-    def _live_cache(self) -> CallCache | None:
+    def _live_cache(self) -> CallStore | None:
         """The call cache, unless it turned out damaged (then the run goes on without it)."""
         return None if self.cache is None or self.cache.damaged is not None else self.cache
 
@@ -232,17 +232,17 @@ class LLM:
         self.stale_cache_entries += 1
         return None
 
-    def _rejected(self, key: str, why: str, cache: CallCache) -> None:
+    def _rejected(self, key: str, why: str, cache: CallStore) -> None:
         with self._lock:
             self._refused_keys.add(key)
             if why:
                 self.rejected_cache_entries[why] = self.rejected_cache_entries.get(why, 0) + 1
         if why == CORRUPT:
-            self._note(why, f"the LLM call cache {cache.path} held an answer that fails its checksum (the file was "
+            self._note(why, f"the LLM call cache {cache.where} held an answer that fails its checksum (the file was "
                             "changed or damaged): it was dropped and asked again, never served; such calls count "
                             "as cache_rejected in usage")
         elif why:
-            self._note(why, f"the LLM call cache {cache.path} holds answers written before they carried a checksum: "
+            self._note(why, f"the LLM call cache {cache.where} holds answers written before they carried a checksum: "
                             "each is asked again once (it cannot be verified) and stored with one")
 
     def _refused(self, key: str) -> bool:

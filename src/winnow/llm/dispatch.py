@@ -185,6 +185,14 @@ class Dispatcher:
                                                "breaker_opened": e.breaker.times_opened, "open": e.breaker.is_open}
                                   for e in self.endpoints}}
 
+    def health(self) -> dict[str, dict[str, Any]]:
+        """Per endpoint now: its breaker's state (:meth:`Breaker.state`), whether it admits a request
+        (``healthy``: `winnow serve`'s /readyz and /metrics) and its requests in flight."""
+        with self._lock:
+            now = time.monotonic()
+            return {e.base_url: {"state": e.breaker.state(now), "healthy": e.breaker.admits(now),
+                                 "inflight": e.inflight} for e in self.endpoints}
+
     # --- the pool: least-loaded choice among the endpoints the breakers admit -------------------
 
     def acquire(self, avoid: Endpoint | None = None) -> Endpoint:

@@ -111,6 +111,10 @@ class OpenAICompatibleBackend:
         """Calls, retries, failovers and each endpoint's health (:meth:`Dispatcher.stats`)."""
         return self.dispatcher.stats()
 
+    def endpoint_health(self) -> dict[str, dict[str, Any]]:
+        """Each endpoint's breaker state and whether it takes requests now (:meth:`Dispatcher.health`)."""
+        return self.dispatcher.health()
+
     def _answered(self, tokens: int) -> None:
         with self._lock:
             self.tokens_done += tokens

@@ -1,11 +1,11 @@
 """Answering from the LLM call cache alone, without waiting for the worker queue.
 
 A cache-only twin of each loaded LLM has the same identity (so the same cache keys) and the same
-call cache file, but a backend that refuses to compute: any prompt not in the cache raises
-:class:`CacheMiss`. A request is first run against the twins on a request thread; if every call it
-makes is a hit it is answered at once, in parallel with whatever the worker is computing, and
-only on a miss does it join the queue for the real model. Cache hits are pure functions of their
-key (temperature 0), so both paths give the same answer.
+call cache (file or shared store, its own connection), but a backend that refuses to compute: any
+prompt not in the cache raises :class:`CacheMiss`. A request is first run against the twins on a
+request thread; if every call it makes is a hit it is answered at once, in parallel with whatever
+the worker is computing, and only on a miss does it join the queue for the real model. Cache hits
+are pure functions of their key (temperature 0), so both paths give the same answer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..llm.base import ChoiceScores, Generation
-from ..llm.cache import CallCache
 from ..llm.client import LLM
 from ..llm.messages import Prompt
 from ..llm.tokens import TokenCounter
@@ -64,4 +63,4 @@ def cache_only(llm: LLM) -> LLM | None:
     ``llm`` has no cache."""
     if llm.cache is None:
         return None
-    return LLM(CacheOnlyBackend(llm.identity, llm), CallCache(llm.cache.path))
+    return LLM(CacheOnlyBackend(llm.identity, llm), llm.cache.reopen())

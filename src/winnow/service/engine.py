@@ -41,6 +41,7 @@ from .limits import (
 )
 from .schemas import AskRequest, RerankRequest
 from .store import LRU
+from .traces import LocalTraces, TraceStore
 from .worker import LLMWorker
 
 log = logging.getLogger("winnow.service")
@@ -94,7 +95,7 @@ def documents_seen(trace: Any) -> dict[str, dict[str, str]]:
 class Service:
     def __init__(self, pipeline: Pipeline, *, limits: Limits | None = None, cache: bool = True,
                  trace_capacity: int = 256, answer_capacity: int = 1024,
-                 rerank_models: dict[str, str] | None = None) -> None:
+                 rerank_models: dict[str, str] | None = None, traces: TraceStore | None = None) -> None:
         self.pipeline = pipeline
         # The cross-encoder and monoT5 models `winnow serve --rerank-model` named (a request cannot
         # name a folder on this machine); a method left out loads its default hub id on first use.
@@ -108,11 +109,15 @@ class Service:
             self.cached_models = Models(ready[id(pipeline.llm)],
                                         {role: ready[id(llm)] for role, llm in pipeline.agents.items()})
         self.worker = LLMWorker(pipeline.llms, max_pending=self.limits.max_pending)
-        self.traces: LRU[str, dict[str, Any]] = LRU(trace_capacity)
+        # In memory, or in the store every replica reaches (`winnow serve --store`): :mod:`.traces`.
+        self.traces: TraceStore = traces if traces is not None else LocalTraces(trace_capacity)
         self.answers: LRU[str, dict[str, Any]] = LRU(answer_capacity if cache else 0)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.started = time.time()
+        self.in_flight = 0  # requests being answered now (runner.execute, on the event loop), for /metrics
+        #: Told of every answer (kind, where it came from, the payload with its trace): /metrics counts them.
+        self.on_answer: Callable[[str, str, dict[str, Any]], None] | None = None
         # The index's files as the server opened them: a request is refused (503) once one has changed.
         self.index_watch = watch_open_index(pipeline.index_dir)
         self._identity = {"models": [llm.identity for llm in pipeline.llms], **pipeline.describe()}
@@ -121,13 +126,63 @@ class Service:
         """503 naming the file when a file of the open index changed under the server: its answers
         would come from another index than the one checked at start-up, and a mapped file that shrank
         would kill the process at the first read past its new end (:mod:`winnow.index.watch`)."""
+        refusal = self._index_changed()
+        if refusal is not None:
+            log.error("%s: refusing requests", refusal.message)
+            raise refusal
+
+    def _index_changed(self) -> ApiError | None:
         changed = self.index_watch.changed() if self.index_watch is not None else None
-        if changed is not None:
-            folder = self.pipeline.index_dir
-            log.error("the index file %s changed since the server opened %s: refusing requests", changed, folder)
-            raise ApiError(503, "index_changed", f"{folder / changed} changed since the server opened the index: "
-                                                 "restart `winnow serve` to open it again (rebuild it first if "
-                                                 "it was damaged)", headers={"Retry-After": "60"})
+        if changed is None:
+            return None
+        return ApiError(503, "index_changed", f"{self.pipeline.index_dir / changed} changed since the server opened "
+                                              "the index: restart `winnow serve` to open it again (rebuild it first "
+                                              "if it was damaged)", headers={"Retry-After": "60"})
+
+    def endpoint_health(self) -> dict[str, dict[str, Any]]:
+        """Each LLM endpoint's breaker state and whether it takes requests now (in-process models have none)."""
+        health: dict[str, dict[str, Any]] = {}
+        for llm in self.pipeline.llms:
+            of_backend = getattr(llm.backend, "endpoint_health", None)
+            if of_backend is not None:
+                health.update(of_backend())
+        return health
+
+    def readiness_problem(self) -> ApiError | None:
+        """Why this server should get no traffic now (/readyz's 503), or None: a file of the index changed,
+        or a model served over HTTP has no endpoint its breaker admits (each admits again after its cool-down,
+        so a replica whose endpoints came back is ready again without traffic)."""
+        refusal = self._index_changed()
+        if refusal is not None:
+            return refusal
+        for llm in self.pipeline.llms:
+            of_backend = getattr(llm.backend, "endpoint_health", None)
+            health = of_backend() if of_backend is not None else {}
+            if health and not any(endpoint["healthy"] for endpoint in health.values()):
+                model = llm.identity.get("model", "")
+                return ApiError(503, "no_healthy_endpoint", f"no endpoint of model {model!r} takes requests: the "
+                                                            f"breakers of {', '.join(health)} are open after failures "
+                                                            "in a row", headers={"Retry-After": "5"})
+        return None
+
+    def cache_rejections(self) -> dict[str, int]:
+        """Cached answers refused by their checksum so far, by why (:mod:`winnow.llm.cache`), over the
+        models and their cache-only twins (the twin meets a bad entry first and drops it)."""
+        twins = [] if self.cached_models is None else [self.cached_models.llm, *self.cached_models.agents.values()]
+        counts: dict[str, int] = {}
+        for llm in {id(llm): llm for llm in [*self.pipeline.llms, *twins]}.values():
+            for why, count in llm.rejected_cache_entries.items():
+                counts[why] = counts.get(why, 0) + count
+        return counts
+
+    def store_errors(self) -> int | None:
+        """Failed calls to the shared store (``--store``), served as misses; None without one."""
+        counts = [errors() for store in self.stores() if (errors := getattr(store, "errors", None)) is not None]
+        return sum(counts) if counts else None
+
+    def stores(self) -> list[Any]:
+        """The call caches of the loaded models, and the trace store."""
+        return [llm.cache for llm in self.pipeline.llms if llm.cache is not None] + [self.traces]
 
     # ---- requests -> plans ---------------------------------------------------------------------
 

@@ -32,9 +32,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: Paths anyone who can reach the port may read, key or not: liveness, and the inspector's page
-#: and files (the inspector's own requests go to the API and carry the key).
-OPEN_PATHS = frozenset({"/", "/healthz", "/favicon.ico"})
+#: Paths anyone who can reach the port may read, key or not: liveness and readiness (an orchestrator's
+#: probes carry no key), and the inspector's page and files (the inspector's own requests go to the API
+#: and carry the key). /metrics needs the key: a scraper sends it (Prometheus' `authorization`).
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/",)
 
 

@@ -7,8 +7,9 @@ Refusals are raised as :class:`~winnow.service.limits.ApiError`; the handlers of
 :mod:`winnow.service.http_errors` give them the one error shape. Guards (Host, key, body size) run
 before any route: :mod:`winnow.service.guards`.
 
-``pages`` holds what is not the API (``/``, ``/healthz``); ``v1`` the API under ``/v1``; ``vendors``
-the other paths hosted rerank APIs' clients post to (their shapes: :mod:`winnow.service.rerank_vendors`).
+``pages`` holds what is not the API (``/``, ``/healthz``, ``/readyz``, ``/metrics``); ``v1`` the API
+under ``/v1``; ``vendors`` the other paths hosted rerank APIs' clients post to (their shapes:
+:mod:`winnow.service.rerank_vendors`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .engine import Service
 from .http_errors import check_query_utf8
+from .lifecycle import Lifecycle
 from .limits import ApiError, check_unicode
 from .rerank_vendors import (
     VOYAGE_FIELDS,
@@ -34,6 +36,7 @@ from .rerank_vendors import (
 )
 from .runner import execute, open_record, stream
 from .schemas import AskRequest, AskResponse, ErrorResponse, RerankRequest, RerankResponse, SearchResponse
+from .traces import StoreUnavailable
 
 STATIC = Path(__file__).parent / "static"
 #: One server-sent event of a streamed /v1/ask: its name, and its data (a JSON object) as text.
@@ -48,9 +51,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for co
 
 
 def get_service(request: Request) -> Service:
-    """The service the app was made over."""
-    service: Service = request.app.state.service
-    return service
+    """The service the app was made over, or 503 ``starting`` while `winnow serve` opens it."""
+    lifecycle: Lifecycle = request.app.state.lifecycle
+    return lifecycle.require_service()
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
@@ -63,9 +66,34 @@ async def inspector() -> FileResponse:
     return FileResponse(STATIC / "index.html")
 
 
-@pages.get("/healthz", tags=["service"])
-async def healthz(request: Request, service: ServiceDep) -> dict[str, Any]:
-    return dict(service.health(), auth=request.app.state.auth)
+@pages.get("/healthz", tags=["service"], summary="Liveness: the process answers (status 'starting' while it "
+                                                  "opens the index)")
+async def healthz(request: Request) -> dict[str, Any]:
+    lifecycle: Lifecycle = request.app.state.lifecycle
+    if lifecycle.service is None:
+        return {"status": lifecycle.phase, "auth": request.app.state.auth}
+    return dict(lifecycle.service.health(), auth=request.app.state.auth)
+
+
+@pages.get("/readyz", tags=["service"], responses={503: {"model": ErrorResponse}},
+           summary="Readiness: 200 when this replica should get traffic; 503 naming why not (starting, draining, "
+                   "index_changed, no_healthy_endpoint)")
+async def readyz(request: Request) -> dict[str, Any]:
+    lifecycle: Lifecycle = request.app.state.lifecycle
+    ready, refusal = lifecycle.readiness()
+    if not ready and refusal is not None:
+        raise refusal
+    return {"status": "ready"}
+
+
+@pages.get("/metrics", tags=["service"], response_class=Response,
+           responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                            "description": "Prometheus' text exposition format"}},
+           summary="Prometheus metrics: requests and latency by route, LLM calls, tokens and cost by model "
+                   "and role, cache hits, endpoint health, questions in flight")
+async def metrics(request: Request) -> Response:
+    body, content_type = request.app.state.metrics.exposition()
+    return Response(body, media_type=content_type)
 
 
 v1 = APIRouter(prefix="/v1", responses=ERRORS)
@@ -107,7 +135,10 @@ async def search(request: Request, service: ServiceDep, q: str = Query(..., desc
                                                               "description": "No such trace, or too old"}},
         summary="A recent request: status, progress, and when done the full trace of every stage")
 async def trace(trace_id: str, service: ServiceDep) -> Response:
-    record = service.traces.get(trace_id)
+    try:
+        record = service.traces.get(trace_id)
+    except StoreUnavailable as exc:
+        raise ApiError(503, "store_unavailable", str(exc), headers={"Retry-After": "5"}) from exc
     if record is None:
         raise ApiError(404, "not_found", f"no trace {trace_id!r}: unknown, or older than the last "
                                          f"{service.traces.capacity} requests", "trace_id")

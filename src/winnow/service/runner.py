@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import BackendError, ModelError, WinnowError
 from .engine import Plan, Service, new_trace_id
 from .limits import ApiError
+from .observe import note_request
 from .worker import Cancelled, QueueFull
 
 Emit = Callable[[dict[str, Any]], None]
@@ -33,19 +34,26 @@ def open_record(service: Service, plan: Plan) -> dict[str, Any]:
     record: dict[str, Any] = {"trace_id": new_trace_id(), "kind": plan.kind, "status": "accepted",
                               "created": time.time(), "request": plan.request}
     service.traces.put(record["trace_id"], record)
+    note_request(trace_id=record["trace_id"])
     return record
 
 
-def _recording(record: dict[str, Any], emit: Emit | None) -> Emit:
+def _saved(service: Service, record: dict[str, Any], **changes: Any) -> None:
+    """Change the record and write it to the trace store again (a shared store holds a copy)."""
+    record.update(changes)
+    service.traces.put(record["trace_id"], record)
+
+
+def _recording(service: Service, record: dict[str, Any], emit: Emit | None) -> Emit:
     """An event listener (called from the worker thread) that keeps the record current and forwards."""
     def on_event(event: dict[str, Any]) -> None:
         kind = event["event"]
         if kind == "queued":
-            record.update(status="queued", queue_position=event["position"])
+            _saved(service, record, status="queued", queue_position=event["position"])
         elif kind == "started":
-            record.update(status="running", queue_position=0)
+            _saved(service, record, status="running", queue_position=0)
         elif kind == "progress":
-            record["progress"] = {k: event[k] for k in ("stage", "done", "total")}
+            _saved(service, record, progress={k: event[k] for k in ("stage", "done", "total")})
         if emit is not None:
             emit(event)
     return on_event
@@ -55,6 +63,15 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
                   disconnected: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
     """The response body for ``plan``; records the outcome under ``record``."""
     service.refuse_if_index_changed()
+    service.in_flight += 1
+    try:
+        return await _execute(service, plan, record, emit, disconnected)
+    finally:
+        service.in_flight -= 1
+
+
+async def _execute(service: Service, plan: Plan, record: dict[str, Any], emit: Emit | None,
+                   disconnected: Callable[[], Awaitable[bool]] | None) -> dict[str, Any]:
     started = time.perf_counter()
     queue_seconds = 0.0
     try:
@@ -68,32 +85,35 @@ async def execute(service: Service, plan: Plan, record: dict[str, Any], emit: Em
             if found is not None:
                 payload, served_from = found, "call-cache"
             else:
-                payload, queue_seconds = await _on_worker(service, plan, _recording(record, emit), disconnected)
+                listener = _recording(service, record, emit)
+                payload, queue_seconds = await _on_worker(service, plan, listener, disconnected)
                 served_from = "llm"
     except ApiError as exc:
-        record.update(status="timeout" if exc.status == 504 else "failed", error=exc.body()["error"])
+        _saved(service, record, status="timeout" if exc.status == 504 else "failed", error=exc.body()["error"])
         if exc.status == 504:
             log.info("%s %s timed out: %s", plan.kind, record["trace_id"], exc.message)
         raise
     except (ClientGone, asyncio.CancelledError):
-        record.update(status="cancelled")
+        _saved(service, record, status="cancelled")
         log.info("%s %s cancelled after %.1f s: the client disconnected", plan.kind, record["trace_id"],
                  time.perf_counter() - started)
         raise
     except BackendError as exc:
-        record.update(status="failed", error={"type": "backend_error", "message": str(exc)})
+        _saved(service, record, status="failed", error={"type": "backend_error", "message": str(exc)})
         raise ApiError(502, "backend_error", str(exc)) from exc
     except ModelError as exc:  # a model the server cannot load: not the request's fault, nor a bug
-        record.update(status="failed", error={"type": "model_unavailable", "message": str(exc)})
+        _saved(service, record, status="failed", error={"type": "model_unavailable", "message": str(exc)})
         raise ApiError(503, "model_unavailable", str(exc)) from exc
     except WinnowError as exc:
-        record.update(status="failed", error={"type": "error", "message": str(exc)})
+        _saved(service, record, status="failed", error={"type": "error", "message": str(exc)})
         raise ApiError(500, "error", str(exc)) from exc
     payload = dict(payload, trace_id=record["trace_id"], served_from=served_from,
                    seconds=round(time.perf_counter() - started, 4), queue_seconds=round(queue_seconds, 4))
     if plan.key and served_from != "answer-cache":
         service.answers.put(plan.key, payload)
-    record.update(status="done", result=payload)
+    _saved(service, record, status="done", result=payload)
+    if service.on_answer is not None:
+        service.on_answer(plan.kind, served_from, payload)
     return plan.shape(payload)
 
 
