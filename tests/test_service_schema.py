@@ -56,8 +56,14 @@ def expressible(case):
     conversational task only), ``timeout`` (any deadline is valid, and one of a nanosecond is a
     documented 504), k above N (k is chosen among the N retrieved: brought down to N), and the
     trained rerankers (cross-encoder, monot5): this server has no model for them and cannot fetch
-    one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one)."""
+    one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one),
+    and a one-row profile (``rankgpt-quoted``) with a method it does not name: given its method."""
+    from winnow.methods.profiles import PROFILES
+
     if isinstance(case.body, dict):
+        profile = PROFILES.get(case.body.get("profile")) if isinstance(case.body.get("profile"), str) else None
+        if profile is not None and not profile.applies_to(str(case.body.get("method", "vanilla"))):
+            case.body["method"] = next(iter(profile.settings))
         if case.body.get("method") in ("cross-encoder", "monot5"):
             case.body.pop("method")
         for part in ("options", "history", "timeout"):
