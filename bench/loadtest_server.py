@@ -8,7 +8,9 @@ in vLLM's continuous batching when the KV cache is full. A call in a slot takes
 seconds (rates as flags; tokens estimated at 4 characters each), then answers a well-formed chat
 completion: a short text for generations, and for ``logprobs`` requests ``top_logprobs`` over
 "True"/"False", "Yes"/"No" and the digits 1-5, so that every Winnow method can score with it. The
-scores are a function of the prompt (deterministic), so rankings differ from passage to passage.
+scores are a function of the prompt (deterministic), so rankings differ from passage to passage. A
+listwise (RankGPT) prompt is answered with a ranking, its passages ordered by a hash of their text,
+so windows reorder their passages as a ranking model's would.
 
 ``GET /stats`` reports calls, busy slot-seconds (the sum over calls of their time in a slot), the
 span from the first slot taken to the last released, and the most calls in slots and in queue at
@@ -117,6 +119,17 @@ def _choice_logprobs(prompt: str) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: -e["logprob"])
 
 
+def _ranking(messages: list[dict[str, Any]]) -> str | None:
+    """"[3] > [1] > …" for a listwise prompt (its passages are user turns "[n] text"), else None."""
+    if not messages or "passages above" not in str(messages[-1].get("content", "")):
+        return None
+    passages = [str(m.get("content", "")) for m in messages
+                if m.get("role") == "user" and str(m.get("content", "")).startswith("[")]
+    order = sorted(range(len(passages)),
+                   key=lambda i: hashlib.sha256(passages[i].split("] ", 1)[-1].encode()).hexdigest())
+    return " > ".join(f"[{i + 1}]" for i in order)
+
+
 def make_app(model: GpuModel) -> Starlette:
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()
@@ -124,13 +137,16 @@ def make_app(model: GpuModel) -> Starlette:
         prompt_tokens = _tokens(prompt)
         wants_scores = bool(body.get("logprobs"))
         max_tokens = int(body.get("max_tokens") or 16)
-        completion_tokens = 1 if wants_scores else min(max_tokens, _tokens(ANSWER))
+        ranking = None if wants_scores else _ranking(body.get("messages", []))
+        completion_tokens = 1 if wants_scores else min(max_tokens, _tokens(ranking or ANSWER))
         await model.run(prompt_tokens, completion_tokens)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
         if wants_scores:
             top = _choice_logprobs(prompt)
             choice["message"] = {"role": "assistant", "content": top[0]["token"]}
             choice["logprobs"] = {"content": [{**top[0], "top_logprobs": top}]}
+        elif ranking is not None:
+            choice["message"] = {"role": "assistant", "content": ranking}
         else:
             words = ANSWER.split()[:max(1, completion_tokens)]
             choice["message"] = {"role": "assistant", "content": " ".join(words)}

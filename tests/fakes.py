@@ -4,12 +4,16 @@ failure cannot be produced for real).
 
 ``ScriptedServer`` answers OpenAI-shaped chat completions after a delay, counts the requests it has
 in flight at once, and can be told to fail its first requests (429, 503, a dropped connection) or to
-leave out log-probabilities.
+leave out log-probabilities. With ``ranking=True`` it answers a listwise (RankGPT) prompt as a ranking
+model would: the window's passages ordered by a hash of their text, so windows reorder their passages
+and a question's final order depends on every window before it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,12 +22,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class ScriptedServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, delay: float = 0.05, failures: list[str] | None = None, logprobs: bool = True) -> None:
+    def __init__(self, delay: float = 0.05, failures: list[str] | None = None, logprobs: bool = True,
+                 ranking: bool = False) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.delay = delay
         self.failures = list(failures or [])  # "429", "503" or "drop", for the next requests in turn
         self.retry_after = ""  # a Retry-After header sent with each scripted failure, when set
         self.logprobs = logprobs
+        self.ranking = ranking
         self.slow_word = ""  # a prompt containing it takes slow_factor times longer
         self.slow_factor = 10
         self.max_model_len = 0  # when set, GET /v1/models reports it, as vLLM does
@@ -40,6 +46,9 @@ class ScriptedServer(ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+
+_PASSAGE = re.compile(r"\[[0-9]+\] ")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -83,7 +92,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, self._answer(body, prompt))
 
     def _answer(self, body: dict, prompt: str) -> dict:
-        choice: dict = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": f"re: {prompt}"}}
+        text = f"re: {prompt}"
+        if self.server.ranking and "passages above" in prompt:
+            passages = [m["content"] for m in body["messages"] if m["role"] == "user" and _PASSAGE.match(m["content"])]
+            order = sorted(range(len(passages)), key=lambda i: hashlib.sha256(passages[i].split("] ", 1)[-1].encode())
+                           .hexdigest())
+            text = " > ".join(f"[{i + 1}]" for i in order)
+        choice: dict = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
         if body.get("logprobs") and self.server.logprobs:
             top = [{"token": "True", "logprob": -0.2}, {"token": "False", "logprob": -1.7}]
             choice["logprobs"] = {"content": [{"token": "True", "logprob": -0.2, "top_logprobs": top}]}

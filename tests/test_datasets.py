@@ -470,3 +470,21 @@ def test_export_judged_only_keeps_the_judged_queries_and_says_what_it_left_out(t
     assert judged.exit_code == 0, judged.output
     assert len((tmp_path / "judged.jsonl").read_text().splitlines()) == 54
     assert "(146 without judgments left out)" in " ".join(judged.output.split())
+
+
+def test_run_files_carry_the_scores_given_ties_a_float_apart_and_rank_scores_otherwise(tmp_path):
+    import math
+
+    from winnow.datasets.trec import scores_in_order
+
+    tied = scores_in_order([7.25, 3.5, 3.5, 3.5, -1.0], 5)
+    assert tied[:2] == [7.25, 3.5] and tied[4] == -1.0
+    assert tied[2] == math.nextafter(3.5, -math.inf) and tied[3] == math.nextafter(tied[2], -math.inf)
+    write_run({"q": list(zip("edcba", tied, strict=True))}, tmp_path / "run.txt")
+    back = read_run(tmp_path / "run.txt")
+    assert back == {"q": list(zip("edcba", tied, strict=True))}  # written exactly, the order kept
+    rr = ir_measures.RR @ 10
+    assert ir_measures.calc_aggregate([rr], {"q": {"c": 1}}, run_scores(back))[rr] == pytest.approx(1 / 3)
+    # An order its scores do not give (they rise), a score that is not finite, no scores: ranks.
+    for scores in ([1.0, 2.0, 0.5], [3.0, float("-inf"), 1.0], None):
+        assert scores_in_order(scores, 3) == [3.0, 2.0, 1.0]

@@ -327,3 +327,67 @@ def test_rankgpt_with_the_released_prompt_asks_with_the_query_last(llm, index):
     assert all(call.messages[-1]["content"].startswith("Search Query: Which city is the capital of France?")
                for call in stage.llm_calls) and stage.llm_calls
     assert answer.settings["listwise_prompt"] == "rankgpt"
+
+
+# --- a batch against a server: each question's windows flow ---------------------------------------
+
+
+def _server_batch(server, *, concurrent: bool):
+    """8 questions of 20 passages (three windows each, w=10 s=5) through a server's backend, the
+    windows flowing (``concurrent``) or in lock-step, one window of every question at a time (how a
+    batch was ranked before the windows flowed, and still is for a model in process)."""
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.stages.contract import QuestionState
+
+    backend = OpenAICompatibleBackend("m", base_url=server.url, max_inflight=4, timeout=10)
+    if not concurrent:
+        backend.concurrent_callers = False
+    batch = [QuestionState(Query(f"question {q}{' slowly' if q == 0 else ''}"),
+                           candidates=candidate_list(20, f"question {q}{' slowly' if q == 0 else ''}"))
+             for q in range(8)]
+    with LLM(backend) as llm:
+        ListwiseReranker(llm, window=10, step=5, template=listwise_prompt("rrr.listwise_rankgpt")).run(batch)
+    return batch
+
+
+def test_a_batch_flows_question_by_question_with_the_lock_steps_rankings():
+    from fakes import ScriptedServer
+
+    flowing, lockstep = ScriptedServer(delay=0.005, ranking=True), ScriptedServer(delay=0.005, ranking=True)
+    for server in (flowing, lockstep):  # question 0's windows take 20 times as long
+        server.slow_word, server.slow_factor = "slowly", 20
+    try:
+        flowed, stepped = _server_batch(flowing, concurrent=True), _server_batch(lockstep, concurrent=False)
+    finally:
+        flowing.stop()
+        lockstep.stop()
+    # Byte-identical results: every question's final order, scores and windows as the lock-step's.
+    for a, b in zip(flowed, stepped, strict=True):
+        assert [(c.passage.id, c.score) for c in a.ranked] == [(c.passage.id, c.score) for c in b.ranked]
+        assert a.trace.stages[0].details.windows == b.trace.stages[0].details.windows
+        assert [c.messages for c in a.trace.stages[0].llm_calls] == [c.messages for c in b.trace.stages[0].llm_calls]
+    assert any([c.passage.id for c in q.ranked] != [f"d{i}" for i in range(20)] for q in flowed)  # windows reorder
+    assert len(flowing.finished) == len(lockstep.finished) == 24
+    # Flowing, other questions' later windows returned while the slow question's first was on the
+    # wire; in lock-step no question's second window was sent before it returned.
+    assert [i for i, prompt in enumerate(flowing.finished) if "slowly" in prompt][0] > 8
+    assert [i for i, prompt in enumerate(lockstep.finished) if "slowly" in prompt][0] < 8
+
+
+def test_progress_over_a_flowing_batch_counts_the_batchs_windows():
+    from fakes import ScriptedServer
+
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.stages.contract import QuestionState
+
+    server = ScriptedServer(delay=0.001, ranking=True)
+    reported: list[tuple[str, int, int]] = []
+    try:
+        backend = OpenAICompatibleBackend("m", base_url=server.url, max_inflight=4, timeout=10)
+        batch = [QuestionState(Query(f"q{q}"), candidates=candidate_list(12, f"q{q}")) for q in range(5)]
+        with LLM(backend, progress=lambda *event: reported.append(event)) as llm:
+            ListwiseReranker(llm, window=10, step=5).run(batch)
+    finally:
+        server.stop()
+    # 12 passages: windows (2, 12) and (0, 7), both sent, for each of 5 questions.
+    assert sorted(reported) == [("listwise", n, 10) for n in range(1, 11)]

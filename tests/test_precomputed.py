@@ -204,3 +204,44 @@ def test_ask_refuses_a_run_naming_no_passage_of_the_index_with_a_non_zero_exit(b
     result = ask(built, llm_server, "--run", trec, "--qid", "q1")
     assert result.exit_code != 0
     assert "elsewhere.trec: none of the 2 documents the run names ('doc-1', 'doc-2')" in str(result.exception)
+
+
+def test_eval_given_its_own_run_files_fuses_as_when_retrieving(tmp_path):
+    """The run files carry the scores the stages gave, so a run fed back with --run gives what score
+    values drive (--fusion-alpha) the same results as retrieving; RankGPT against a server that ranks."""
+    from fakes import ScriptedServer
+    from test_evaluation import CORPUS, QUESTIONS, make_bench, read_lines, winnow
+
+    from winnow.datasets.trec import read_run
+
+    bench = make_bench(tmp_path, CORPUS, QUESTIONS)
+    server = ScriptedServer(delay=0.0, ranking=True)
+
+    def evaluate(out, *extra):
+        return winnow("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--out", out,
+                      "--method", "rankgpt", "--n", "6", "--k", "3", "--fusion-alpha", "0.5", "--set", "window=4",
+                      "--set", "step=2", "--backend", "openai", "--base-url", server.url, "--model", "m", "--no-cache",
+                      *extra)
+    try:
+        retrieved = tmp_path / "retrieved"
+        evaluate(retrieved)
+        before = sorted(read_lines(retrieved / "answers.jsonl"), key=lambda r: r["id"])  # written as they finish
+        for row in ("first_stage", "retrieve"):
+            replayed = tmp_path / f"from-{row}"
+            evaluate(replayed, "--run", retrieved / "runs" / f"{row}.trec")
+            after = sorted(read_lines(replayed / "answers.jsonl"), key=lambda r: r["id"])
+            assert [r["id"] for r in after] == [r["id"] for r in before] == ["q1", "q2", "q3", "q4"]
+            for old, new in zip(before, after, strict=True):
+                assert new["final"] == old["final"] and new["answer"] == old["answer"]
+                fused = [(s["ids"], s["scores"]) for s in new["stages"] if s["stage"] == "fusion"]
+                assert fused and fused == [(s["ids"], s["scores"]) for s in old["stages"] if s["stage"] == "fusion"]
+    finally:
+        server.stop()
+    # The files hold the retriever's BM25 scores (not n+1-rank), and the fused ones.
+    run = read_run(retrieved / "runs" / "first_stage.trec")
+    for record in before:
+        assert [score for _, score in run[record["id"]]] == record["first_stage"]["scores"]
+        assert record["first_stage"]["scores"] != [float(len(run[record["id"]]) - i) for i in range(len(run[record["id"]]))]
+    fusion = read_run(retrieved / "runs" / "fusion.trec")
+    assert all([s for _, s in fusion[r["id"]]] == next(s["scores"] for s in r["stages"] if s["stage"] == "fusion")
+               for r in before)

@@ -132,6 +132,25 @@ def parse_run(lines: Iterable[tuple[int, str]], source: str | Path) -> Run:
             for query_id, rows in ranked.items()}
 
 
+def scores_in_order(scores: Sequence[float] | None, length: int) -> list[float]:
+    """The scores a TREC file carries for a ranking of ``length`` documents in its given order.
+
+    ``scores`` themselves (a stage's or a retriever's, one per document) where they never rise, so a
+    run read back (``--run``) gives what uses score values, such as ``--fusion-alpha``, the values
+    retrieval gave; a tie is written as the next float below the score above it (one unit in the
+    last place), since trec_eval would break it by document id rather than keep the given order.
+    Where there are no scores, or they rise somewhere (an order that is not the scores', such as
+    ``demote``'s), or one is not finite: ``length - rank + 1``, which keeps the order and nothing else.
+    """
+    if scores is None or len(scores) != length or not all(math.isfinite(s) for s in scores) or any(
+            later > earlier for earlier, later in zip(scores, scores[1:], strict=False)):
+        return [float(length - rank) for rank in range(length)]
+    written: list[float] = []
+    for score in map(float, scores):
+        written.append(math.nextafter(written[-1], -math.inf) if written and score >= written[-1] else score)
+    return written
+
+
 def write_run(run: Mapping[str, Sequence[tuple[str, float]]], path: str | Path, *, tag: str = "winnow",
               scores_from_rank: bool = False) -> int:
     """Write ``run`` (query id → ``(doc id, score)`` pairs, best first) to ``path`` atomically.

@@ -68,7 +68,9 @@ def _stage_entry(stage: StageTrace, label: str, matcher: _PassageMatcher) -> Sta
     return StageEntry(
         stage=label, kind=stage.kind, ids=ids, answer_ranks=matcher.ranks(ids, texts),
         passthrough=bool(stage.input) and ids == [c["id"] for c in stage.input],
-        scores=([round(float(c.get("score", 0.0)), 6) for c in stage.output] if output_ids == ids
+        # The scores as the stage gave them (a JSON float reads back exactly): the run files carry
+        # them, and a run fed back with --run must fuse as the retriever's own scores do.
+        scores=([float(c.get("score", 0.0)) for c in stage.output] if output_ids == ids
                 else _whole_order_scores(stage.details, ids)),
         details=details or None,
         # MAIN-RAG's judge scores in retrieval order, for the score-distribution plot.
@@ -83,7 +85,7 @@ def _whole_order_scores(details: object, ids: list[str]) -> list[float] | None:
     scores = getattr(details, "scores", None)
     if not isinstance(scores, dict) or not ids or any(pid not in scores for pid in ids):
         return None
-    return [round(float(scores[pid]), 6) for pid in ids]
+    return [float(scores[pid]) for pid in ids]
 
 
 def stage_entries(answer: Answer, matcher: _PassageMatcher) -> list[StageEntry]:
@@ -118,9 +120,10 @@ def question_record(item: QAItem, answer: Answer, first_stage: CandidateList, *,
         answer=answer.text,
         scores=Scores(**answer_scores(answer.text, golds, regex=regex, metadata=item.metadata)),
         first_stage=FirstStage(retriever=retriever, ids=first_ids, answer_ranks=matcher.ranks(first_ids, first_texts),
-                               seconds=round(first_stage_seconds, 4)),
+                               seconds=round(first_stage_seconds, 4), scores=[float(c.score) for c in first_stage]),
         stages=stage_entries(answer, matcher),
-        final=RankedList(ids=final_ids, answer_ranks=matcher.ranks(final_ids, final_texts)),
+        final=RankedList(ids=final_ids, answer_ranks=matcher.ranks(final_ids, final_texts),
+                         scores=[float(c.score) for c in answer.passages]),
         usage=rounded(answer.usage),
         # The cost by (model, role): evaluation/cost.py.
         usage_split=[UsageShare(s.model, s.role, rounded(s.usage)) for s in usage_split(answer.trace)],

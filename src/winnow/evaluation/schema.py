@@ -114,20 +114,24 @@ class Scores(JsonRecord):
 
 @dataclass(kw_only=True)
 class RankedList(JsonRecord):
-    """The passages the answer was read from (``final``)."""
+    """The passages the answer was read from (``final``), with their last stage's scores (None in
+    lines older than them)."""
 
     ids: list[str]
     answer_ranks: list[int]
+    scores: list[float] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(kw_only=True)
 class FirstStage(JsonRecord):
-    """The retriever's own top-D list, the baseline row; ``seconds`` is None in lines older than it."""
+    """The retriever's own top-D list, the baseline row; ``seconds`` is None in lines older than it,
+    ``scores`` (the retriever's, one per id, as it gave them) None in lines older than them."""
 
     retriever: str
     ids: list[str]
     answer_ranks: list[int]
     seconds: float | None = field(default=None, metadata=OMIT)
+    scores: list[float] | None = field(default=None, metadata=OMIT)
 
 
 #: A stage detail small enough for every line (MAIN-RAG's τ, a filter's kept count, …).

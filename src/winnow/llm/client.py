@@ -82,6 +82,13 @@ class LLM:
     def _progress_hook(self) -> ProgressHook | None:
         return getattr(self._local, "hook", None) or self.progress
 
+    @property
+    def progress_hook(self) -> ProgressHook | None:
+        """The hook this thread's calls report to: a stage that hands its calls to threads of its own
+        passes it on (:meth:`reporting_to`), so a `winnow serve` request's progress and cancellation
+        follow them."""
+        return self._progress_hook()
+
     def _send(self, stage: str, items: list[Prompt], run: Callable[..., list[T]]) -> list[T]:
         """Send ``items`` to the backend, reporting progress as calls finish.
 

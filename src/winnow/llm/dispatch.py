@@ -158,6 +158,10 @@ class Dispatcher:
         self.max_inflight = max(1, max_inflight)
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or BreakerPolicy()
+        # aiohttp and its TLS context made now, as the run starts, not by the I/O thread at the first
+        # call, where the import (0.3 s idle, 1.0-1.4 s with question threads holding the GIL) held
+        # back every call of the first wave (docs/benchmarks.md, "The start and the end of a command").
+        shared_tls_context()
         self._io = IoThread()
         for endpoint in self.endpoints:
             endpoint.attach(self._io.running, self.breaker)

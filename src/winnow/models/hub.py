@@ -17,8 +17,6 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-import httpx
-
 from ..errors import ModelError
 from ..extras import import_extra
 
@@ -44,6 +42,8 @@ def offline_reason(hub: ModuleType, endpoint: str) -> str | None:
     constants = importlib.import_module(f"{hub.__name__}.constants")
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set"
+    import httpx  # here, not at the top: every method imports this module, few runs ask the hub
+
     try:
         httpx.head(endpoint, timeout=HUB_PROBE_SECONDS)  # proxies from the environment honoured
     except httpx.TransportError as exc:

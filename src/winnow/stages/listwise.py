@@ -11,6 +11,8 @@ window at the front is ranked too, so every passage is seen at least once.
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -24,6 +26,10 @@ from .contract import ListStage, QuestionState, recording
 from .fitting import fit_prompt
 
 _INTEGER = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also accepts "²", which int() refuses
+#: The most questions whose windows flow at once however large the server: each holds a thread.
+MAX_FLOWING = 1024
+
+Work = tuple[QuestionState, StageTrace, list[int], tuple[int, int]]
 
 
 def sliding_windows(n: int, window: int, step: int) -> list[tuple[int, int]]:
@@ -119,15 +125,30 @@ def unchanged_warning(details: ListwiseDetails) -> None:
                            f"stage changed nothing. Listwise ranking needs a model that follows the format.")
 
 
+def flowing_questions(llm: LLM, questions: int) -> int:
+    """How many of ``questions`` to keep flowing at once through a listwise stage on ``llm``: 1 (the
+    lock-step of a model in process, which decodes a window of every question as one batch) unless
+    the backend takes concurrent callers; then twice the calls its dispatcher keeps in flight, so
+    the slots stay full while some questions are between calls (parsing an answer, fitting the next
+    window), as :mod:`winnow.evaluation.flow` keeps whole questions."""
+    backend = llm.backend
+    if questions < 2 or not getattr(backend, "concurrent_callers", False):
+        return 1
+    return max(1, min(questions, 2 * int(getattr(backend, "max_inflight", 1)), MAX_FLOWING))
+
+
 @dataclass
 class ListwiseReranker(ListStage):
     """RankGPT sliding-window listwise reranking (Sun et al., 2023) with the RRR App. A.3 prompt.
 
     One LLM call per window holding two or more passages (a single passage has no order to ask
-    about). A question's windows run one after another (each sees the order the previous left);
-    over a batch, the j-th windows of all questions go to the model together. The output score is
-    rank-based (n for the top passage down to 1), only there to carry the order through
-    :meth:`CandidateList.ranked_by`.
+    about). A question's windows run one after another (each sees the order the previous left).
+    Over a batch, against a server that takes concurrent callers, each question's windows *flow*:
+    its next window is fitted and sent the moment its previous one returns, whatever the other
+    questions' windows are doing (:meth:`_flow`); a model in process gets the j-th windows of all
+    questions together (it decodes them as one batch). Either way a question's windows, prompts and
+    ranking are the same. The output score is rank-based (n for the top passage down to 1), only
+    there to carry the order through :meth:`CandidateList.ranked_by`.
     """
 
     llm: LLM
@@ -144,9 +165,13 @@ class ListwiseReranker(ListStage):
         with recording(batch, self.name, "listwise", settings) as traces:
             orders = [list(range(len(state.ranked))) for state in batch]  # indexes into each list, best first
             plans = [sliding_windows(len(order), self.window, self.step) for order in orders]
-            for j in range(max((len(p) for p in plans), default=0)):
-                active = [i for i in range(len(batch)) if j < len(plans[i])]
-                self._rank_windows([(batch[i], traces[i], orders[i], plans[i][j]) for i in active])
+            chains = [[(batch[i], traces[i], orders[i], span) for span in plans[i]] for i in range(len(batch))]
+            workers = flowing_questions(self.llm, len(batch))
+            if workers > 1:
+                self._flow(chains, workers)
+            else:
+                for j in range(max((len(p) for p in plans), default=0)):
+                    self._rank_windows([chain[j] for chain in chains if j < len(chain)])
             for state, stage, order in zip(batch, traces, orders, strict=True):
                 unchanged_warning(stage.details_as(ListwiseDetails))
                 n = len(order)
@@ -156,8 +181,44 @@ class ListwiseReranker(ListStage):
                 state.candidates = state.ranked.ranked_by(self.name, scores, keep=self.keep)
                 stage.output = state.ranked.to_dicts()
 
-    def _rank_windows(self, work: list[tuple[QuestionState, StageTrace, list[int], tuple[int, int]]]) -> None:
-        """One window of each question: the calls together, each order updated in place."""
+    def _flow(self, chains: list[list[Work]], workers: int) -> None:
+        """Each question's windows in turn on ``workers`` threads, the questions admitted in order;
+        the model's dispatcher alone bounds the calls on the wire (``--max-inflight``). Progress is
+        reported to this thread's hook as windows over the whole batch; the first failure (a
+        cancelled `winnow serve` request's hook raises) stops every question at its next window."""
+        hook = self.llm.progress_hook
+        stopped = threading.Event()
+        total = sum(end - start > 1 for chain in chains for *_, (start, end) in chain)
+        done = [0]
+        lock = threading.Lock()
+
+        def report(stage: str, _done: int, _total: int) -> None:
+            with lock:
+                done[0] += 1
+                count = done[0]
+            if hook is not None:
+                hook(stage, count, total)
+
+        def one(chain: list[Work]) -> None:
+            with self.llm.reporting_to(report):
+                for work in chain:
+                    if stopped.is_set():
+                        return
+                    self._rank_windows([work])
+
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="winnow-listwise")
+        try:
+            futures = [pool.submit(one, chain) for chain in chains if chain]
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failure = next((f.exception() for f in finished if f.exception() is not None), None)
+            if failure is not None:
+                raise failure
+        finally:
+            stopped.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _rank_windows(self, work: list[Work]) -> None:
+        """One window of each question: fitted, the calls sent together, each order updated in place."""
         records = []
         for state, _, order, (start, end) in work:
             records.append({"start": start, "end": end, "ids": [state.ranked.candidates[i].passage.id
