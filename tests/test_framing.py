@@ -199,7 +199,7 @@ def test_a_question_answering_prompt_refuses_a_history_rather_than_dropping_it()
 def test_the_variants_are_open_to_rankrag_and_vanilla_only(index, llm):
     for method in ("rankrag", "vanilla"):
         build_method(method, index=index, llm=llm, framing="plain", task="fever")
-    with pytest.raises(SettingError, match="methods rankrag and vanilla have them") as refused:
+    with pytest.raises(SettingError, match="methods rankrag, vanilla and no-retrieval have them") as refused:
         build_method("mainrag", index=index, llm=llm, framing="plain")
     assert refused.value.setting == "framing"
     with pytest.raises(SettingError, match="one of 'qa', 'fever', 'conversational'"):

@@ -7,6 +7,7 @@ importing the package that imports the resolver.
 from __future__ import annotations
 
 from ..errors import WinnowError
+from .baselines import MainRAGUnfiltered, NoRetrieval
 from .base import Method
 from .mainrag import MainRAG
 from .rankgpt import RankGPT
@@ -14,7 +15,8 @@ from .rankrag import RankRAG
 from .rrr import RRR
 from .vanilla import VanillaRAG
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT,
+                                                                NoRetrieval, MainRAGUnfiltered)}
 
 
 def method_class(name: str) -> type[Method]:
