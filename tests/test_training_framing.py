@@ -30,7 +30,7 @@ SYSTEM = prompt("rankrag.context_ranking").system
 # App. C/D's layout of a context-ranking example and its target, byte for byte.
 RANKING_PLAIN = (
     f"System: {SYSTEM}\n\n"
-    "Passage: Mona Lisa\nThe Mona Lisa is a portrait by Leonardo da Vinci.\n\n"
+    "Passage: Mona Lisa The Mona Lisa is a portrait by Leonardo da Vinci.\n\n"  # one line, as Tables 10-11 print it
     "User: For the question who painted the mona lisa, access whether the passage is relevant to the question. "
     "Return True if relevant, otherwise False.\n\n"
     "Assistant: True")
@@ -62,7 +62,7 @@ def test_plain_training_text_of_five_passages_and_of_a_dialogue():
     prompt_text, completion = ex.plain_example(qa.messages, qa.context_chars)
     assert prompt_text == template.render_plain("when was it painted", [qa_passage := Passage("d", "Painted in 1503.",
                                                                                               "Mona Lisa")], turns)
-    assert prompt_text.split("\n\n")[1:4] == [f"Passage: {qa_passage.title}\n{qa_passage.text}",
+    assert prompt_text.split("\n\n")[1:4] == [f"Passage: {qa_passage.title} {qa_passage.text}",
                                               "User: who painted the mona lisa", "Assistant: Leonardo"]
     assert completion == " 1503"
     # Stage-I chat data has no context: every turn is a block.
