@@ -262,6 +262,12 @@ class Method:
         for notice in check_trained_framing(self.name, settings.framing, settings.framings,
                                             {role: getattr(m.backend, "source", None) for role, m in models.items()}):
             self.notice(notice)
+        # A served model whose record could not be looked up (llm/served_model.py): said once per backend.
+        for backend in {id(m.backend): m.backend for m in models.values()}.values():
+            noted = getattr(backend, "source_note", None)
+            note = noted() if callable(noted) else ""
+            if note:
+                self.notice(note)
 
     @property
     def recipe(self) -> Recipe:

@@ -7,8 +7,8 @@ importing the package that imports the resolver.
 from __future__ import annotations
 
 from ..errors import WinnowError
-from .baselines import MainRAGUnfiltered, NoRetrieval
 from .base import Method
+from .baselines import MainRAGUnfiltered, NoRetrieval
 from .mainrag import MainRAG
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
