@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import BackendError
 from ..models.loading import ModelSource, carried_record
 from .http_json import HttpClient
 from .server_tokens import json_or_none
@@ -41,7 +42,10 @@ def served_source(client: HttpClient, base_url: str, model: str) -> tuple[ModelS
     """(the served model with its training record, "") where one is found here; else (None, a note
     when the framing could not be checked: the server did not say what it serves, or named a path
     this machine cannot read), or (None, "") for a model no record is known of (a hosted model)."""
-    answer = json_or_none(client, "GET", f"{base_url}/models")
+    try:
+        answer = json_or_none(client, "GET", f"{base_url}/models")
+    except BackendError:  # not up yet (`winnow serve` may start first): the first call will say so
+        answer = None
     paths = served_paths(answer, model)
     for name in paths:
         path = Path(name).expanduser()
