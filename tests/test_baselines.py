@@ -118,3 +118,7 @@ def test_a_server_request_for_no_retrieval_takes_no_counts():
     with pytest.raises(ApiError, match="has no meaning for method no-retrieval"):
         check_settings("no-retrieval", {}, {"k": 3}, limits)
     assert check_settings("mainrag-unfiltered", {}, {"n": 8}, limits)["n"] == 8
+    # A server started with its own counts (`winnow serve --n 4 --k 2`) does not impose them on a
+    # method that does not read them; a request that asks for one is refused.
+    assert check_settings("no-retrieval", {"n": 4, "k": 2}, {}, limits)["k"] == 0
+    assert check_settings("mainrag-unfiltered", {"n": 4, "k": 2}, {}, limits)["n"] == 4

@@ -56,10 +56,17 @@ def expressible(case):
     conversational task only), ``timeout`` (any deadline is valid, and one of a nanosecond is a
     documented 504), k above N (k is chosen among the N retrieved: brought down to N), and the
     trained rerankers (cross-encoder, monot5): this server has no model for them and cannot fetch
-    one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one)."""
+    one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one), and
+    the counts a method does not read (no-retrieval's N and k, mainrag-unfiltered's k: refused with
+    the reason, a documented 422)."""
+    from winnow.methods import METHODS
+
     if isinstance(case.body, dict):
         if case.body.get("method") in ("cross-encoder", "monot5"):
             case.body.pop("method")
+        chosen = METHODS.get(str(case.body.get("method")))
+        for count in getattr(chosen, "unused_settings", ()):
+            case.body.pop(count, None)
         for part in ("options", "history", "timeout"):
             case.body.pop(part, None)
         n = case.body.get("n")

@@ -251,7 +251,9 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
                 merged[name] = (paths or {})[str(kind)]
         return merged
 
-    layers = [SettingsLayer("server", {key: value for key, value in base.items() if key in known}),
+    # The server's counts (`serve --k 2`) are not a request's: a method that does not read them gets none.
+    layers = [SettingsLayer("server", {key: value for key, value in base.items()
+                                       if key in known and key not in cls.unused_settings}),
               SettingsLayer("request", asked, field_of=field_of, capped=True)]
     try:
         return resolve_settings(method, layers, profile=profile, caps=limits.setting_caps, adjust=served).settings
