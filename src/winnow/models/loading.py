@@ -112,8 +112,10 @@ def gguf_framing(path: Path) -> str | None:
     gguf = import_extra("gguf", "tokenizer", "reading a GGUF's training framing")
     try:
         field = gguf.GGUFReader(path).get_field(GGUF_FRAMING_KEY)
-    except (ValueError, OSError) as exc:  # not a GGUF llama.cpp would load either: it says so itself
-        raise ModelError(f"{path} is not a readable GGUF file: {exc}", "is the file complete?") from exc
+    except (ValueError, OSError, KeyError):
+        # A GGUF version this gguf package cannot parse: llama.cpp, which loads the weights, judges the
+        # file itself; only the key is unknown, as for a GGUF converted without it.
+        return None
     return str(field.contents()) if field is not None else None
 
 
