@@ -112,14 +112,15 @@ def test_models_lists_the_registry(built):
 
 def test_methods_lists_every_method_with_its_defaults(built):
     result = winnow("methods", env_dir=built / "cache")
-    for name in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt"):
+    for name in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt", "no-retrieval", "mainrag-unfiltered"):
         assert name in result.stdout
     for setting in ("judge_n", "rewrites", "window", "max_rewrite_tokens"):
         assert setting in result.stdout
     assert "paper" in result.stdout  # the papers' values beside the defaults (tests/test_profiles.py)
     # vanilla's n is not used: no paper value is claimed for it (issue 29); MAIN-RAG's k is now Winnow's
-    # cap on the survivors, off by default, so it is listed as a setting.
-    assert result.stdout.count("- (not used)") == 1
+    # cap on the survivors, off by default, so it is listed as a setting. no-retrieval reads neither n
+    # nor k, mainrag-unfiltered no k.
+    assert result.stdout.count("- (not used)") == 4
 
 
 @pytest.mark.llm
