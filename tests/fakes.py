@@ -33,6 +33,7 @@ class ScriptedServer(ThreadingHTTPServer):
         self.slow_word = ""  # a prompt containing it takes slow_factor times longer
         self.slow_factor = 10
         self.max_model_len = 0  # when set, GET /v1/models reports it, as vLLM does
+        self.models_root = ""  # when set, GET /v1/models names it as model m's root (vLLM: the folder it loaded)
         self.lock = threading.Lock()
         self.inflight = self.max_inflight = self.requests = 0
         self.finished: list[str] = []  # prompts in the order their answers were sent
@@ -58,8 +59,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path == "/v1/models" and self.server.max_model_len:
-            self._send(200, {"data": [{"id": "m", "max_model_len": self.server.max_model_len}]})
+        if self.path == "/v1/models" and (self.server.max_model_len or self.server.models_root):
+            entry = {"id": "m", **({"max_model_len": self.server.max_model_len} if self.server.max_model_len else {}),
+                     **({"root": self.server.models_root} if self.server.models_root else {})}
+            self._send(200, {"data": [entry]})
         else:
             self._send(404, {"error": "not found"})
 

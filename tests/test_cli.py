@@ -112,14 +112,15 @@ def test_models_lists_the_registry(built):
 
 def test_methods_lists_every_method_with_its_defaults(built):
     result = winnow("methods", env_dir=built / "cache")
-    for name in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt"):
+    for name in ("vanilla", "rankrag", "mainrag", "rrr", "rankgpt", "no-retrieval", "mainrag-unfiltered"):
         assert name in result.stdout
     for setting in ("judge_n", "rewrites", "window", "max_rewrite_tokens"):
         assert setting in result.stdout
     assert "paper" in result.stdout  # the papers' values beside the defaults (tests/test_profiles.py)
     # vanilla's n is not used: no paper value is claimed for it (issue 29); MAIN-RAG's k is now Winnow's
-    # cap on the survivors, off by default, so it is listed as a setting.
-    assert result.stdout.count("- (not used)") == 1
+    # cap on the survivors, off by default, so it is listed as a setting. no-retrieval reads neither n
+    # nor k, mainrag-unfiltered no k.
+    assert result.stdout.count("- (not used)") == 4
 
 
 @pytest.mark.llm
@@ -349,6 +350,9 @@ def _every_setting():
 def test_every_hint_for_a_setting_without_a_value_offers_a_value_that_is_accepted(method, name):
     """``--set NAME=`` and ``--set NAME`` (no '=') and a null in a config file each hint at a value;
     given as the hint writes it, it is accepted (``--set framing=`` once offered ``framing=5``)."""
+    import re
+    from functools import partial
+
     from winnow.config import parse_assignment
     from winnow.methods import METHODS
     from winnow.run_spec import RunOptions, resolve_run, setting_example
@@ -357,7 +361,7 @@ def test_every_hint_for_a_setting_without_a_value_offers_a_value_that_is_accepte
     hints = []
     for text in (f"{name}=", name):
         with pytest.raises(WinnowError) as refused:
-            parse_assignment(text, setting_example)
+            parse_assignment(text, partial(setting_example, method=method))  # as resolve_run asks it
         hints.append(refused.value.hint)
     settings_type = METHODS[method].Settings
     if name in settings_type.field_types():
@@ -366,9 +370,10 @@ def test_every_hint_for_a_setting_without_a_value_offers_a_value_that_is_accepte
         except WinnowError as refused:
             hints.append(refused.hint)
     for hint in hints:
-        value = _suggested(hint, name) or _suggested(hint, "k")
+        other = re.search(r"--set (\w+)=", hint)  # a hint may offer another setting as its example
+        key = name if _suggested(hint, name) is not None else (other.group(1) if other else name)
+        value = _suggested(hint, key)
         if value is None:
             assert "leave it out" in hint
             continue
-        key = name if _suggested(hint, name) else "k"
         resolve_run(RunOptions(method=method, assignments=(f"{key}={value}",)))

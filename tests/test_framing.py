@@ -180,6 +180,21 @@ def test_d2_conversational_is_printed_exactly():
         "{Latest Question}": "when was it written"})
 
 
+@pytest.mark.parametrize("name", ["rankrag.context_ranking", "rankrag.context_ranking_fever",
+                                  "rankrag.context_ranking_conversational", "rankrag.rag", "rankrag.rag_fever",
+                                  "rankrag.rag_conversational", "rankrag_train.rag_qa", "rankrag_train.rag_ranking",
+                                  "rankrag_train.context_qa_short"])
+def test_a_titled_passage_is_one_block_of_one_line(name):
+    """A block (each Passage) is one line: the title before the text, "Passage 1: Title text", as the
+    paper's case studies print it (Tables 10-11), not the title on a line of its own."""
+    titled = [Passage(f"p{i}", f"Text number {i}.", f"Title {i}") for i in (1, 2)]
+    template = prompt(name)
+    context = template.context(titled)
+    lines = [line for line in context.split("\n") if line]
+    assert lines[0].endswith("Title 1 Text number 1.") and lines[0].startswith("Passage")
+    assert len(lines) == 2 and lines[1].endswith("Title 2 Text number 2.")
+
+
 def test_a_dialogue_as_chat_turns_opens_with_the_context():
     template = task_prompt("rankrag.rag", "conversational")
     system, first, answer, latest = template.messages("when was it written", passages(1), DIALOGUE)
@@ -199,7 +214,7 @@ def test_a_question_answering_prompt_refuses_a_history_rather_than_dropping_it()
 def test_the_variants_are_open_to_rankrag_and_vanilla_only(index, llm):
     for method in ("rankrag", "vanilla"):
         build_method(method, index=index, llm=llm, framing="plain", task="fever")
-    with pytest.raises(SettingError, match="methods rankrag and vanilla have them") as refused:
+    with pytest.raises(SettingError, match="methods rankrag, vanilla and no-retrieval have them") as refused:
         build_method("mainrag", index=index, llm=llm, framing="plain")
     assert refused.value.setting == "framing"
     with pytest.raises(SettingError, match="one of 'qa', 'fever', 'conversational'"):
@@ -275,7 +290,7 @@ def test_rankrag_in_plain_framing_sends_the_appendix_text(index, llm):
     expected = paper_layout(D2_CONVERSATIONAL.replace("Passage 2: {Rerank Top Passage 2}\n", "").replace(
         "Passage 3: {Rerank Top Passage 3}\n", "").replace("Passage 4: {Rerank Top Passage 4}\n", "").replace(
         "Passage 5: {Rerank Top Passage 5}\n", ""), {
-        "{Rerank Top Passage 1}": f"{top.title}\n{top.text}" if top.title else top.text,
+        "{Rerank Top Passage 1}": f"{top.title} {top.text}" if top.title else top.text,
         "{Question 1}": "who painted the mona lisa", "{Answer 1}": "Leonardo da Vinci",
         "{Latest Question}": "when was it painted"})
     assert generate.llm_calls[0].messages == [{"role": "plain", "content": expected}]

@@ -19,6 +19,7 @@ from winnow.settings import SettingError
 from winnow.llm import LLM, CallCache
 from winnow.llm.base import ChoiceScores, Generation
 from winnow.llm.choices import scores_over_choices
+from winnow.methods import method_settings
 from winnow.methods.mainrag import MainRAG, MainRAGSettings
 from winnow.prompts import judge_prompt, prompt
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace
@@ -210,6 +211,40 @@ def test_judge_prompt_lays_out_document_question_and_llm_answer():
                                "LLM Answer: Paris\n\n"
                                'Are both conditions reached? Answer "Yes" or "No" first.')
     assert template.render_plain("q", PARIS, "a").startswith(f"system:\n{JUDGE_SYSTEM}\nuser:\nDocument: Paris")
+
+
+def test_judge_without_the_added_sentence_ends_at_the_llm_answer():
+    """Appendix C's judge has no request after the triplet; Winnow's default adds one (a deviation,
+    docs/reproducing.md). ``judge_sentence = "none"`` leaves it out, and --profile paper sets that."""
+    template = judge_prompt("mainrag.judge_without_request")
+    system, user = template.messages("capital of france?", PARIS, "Paris")
+    assert system == {"role": "system", "content": JUDGE_SYSTEM}
+    assert user["content"] == ("Document: Paris\nParis is the capital of France.\n\nQuestion: capital of france?\n\n"
+                               "LLM Answer: Paris")
+    assert MainRAGSettings().judge_sentence == "added"
+    assert method_settings("mainrag", profile="paper").judge_sentence == "none"
+
+
+@pytest.mark.parametrize("sentence, ending", [
+    ("added", 'LLM Answer: Paris\n\nAre both conditions reached? Answer "Yes" or "No" first.'),
+    ("none", "LLM Answer: Paris")])
+def test_judge_sentence_reaches_the_judge(index, sentence, ending):
+    judge = ScriptedJudge({"Paris": 3.0, "France": 5.0, "Berlin": -1.0, "Rome": -3.0})
+    recorded = []
+    original = judge.choice_logprobs
+
+    def remember(prompts, choices):
+        recorded.extend(m[1]["content"] for m in prompts)
+        return original(prompts, choices)
+
+    judge.choice_logprobs = remember
+    rag = MainRAG(index, LLM(ScriptedPredictor()), MainRAGSettings(n=4, judge_sentence=sentence),
+                  agents={"judge": LLM(judge)})
+    answer = rag.ask("what is the capital city of france")
+    paris = next(text for text in recorded if text.startswith("Document: Paris\n"))
+    assert paris.endswith(ending)
+    assert answer.trace.stages[2].settings["prompt"] == ("mainrag.judge" if sentence == "added"
+                                                         else "mainrag.judge_without_request")
 
 
 def test_final_predictor_prompt_numbers_the_documents_in_order():
@@ -504,3 +539,25 @@ def test_orders_and_the_naive_variant_on_the_real_model_share_the_judges_calls(i
     retrieved = [c["id"] for c in naive.trace.stages[0].output]
     assert [c.passage.id for c in naive.passages] == [pid for pid in retrieved if decisions[pid] == "Yes"]
     assert naive.trace.stages[2].usage.calls == 0 and naive.trace.stages[2].usage.cache_hits == 3
+
+
+def test_the_answer_length_reaches_agent_3_and_agent_1_keeps_its_own(index):
+    """MAIN-RAG on ASQA answers in long form: --max-answer-tokens 300 (ALCE's max_new_tokens) bounds
+    the final predictor's answer; each Agent-1 answer keeps max_document_answer_tokens."""
+
+    class Limits(ScriptedPredictor):
+        def __init__(self):
+            super().__init__()
+            self.limits = []
+
+        def generate(self, prompts, *, max_tokens, temperature=0.0, stop=()):
+            self.limits.extend([max_tokens] * len(prompts))
+            return super().generate(prompts, max_tokens=max_tokens, temperature=temperature, stop=stop)
+
+    predictor = Limits()
+    judge = ScriptedJudge({"Paris": 3.0, "France": 5.0, "Berlin": -1.0, "Rome": -3.0})
+    settings = method_settings("mainrag", profile="paper", n=4, max_answer_tokens=300)
+    rag = MainRAG(index, LLM(predictor), settings, agents={"judge": LLM(judge)})
+    answer = rag.ask("what is the capital city of france")
+    assert predictor.limits == [32, 32, 32, 32, 300]
+    assert answer.trace.stages[-1].settings["max_tokens"] == 300

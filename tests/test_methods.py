@@ -37,7 +37,7 @@ def test_rankrag_scores_every_passage_with_the_context_ranking_prompt(index, llm
     answer = build_method("rankrag", index=index, llm=llm, n=3, k=3).ask("largest planet")
     rerank = answer.trace.stages[1]
     assert [c.messages[-1]["content"].split("\n")[0] for c in rerank.llm_calls] == [
-        f"Passage: {c['title']}" for c in rerank.input]
+        f"Passage: {c['title']} {c['text']}" for c in rerank.input]
     assert all(set(c.output) == {"True", "False"} for c in rerank.llm_calls)
     assert all(sum(c.output.values()) == pytest.approx(1.0, abs=1e-5) for c in rerank.llm_calls)
 

@@ -214,3 +214,58 @@ def test_metrics_json_records_the_relevance_level_and_asqa_means():
     assert final["MRR@10"] == pytest.approx(0.25)  # q1: 1/2 at level 2; q2: grade 1 only, 0
     assert set(final) >= {"nDCG@1", "nDCG@5", "nDCG@10", "MAP"}
     assert metrics["answer"] == {"em": 0.5, "f1": 0.75, "accuracy": 1.0, "str_em": 0.5}
+
+
+# --- the headline accuracy: the cited metric under a paper profile ------------------------------------
+
+def test_a_paper_profile_quotes_the_cited_accuracy_and_keeps_winnows_beside_it():
+    """RankRAG §5.1 and MAIN-RAG §4.1 cite Self-RAG's `match` (PopQA's own test on PopQA); a run under
+    a paper profile quotes it as its accuracy, and the normalised containment stays in ``answer``."""
+    from run_records import line, run_info
+    from winnow.commands.eval_tables import metrics_headline
+    from winnow.evaluation.metrics import cited_accuracy, compute_metrics
+
+    assert cited_accuracy(None, ["nq"]) == "accuracy"
+    assert cited_accuracy("paper", ["nq", "triviaqa"]) == "accuracy_match"
+    assert cited_accuracy("paper-70b", ["popqa", "popqa-longtail"]) == "accuracy_popqa"
+    assert cited_accuracy("paper", ["popqa", "nq"]) == "accuracy_match"
+    # "paris" against gold "Paris": contained once normalised, not a raw case-sensitive match.
+    scores = answer_scores("paris", ["Paris"])
+    records = [line(id="q1", scores=scores, seconds=1.0, method_seconds=1.0)]
+    quoted = compute_metrics(records, selected=1, run=run_info(), depth=20, headline="accuracy_match").to_json()
+    assert quoted["headline_accuracy"] == "accuracy_match"
+    assert quoted["answer"]["accuracy"] == 1.0 and quoted["answer"]["accuracy_match"] == 0.0
+    assert "accuracy (Self-RAG's match) 0.0% · normalised containment 100.0%" in metrics_headline(quoted)
+    plain = compute_metrics(records, selected=1, run=run_info(), depth=20).to_json()
+    assert "headline_accuracy" not in plain and "accuracy 100.0%" in metrics_headline(plain)
+    # A label question has no cited containment score: the run quotes its accuracy as it is.
+    label = [line(id="q1", scores=answer_scores("True", ["True"]), seconds=1.0, method_seconds=1.0)]
+    assert "headline_accuracy" not in compute_metrics(label, selected=1, run=run_info(), depth=20,
+                                                      headline="accuracy_match").to_json()
+
+
+def test_winnow_eval_under_the_paper_profile_quotes_selfrags_match(index, tmp_path):
+    """End to end over a scripted OpenAI-compatible server (its answer repeats the prompt, so it holds
+    "Paris" and never "paris"): metrics.json and the printed headline quote `match` first."""
+    import json
+
+    from cli_runner import winnow
+    from fakes import ScriptedServer
+
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "q1", "question": "what is the capital of france",
+                                   "golden_answers": ["paris"]}) + "\n")
+    server = ScriptedServer(delay=0.0)
+    try:
+        for profile, out in ((["--profile", "paper", "--framing", "chat"], "paper"), ([], "default")):
+            result = winnow("eval", "--index", index.path, "--queries", queries, "--method", "vanilla", "--k", "2",
+                            *profile, "--backend", "openai", "--base-url", server.url, "--model", "m",
+                            "--out", tmp_path / out)
+            assert result.returncode == 0, result.stderr
+        paper = json.loads((tmp_path / "paper" / "metrics.json").read_text())
+        default = json.loads((tmp_path / "default" / "metrics.json").read_text())
+    finally:
+        server.stop()
+    assert paper["headline_accuracy"] == "accuracy_match"
+    assert (paper["answer"]["accuracy_match"], paper["answer"]["accuracy"]) == (0.0, 1.0)
+    assert "headline_accuracy" not in default

@@ -186,7 +186,7 @@ def methods_rows(output: str) -> dict[str, dict[str, tuple[str, str]]]:
     rows: dict[str, dict[str, tuple[str, str]]] = {}
     method = ""
     for line in output.splitlines():
-        if (named := re.match(r"^([a-z_]+): ", line)) and named.group(1) in METHODS:
+        if (named := re.match(r"^([a-z_-]+): ", line)) and named.group(1) in METHODS:
             method = named.group(1)
         elif method and (row := re.match(r"^ ([a-z_]+) {2,}(\S+(?: \S+)*) {2,}(\S+(?: \S+)*) *$", line)):
             rows.setdefault(method, {})[row.group(1)] = (row.group(2), row.group(3))
@@ -209,6 +209,11 @@ def test_winnow_methods_shows_defaults_beside_the_paper_values(columns):
     assert rows["rrr"]["second_pass_depth"] == ("0", "30 *")  # rrr: off on the CPU, §4(C)'s top 30 in the paper
     assert rows["rrr"]["rewrites"] == ("5", "5")
     assert rows["mainrag"]["k"] == ("None", "None")  # Winnow's cap on the survivors, off as in the paper
+    assert rows["mainrag"]["judge_sentence"] == ("added", "none *")  # Appendix C adds no request to the triplet
+    # The baselines without retrieval and without MAIN-RAG's filter: counts they do not read are not shown.
+    assert rows["no-retrieval"]["k"] == rows["no-retrieval"]["n"] == ("0", "- (not used)")
+    assert rows["no-retrieval"]["framing"] == ("chat", "plain *")
+    assert rows["mainrag-unfiltered"]["n"] == ("20", "20") and rows["mainrag-unfiltered"]["k"][1] == "- (not used)"
     for name in PROFILES:
         assert name in result.output
 

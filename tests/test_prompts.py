@@ -55,7 +55,7 @@ def test_chat_messages_put_context_and_instruction_in_the_user_turn():
     system, user = template.messages("who wrote hamlet", [p])
     assert system == {"role": "system", "content": SYSTEM}
     assert user["role"] == "user"
-    assert user["content"] == ("Passage: Hamlet\nHamlet is a tragedy by William Shakespeare.\n\n"
+    assert user["content"] == ("Passage: Hamlet Hamlet is a tragedy by William Shakespeare.\n\n"
                                "For the question who wrote hamlet, access whether the passage is relevant "
                                "to the question. Return True if relevant, otherwise False.")
 

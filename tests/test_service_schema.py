@@ -57,7 +57,10 @@ def expressible(case):
     documented 504), k above N (k is chosen among the N retrieved: brought down to N), and the
     trained rerankers (cross-encoder, monot5): this server has no model for them and cannot fetch
     one offline, a documented 503 ``model_unavailable`` (tests/test_cross_encoder.py serves one),
-    and a one-row profile (``rankgpt-quoted``) with a method it does not name: given its method."""
+    the counts a method does not read (no-retrieval's N and k, mainrag-unfiltered's k: refused with
+    the reason, a documented 422), and a one-row profile (``rankgpt-quoted``) with a method it does
+    not name: given its method."""
+    from winnow.methods import METHODS
     from winnow.methods.profiles import PROFILES
 
     if isinstance(case.body, dict):
@@ -66,6 +69,9 @@ def expressible(case):
             case.body["method"] = next(iter(profile.settings))
         if case.body.get("method") in ("cross-encoder", "monot5"):
             case.body.pop("method")
+        chosen = METHODS.get(str(case.body.get("method")))
+        for count in getattr(chosen, "unused_settings", ()):
+            case.body.pop(count, None)
         for part in ("options", "history", "timeout"):
             case.body.pop(part, None)
         n = case.body.get("n")

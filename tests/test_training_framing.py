@@ -30,7 +30,7 @@ SYSTEM = prompt("rankrag.context_ranking").system
 # App. C/D's layout of a context-ranking example and its target, byte for byte.
 RANKING_PLAIN = (
     f"System: {SYSTEM}\n\n"
-    "Passage: Mona Lisa\nThe Mona Lisa is a portrait by Leonardo da Vinci.\n\n"
+    "Passage: Mona Lisa The Mona Lisa is a portrait by Leonardo da Vinci.\n\n"  # one line, as Tables 10-11 print it
     "User: For the question who painted the mona lisa, access whether the passage is relevant to the question. "
     "Return True if relevant, otherwise False.\n\n"
     "Assistant: True")
@@ -62,7 +62,7 @@ def test_plain_training_text_of_five_passages_and_of_a_dialogue():
     prompt_text, completion = ex.plain_example(qa.messages, qa.context_chars)
     assert prompt_text == template.render_plain("when was it painted", [qa_passage := Passage("d", "Painted in 1503.",
                                                                                               "Mona Lisa")], turns)
-    assert prompt_text.split("\n\n")[1:4] == [f"Passage: {qa_passage.title}\n{qa_passage.text}",
+    assert prompt_text.split("\n\n")[1:4] == [f"Passage: {qa_passage.title} {qa_passage.text}",
                                               "User: who painted the mona lisa", "Assistant: Leonardo"]
     assert completion == " 1503"
     # Stage-I chat data has no context: every turn is a block.
@@ -136,3 +136,86 @@ def test_a_model_is_evaluated_in_the_framing_it_was_trained_in(tmp_path):
     assert "role judge" in notice and "plain framing" in notice
     # Models Winnow did not train (and backends without a source) are not checked.
     assert check_trained_framing("rankrag", "chat", both, {"default": None}) == []
+
+
+# --- the framing across the process boundary: a converted GGUF, a model a server serves --------------
+
+def tiny_gguf(path: Path, framing: str | None = None) -> Path:
+    """A GGUF holding metadata only (no tensors): what the framing readers look at."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    if framing is not None:
+        writer.add_string("winnow.framing", framing)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_an_exported_gguf_carries_the_framing_it_was_trained_in(tmp_path):
+    from winnow.models.loading import carried_record, export_record_path
+
+    run = trained_model(tmp_path / "plain-run", {"framing": "plain"})
+    converted = tiny_gguf(tmp_path / "rankrag-8b.gguf")
+    assert carried_record(converted) is None  # converted by hand: nothing says how it was trained
+    result = CliRunner().invoke(app, ["train", "export", str(run), str(converted)])
+    assert result.exit_code == 0, result.output
+    sidecar = export_record_path(converted)
+    assert sidecar.name == "rankrag-8b.gguf.winnow-model.json" and json.loads(sidecar.read_text())["framing"] == "plain"
+    source = locate_model(str(converted))
+    assert trained_framing(source) == "plain"
+    with pytest.raises(SettingError, match="--framing plain"):
+        check_trained_framing("rankrag", "chat", ("chat", "plain"), {"default": source})
+    # A converter that writes the GGUF key instead of the sidecar is read the same way.
+    keyed = tiny_gguf(tmp_path / "keyed.gguf", framing="chat")
+    assert carried_record(keyed)["framing"] == "chat"
+    # Not a training output: refused naming it.
+    refused = CliRunner().invoke(app, ["train", "export", str(tmp_path), str(converted)])
+    assert refused.exit_code != 0 and "not a `winnow train sft` output" in str(refused.exception)
+
+
+def served_rankrag(server, index, framing):
+    from winnow.llm import LLM
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.methods import build_method
+
+    backend = OpenAICompatibleBackend("m", base_url=server.url)
+    return build_method("rankrag", index=index, llm=LLM(backend), framing=framing)
+
+
+def test_a_served_model_is_checked_against_the_record_of_the_folder_it_was_loaded_from(tmp_path, index):
+    """vLLM names the folder it loaded as the model's root in GET /v1/models: the framing check that
+    holds in process holds across the server too."""
+    from fakes import ScriptedServer
+
+    server = ScriptedServer(delay=0.0)
+    server.models_root = str(trained_model(tmp_path / "plain-run", {"framing": "plain"}) / "model")
+    try:
+        with pytest.raises(SettingError, match="--framing plain"):
+            served_rankrag(server, index, "chat")
+        assert served_rankrag(server, index, "plain").notices == []
+    finally:
+        server.stop()
+
+
+def test_a_server_that_cannot_say_what_it_serves_is_noted_once(index):
+    from fakes import ScriptedServer
+    from winnow.llm import LLM
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.methods import build_method
+
+    server = ScriptedServer(delay=0.0)  # GET /v1/models answers 404
+    try:
+        llm = LLM(OpenAICompatibleBackend("m", base_url=server.url))
+        with pytest.warns(Warning, match="does not say which model it serves"):
+            first = build_method("rankrag", index=index, llm=llm)
+        second = build_method("vanilla", index=index, llm=llm)
+        assert len(first.notices) == 1 and "framing model m was trained in is not checked" in first.notices[0]
+        assert second.notices == []  # once per backend
+        server.models_root = "/nowhere/rankrag-8b"  # named, but not a path this machine can read
+        with pytest.warns(Warning, match="cannot read"):
+            build_method("rankrag", index=index, llm=LLM(OpenAICompatibleBackend("m", base_url=server.url)))
+    finally:
+        server.stop()

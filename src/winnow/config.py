@@ -68,8 +68,9 @@ def parse_assignment(text: str, example: Callable[[str], str | None] = _no_examp
     if not sep or not key.strip():
         name = (key or text).strip().replace("-", "_")
         shown = example(name) if name else None
+        # Another setting as the example where this one has none to offer: every method has max_answer_tokens.
         raise WinnowError(f"--set {text!r} is not KEY=VALUE",
-                          f"e.g. --set {name}={shown}" if shown is not None else "e.g. --set k=5")
+                          f"e.g. --set {name}={shown}" if shown is not None else "e.g. --set max_answer_tokens=32")
     name = key.strip().replace("-", "_")
     if not value.strip():
         raise SettingError(name, f"--set {name}= has no value", value_hint(name, example(name)))

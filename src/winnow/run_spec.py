@@ -13,6 +13,7 @@ before any model loads.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -318,11 +319,15 @@ class RunSpec:
 
 
 
-def setting_example(name: str) -> str | None:
-    """A value setting ``name`` accepts (a run option's, else the first method's that has it), for hints."""
+def setting_example(name: str, method: str | None = None) -> str | None:
+    """A value setting ``name`` accepts (a run option's; else ``method``'s own, where it has the
+    setting: no-retrieval's k is 0, none of the others' values; else the first method's), for hints."""
     from .methods import METHODS
 
-    owners: list[type[Settings]] = [RunSettings, *(method.Settings for method in METHODS.values())]
+    own = METHODS[method].Settings if method in METHODS else None
+    if own is not None and name in own.field_types() and name not in RunSettings.field_types():
+        return own.example(name)
+    owners: list[type[Settings]] = [RunSettings, *(m.Settings for m in METHODS.values())]
     return next((shown for owner in owners if (shown := owner.example(name)) is not None), None)
 
 
@@ -334,7 +339,8 @@ def resolve_run(options: RunOptions, *, agents_for_method: bool = True,
     such as ``n=`` alike), then ``settings`` (an adapter's ``settings=`` mapping as a layer). A value
     given both by ``--set`` and by its own flag must agree; two different values are refused rather
     than one silently winning."""
-    assigned = dict(parse_assignment(a, setting_example) for a in options.assignments or ())
+    example = functools.partial(setting_example, method=options.method)  # hints with the run's method's values
+    assigned = dict(parse_assignment(a, example) for a in options.assignments or ())
     named = {f.name: getattr(options, f.name) for f in fields(options)
              if f.name not in _NOT_IN_SPEC and getattr(options, f.name) is not None}
     for key in sorted(assigned.keys() & named.keys()):

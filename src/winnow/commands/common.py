@@ -298,8 +298,10 @@ def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Coll
         @functools.wraps(command)
         def with_options(**given: Any) -> Any:
             values = {f.name: given.pop(f"{prefix}{f.name}") for f in chosen}
+            # An option not given is None, a switch not given False, a repeated one not given empty.
+            # Compared by identity: 0 == False, and `--k 0` is a value given, to honour or refuse.
             values = {name: (tuple(value) if isinstance(value, list) else value) for name, value in values.items()
-                      if value not in (None, False, [], ())}
+                      if not (value is None or value is False or (isinstance(value, (list, tuple)) and not value))}
             return command(**{parameter: declared(**values)}, **given)
 
         del with_options.__wrapped__  # typer reads the signature below, not the command's own

@@ -93,9 +93,16 @@ def print_endpoint_health(per_model: list[dict[str, Any]]) -> None:
 def metrics_headline(metrics: dict[str, Any]) -> str:
     """The run's label and answer metrics: a line of its own above :func:`metrics_table`, wrapped at
     the terminal's width (as a table title it wrapped at the table's, cutting the label in two)."""
+    from ..evaluation.schema import ACCURACY_NAMES
+
     answer = metrics["answer"]
+    accuracy = f"accuracy {answer['accuracy']:.1%}"
+    quoted = metrics.get("headline_accuracy")
+    if quoted:  # a paper profile's run: the metric the papers cite first, Winnow's beside it
+        accuracy = (f"accuracy ({ACCURACY_NAMES[quoted]}) {answer[quoted]:.1%} · "
+                    f"{ACCURACY_NAMES['accuracy']} {answer['accuracy']:.1%}")
     return (f"{metrics['run']['label']} · {metrics['questions']['answered']} questions · "
-            f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · accuracy {answer['accuracy']:.1%}")
+            f"EM {answer['em']:.1%} · F1 {answer['f1']:.1%} · {accuracy}")
 
 
 def metrics_table(metrics: dict[str, Any]) -> Table:

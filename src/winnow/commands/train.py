@@ -183,3 +183,17 @@ def _print_trained(report: SFTReport, seconds: float) -> None:
     err.print(f"trained {report.steps} steps{resumed} on {report.examples:,} examples "
               f"({report.trained_tokens:,} target tokens of {report.tokens:,}); {loss}; "
               f"{seconds:.0f} s" + (f"; left out {skipped}" if skipped else ""))
+
+
+@train_app.command("export")
+def export(
+    trained: Annotated[Path, typer.Argument(help="The `winnow train sft` output (its --out folder).")],
+    model_file: Annotated[Path, typer.Argument(help="The file it was converted to, e.g. by llama.cpp's "
+                                                    "convert_hf_to_gguf.py: MODEL.gguf.")],
+) -> None:
+    """Write the training record (the framing it learnt) beside a converted model, MODEL.gguf.winnow-model.json,
+    so evaluating that file in-process, or through a server that names it, checks the framing."""
+    from ..models.loading import write_export_record
+
+    written = write_export_record(trained, model_file)
+    err.print(f"wrote {written}: {model_file.name} is checked against the framing it was trained in")

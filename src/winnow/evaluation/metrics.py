@@ -15,7 +15,7 @@ list forward, so every row averages over the same questions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -51,6 +51,21 @@ def answer_means(records: Sequence[QuestionRecord]) -> Scores:
         if scored:
             means[name] = mean(scored)
     return Scores(**means)
+
+
+#: The ``metadata["dataset"]`` names of PopQA's questions (:mod:`winnow.datasets.benchmarks`).
+POPQA_DATASETS = ("popqa", "popqa-longtail")
+
+
+def cited_accuracy(profile: str | None, datasets: Iterable[str]) -> str:
+    """The answer score a run quotes as its accuracy: Winnow's ``accuracy`` (SQuAD-normalised
+    containment) without a profile; under a paper profile the metric the papers cite, Self-RAG's
+    ``match`` (``accuracy_match``: RankRAG §5.1 and MAIN-RAG §4.1 "following Self-RAG"), or
+    PopQA's own test (``accuracy_popqa``) when every question is PopQA's."""
+    if not profile:
+        return "accuracy"
+    names = set(datasets)
+    return "accuracy_popqa" if names and names <= set(POPQA_DATASETS) else "accuracy_match"
 
 
 def stage_labels(records: Sequence[QuestionRecord]) -> list[str]:
@@ -158,12 +173,17 @@ def cost_split_metrics(records: Sequence[QuestionRecord], prices: PriceTable | N
 
 def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: RunInfo, depth: int,
                     qrels: Mapping[str, Mapping[str, int]] | None = None, qrels_info: Mapping[str, Any] | None = None,
-                    capped: bool = False, prices: PriceTable | None = None, relevance_level: int = 1) -> Metrics:
+                    capped: bool = False, prices: PriceTable | None = None, relevance_level: int = 1,
+                    headline: str = "accuracy") -> Metrics:
     """The whole ``metrics.json`` for the finished ``records`` of ``selected`` chosen questions;
     ``depth`` is the first-stage depth D, the deepest cutoff worth reporting; ``prices`` (``--prices``)
     adds the cost in USD; ``qrels_info`` the qrels file's ``file``, ``sha256`` and ``index_coverage``;
-    ``relevance_level`` is the lowest qrels grade counted relevant (trec_eval's ``-l``)."""
+    ``relevance_level`` is the lowest qrels grade counted relevant (trec_eval's ``-l``); ``headline``
+    the score quoted as the run's accuracy (:func:`cited_accuracy`), kept where the questions have it
+    (labels, letters and regex answers have only ``accuracy``)."""
     labels = stage_labels(records)
+    answer = answer_means(records)
+    quoted = headline if headline != "accuracy" and getattr(answer, headline, None) is not None else None
     rows = lists_by_row(records, labels)
     answer_ks = cutoffs(depth, ANSWER_RECALL_KS)
     by_model, by_role, usd = cost_split_metrics(records, prices)
@@ -179,7 +199,8 @@ def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: Ru
         run=run,
         questions=QuestionCounts(selected=selected, answered=len(records), remaining=selected - len(records),
                                  regex_answers=sum(1 for r in records if r.regex)),
-        answer=answer_means(records),
+        answer=answer,
+        headline_accuracy=quoted,
         rows=["first_stage", *labels, "final"],
         answer_recall={row: answer_recall([entry.answer_ranks for entry in lists], answer_ks)
                        for row, lists in rows.items()},

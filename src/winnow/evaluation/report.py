@@ -24,7 +24,7 @@ from .cost import split_costs, usd_cost
 from .paired import paired_difference
 from .prices import PriceTable
 from .runfolder import RunFolder
-from .schema import Metrics, QuestionRecord
+from .schema import ACCURACY_NAMES, Metrics, QuestionRecord
 
 
 @dataclass
@@ -149,8 +149,12 @@ def answers_table(runs: Sequence[LoadedRun], bases: Sequence[Baseline], by_run: 
     for run in runs:
         m, c = run.metrics, run.metrics.cost
         questions = f"{m.questions.answered}/{m.questions.selected}"
+        # A paper profile's run quotes the papers' cited accuracy, Winnow's normalised one beside it.
+        quoted = m.headline_accuracy
+        accuracy = pct(m.answer.accuracy) if not quoted else \
+            f"{pct(m.answer.headline(quoted))} ({ACCURACY_NAMES[quoted]}; normalised {pct(m.answer.accuracy)})"
         rows.append([run.label + by_run[run.path].tag, questions,
-                     pct(m.answer.em), pct(m.answer.f1), pct(m.answer.accuracy),
+                     pct(m.answer.em), pct(m.answer.f1), accuracy,
                      num(c.llm_calls_per_question), num(c.prompt_tokens_per_question, 0),
                      num(c.completion_tokens_per_question, 0), num(c.seconds_per_question, 2),
                      str(c.cache_hits)])

@@ -34,7 +34,7 @@ from ..lock import output_lock
 from .answering import first_stage_depth, model_identities, token_counting
 from .identity import run_identity
 from .labels import resolved_settings, run_deviations, run_label
-from .metrics import compute_metrics
+from .metrics import cited_accuracy, compute_metrics
 from .qrels_coverage import read_run_qrels
 from .runfolder import RunFolder, library_versions, now, write_run_files
 from .schema import Metrics, QuestionRecord, RunInfo
@@ -253,7 +253,9 @@ class EvalRun:
                       limit=self.limit, label=run_label(spec), deviations=run_deviations(spec))
         metrics = compute_metrics(records, selected=len(self.selected), run=run, depth=first_stage_depth(spec),
                                   qrels=qrels, qrels_info=qrels_info, capped=self.capped, prices=self.prices,
-                                  relevance_level=self.resolved_relevance_level())
+                                  relevance_level=self.resolved_relevance_level(),
+                                  headline=cited_accuracy(spec.profile, (str(item.metadata.get("dataset", ""))
+                                                                         for item in self.selected)))
         metrics.questions.failed_this_session = len(self.failures)
         metrics.written = now()
         self.metrics = metrics

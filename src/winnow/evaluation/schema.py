@@ -90,6 +90,11 @@ class Ranked(Protocol):
     answer_ranks: list[int]
 
 
+#: How a report names each accuracy a run may quote (``Metrics.headline_accuracy``).
+ACCURACY_NAMES = {"accuracy": "normalised containment", "accuracy_match": "Self-RAG's match",
+                  "accuracy_popqa": "PopQA's match"}
+
+
 @dataclass(kw_only=True)
 class Scores(JsonRecord):
     """A question's answer scores (SQuAD EM and token F1, containment accuracy), or their run means."""
@@ -110,6 +115,12 @@ class Scores(JsonRecord):
     def of(self, name: str) -> float:
         """The score called ``name`` (one of :attr:`NAMES`)."""
         return float(getattr(self, name))
+
+    def headline(self, name: str | None) -> float:
+        """The accuracy a run quotes: the score ``name`` (``Metrics.headline_accuracy``) where the
+        questions have it, else ``accuracy``."""
+        value = getattr(self, name) if name else None
+        return float(self.accuracy if value is None else value)
 
 
 @dataclass(kw_only=True)
@@ -321,6 +332,11 @@ class Metrics(JsonRecord):
     list_length: dict[str, float]
     first_stage_depth: int
     cost: CostSummary
+    #: The answer score the run quotes as its accuracy when it is not ``accuracy`` (Winnow's
+    #: normalised containment): ``accuracy_match`` (Self-RAG's ``match``, which RankRAG §5.1 and
+    #: MAIN-RAG §4.1 cite) or ``accuracy_popqa`` on PopQA, under a paper profile
+    #: (:func:`winnow.evaluation.metrics.cited_accuracy`). Both stay in ``answer``.
+    headline_accuracy: str | None = field(default=None, metadata=OMIT)
     stage_cost: dict[str, StageCost] = field(default_factory=dict)
     cost_by_model: dict[str, SplitCost] | None = None
     cost_by_role: dict[str, SplitCost] | None = None

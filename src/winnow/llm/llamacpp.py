@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import ModelError, WinnowError
 from ..extras import import_extra
+from ..models.loading import ModelSource, carried_record
 from .base import ChoiceScores, Generation
 from .context_size import DEFAULT_CONTEXT_SIZE, checked_context_size
 from .messages import Prompt
@@ -103,6 +104,9 @@ class LlamaCppBackend:
         self._path = path
         self._name = model_name or path.stem
         self._sha256 = model_sha256
+        #: The model with the training record it carries (a converted `winnow train sft` model's sidecar
+        #: or GGUF key), which a method checks its framing against.
+        self.source = ModelSource(self._name, "gguf", path, model_sha256, record=carried_record(path))
         try:
             self._server = xllamacpp.Server(params)
         except Exception as exc:  # xllamacpp raises plain RuntimeError/ValueError on a bad file

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import BackendError
+from ..models.loading import ModelSource
 from .base import ChoiceScores, Generation
 from .context_size import checked_context_size, resolve_context_size
 from .dispatch import DEFAULT_TIMEOUT_SECONDS, BreakerPolicy, Dispatcher, Endpoint, RetryPolicy
@@ -31,6 +32,7 @@ from .openai_format import (
     read_generation,
     route,
 )
+from .served_model import served_source
 from .server_tokens import ServerFacts, discover
 from .tokens import ModelTokens, TokenCounter
 
@@ -97,10 +99,31 @@ class OpenAICompatibleBackend:
         self._local_tokens = load_tokenizer(tokenizer) if tokenizer else None
         self._lock = threading.Lock()
         self.tokens_done = 0  # prompt + completion tokens of the requests answered so far (progress)
+        self._served: tuple[ModelSource | None, str] | None = None  # asked once, when a method first needs it
+        self._noted = False
 
     @property
     def identity(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self._model, "base_url": self._base_url}
+
+    def _served_model(self) -> tuple[ModelSource | None, str]:
+        if self._served is None:
+            endpoint = self.dispatcher.endpoints[0]  # the endpoints serve one model
+            self._served = served_source(endpoint, endpoint.base_url, self._model)
+        return self._served
+
+    @property
+    def source(self) -> ModelSource | None:
+        """The served model with the training record found for it here (:mod:`.served_model`), or None:
+        what a method checks its framing against (:func:`winnow.models.loading.check_trained_framing`)."""
+        return self._served_model()[0]
+
+    def source_note(self) -> str:
+        """Once per backend: why the served model's framing could not be checked ("" when it was, or
+        when no record is known of the model, as for a hosted one)."""
+        note = "" if self._noted else self._served_model()[1]
+        self._noted = True
+        return note
 
     @property
     def inflight(self) -> int:

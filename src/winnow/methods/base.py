@@ -71,7 +71,7 @@ class MethodSettings(Settings):
                          f"setting {setting!r} = {value!r} is not available here: this method's prompts "
                          f"have {', '.join(repr(a) for a in allowed)}",
                          "the plain framing and the fever/conversational tasks are RankRAG's Appendix D "
-                         "prompts: methods rankrag and vanilla have them")
+                         "prompts: methods rankrag, vanilla and no-retrieval have them")
 
     @classmethod
     def contract_run(cls) -> dict[str, Any]:
@@ -79,9 +79,11 @@ class MethodSettings(Settings):
         merged: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
             merged.update(vars(klass).get("contract_values", {}))
-        return merged
+        # None: the setting keeps its default (a base's value the method has no use for, its k).
+        return {key: value for key, value in merged.items() if value is not None}
 
     def check(self) -> None:
+        refuse_no_passages(self)
         at_least(self, 1, "n", "k", "max_answer_tokens")
         self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): the k "
                                             "answered from are chosen among the N retrieved")
@@ -96,6 +98,14 @@ class MethodSettings(Settings):
         """The deviations these settings may bring on ``backend`` alone (a prompt a hosted API cannot
         take as the paper prints it): setting -> why. The run's deviations add them to :meth:`deviations`."""
         return {}
+
+
+def refuse_no_passages(settings: MethodSettings) -> None:
+    """Refuse k = 0 where the method answers from k passages, naming the method that answers from none
+    (the papers' baselines without retrieval) rather than only the bound."""
+    settings.require(settings.k != 0, "k", "setting 'k' is 0, but this method answers from its top k passages: "
+                                           "at least 1", "--method no-retrieval answers from none, the papers' rows "
+                                                         "without retrieval")
 
 
 #: The guard modes that change what the LLM stages read or the ranking: setting value -> why it is a deviation.
@@ -209,7 +219,7 @@ def check_dialogue(settings: MethodSettings, questions_with_history: int) -> Non
     if questions_with_history and settings.task != "conversational":
         raise SettingError("task", f"{questions_with_history} question(s) carry a dialogue history, which task "
                                    f"{settings.task!r} has no place for",
-                           "set the task setting to 'conversational' (methods rankrag and vanilla)")
+                           "set the task setting to 'conversational' (methods rankrag, vanilla and no-retrieval)")
 
 
 def role_name(role: str) -> str:
@@ -257,6 +267,12 @@ class Method:
         for notice in check_trained_framing(self.name, settings.framing, settings.framings,
                                             {role: getattr(m.backend, "source", None) for role, m in models.items()}):
             self.notice(notice)
+        # A served model whose record could not be looked up (llm/served_model.py): said once per backend.
+        for backend in {id(m.backend): m.backend for m in models.values()}.values():
+            noted = getattr(backend, "source_note", None)
+            note = noted() if callable(noted) else ""
+            if note:
+                self.notice(note)
 
     @property
     def recipe(self) -> Recipe:

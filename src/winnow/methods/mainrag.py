@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Mapping
 
 from ..llm.client import LLM
-from ..prompts import prompt
+from ..prompts import judge_prompt, prompt
 from ..settings import at_least
 from ..stages import (
     AdaptiveJudgeBar,
@@ -42,23 +42,29 @@ from ..stages import (
     YesNoJudgment,
 )
 from ..stages.retrieve import SearchIndex
-from .base import AdaptiveDepthSettings, Method, adaptive_depth, guarded
+from .base import AdaptiveDepthSettings, Method, adaptive_depth, guarded, refuse_no_passages
 from .reranking import TrainedRerankers
 
 
 def judge_filter_stages(llm: LLM, judge_llm: LLM | None = None, *, judge_n: float = 0.0,
                         max_document_answer_tokens: int = 32, order: str = "descending",
-                        order_seed: int = 0, keep: int | None = None,
+                        order_seed: int = 0, keep: int | None = None, judge_sentence: str = "added",
                         ) -> tuple[PerDocumentPredictor, NoisyDocumentJudge, AdaptiveJudgeBar]:
     """MAIN-RAG's filter between retrieval and the final predictor: Agent-1 answers from each document
     alone, Agent-2 judges each (document, query, answer) triplet by s = log P("Yes") - log P("No"),
     and the adaptive judge bar keeps s ≥ τ = mean(s) - n·std(s), in ``order`` (descending s: "Adaptive Judge
-    Bar"), at most ``keep`` of them (Winnow's cap; None: all, the paper's). The method runs these three;
-    :mod:`winnow.integrations` runs them alone over a caller's list."""
+    Bar"), at most ``keep`` of them (Winnow's cap; None: all, the paper's). ``judge_sentence`` is
+    :attr:`MainRAGSettings.judge_sentence`. The method runs these three; :mod:`winnow.integrations`
+    runs them alone over a caller's list."""
     predictor = PerDocumentPredictor(llm, max_tokens=max_document_answer_tokens)
-    judge = NoisyDocumentJudge(judge_llm or llm)
+    judge = NoisyDocumentJudge(judge_llm or llm, template=judge_prompt(JUDGE_TEMPLATES[judge_sentence]))
     return predictor, judge, AdaptiveJudgeBar(n=judge_n, scored_by=judge.name, order=order, order_seed=order_seed,
                                               keep=keep)
+
+
+#: The judge's user turn by ``judge_sentence``: with Winnow's added request ('Are both conditions
+#: reached? Answer "Yes" or "No" first.'), or ending at the LLM Answer as nothing in Appendix C adds.
+JUDGE_TEMPLATES = {"added": "mainrag.judge", "none": "mainrag.judge_without_request"}
 
 
 @dataclass
@@ -70,7 +76,11 @@ class MainRAGSettings(AdaptiveDepthSettings):
     retrieved; the paper tries n in {-0.5, 0, 0.5, 1}, 0 its default); ``max_document_answer_tokens``
     bounds each Agent-1 answer and ``max_answer_tokens`` the final one. ``order`` is the order the
     survivors reach Agent-3 in (``order_seed`` seeds ``random``); ``variant = "naive"`` is the
-    paper's naïve multi-agent RAG (Yes/No judgment, no bar, retrieval order).
+    paper's naïve multi-agent RAG (Yes/No judgment, no bar, retrieval order). ``judge_sentence``
+    is whether the judge's user turn ends with Winnow's request 'Are both conditions reached? Answer
+    "Yes" or "No" first.' (``added``, the default: a small model then puts its verdict in the first
+    token, where the score is read) or ends at the LLM Answer (``none``, ``--profile paper``: the
+    paper prints no user turn and Appendix C's instruction asks for no such thing).
     """
 
     upper_bounds: ClassVar[dict[str, float]] = {"max_document_answer_tokens": 1_048_576}
@@ -81,12 +91,14 @@ class MainRAGSettings(AdaptiveDepthSettings):
     order: Literal["descending", "ascending", "random"] = "descending"
     order_seed: int = 0
     variant: Literal["mainrag", "naive"] = "mainrag"
+    judge_sentence: Literal["added", "none"] = "added"
     k: int | None = None  # type: ignore[assignment]  # no cap by default: the paper keeps every survivor
 
     def check(self) -> None:
         # Not MethodSettings.check: k is optional here (a cap on the survivors, not the reader's top k).
         at_least(self, 1, "n", "max_answer_tokens", "max_document_answer_tokens")
         if self.k is not None:
+            refuse_no_passages(self)
             at_least(self, 1, "k")
             self.require(self.k <= self.n, "k", f"setting 'k' ({self.k}) cannot exceed setting 'n' ({self.n}): "
                                                 "the survivors k caps are among the N retrieved")
@@ -127,7 +139,7 @@ class MainRAG(Method):
         self.predictor, self.judge, bar = judge_filter_stages(
             llm, self.llm_for("judge"), judge_n=settings.judge_n,
             max_document_answer_tokens=settings.max_document_answer_tokens, order=settings.order,
-            order_seed=settings.order_seed, keep=settings.k)
+            order_seed=settings.order_seed, keep=settings.k, judge_sentence=settings.judge_sentence)
         self.bar: AdaptiveJudgeBar | YesNoJudgment = bar
         if settings.variant == "naive":
             self.bar = YesNoJudgment(scored_by=self.judge.name, retrieved_by=self.retriever.kind)

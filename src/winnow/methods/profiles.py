@@ -92,9 +92,13 @@ def _paper(size: str, task: str) -> Profile:
     return Profile(name, f"the papers' settings; RankRAG {size.upper()} (N={RANKRAG_N[size]}) on {what} "
                          f"(answers of at most {RANKRAG_ANSWER_TOKENS[task]} tokens)", {
         "vanilla": {**reader, **appendix_d},
+        # The tables' rows without retrieval: D.2's prompt and answer limit, no passages.
+        "no-retrieval": {"max_answer_tokens": RANKRAG_ANSWER_TOKENS[task], **appendix_d},
         # §4.3: "the probability of generating the answer as True", not renormalised over True/False.
         "rankrag": {"n": RANKRAG_N[size], **reader, **appendix_d, "score": "raw", **no_guard},
-        "mainrag": {"n": 20, "judge_n": 0.0, **no_guard},
+        # The judge's user turn ends at the LLM Answer: Appendix C adds no request (judge_sentence).
+        "mainrag": {"n": 20, "judge_n": 0.0, "judge_sentence": "none", **no_guard},
+        "mainrag-unfiltered": {"n": 20},
         # §4(C): h re-ranks all N, then "further re-rank the top 30 documents" (the rerank2 role). σ as
         # A.2 prints it where a backend cannot continue "<<Score>>", and S ordered by the integer σ alone.
         "rrr": {"n": 100, "rewrites": 5, "tau": 1.0, "window": 10, "step": 5, "max_rewrite_tokens": 20,

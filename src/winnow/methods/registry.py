@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from ..errors import WinnowError
 from .base import Method
+from .baselines import MainRAGUnfiltered, NoRetrieval
 from .mainrag import MainRAG
 from .rankgpt import RankGPT
 from .rankrag import RankRAG
 from .rrr import RRR
 from .vanilla import VanillaRAG
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT)}
+METHODS: dict[str, type[Method]] = {m.name: m for m in (VanillaRAG, RankRAG, MainRAG, RRR, RankGPT,
+                                                                NoRetrieval, MainRAGUnfiltered)}
 
 
 def method_class(name: str) -> type[Method]:

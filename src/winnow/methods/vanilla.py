@@ -10,7 +10,7 @@ from ..prompts import FRAMINGS, TASK_VARIANTS, task_prompt
 from ..settings import at_least
 from ..stages import Reader, Retriever
 from ..stages.retrieve import SearchIndex
-from .base import Method, MethodSettings
+from .base import Method, MethodSettings, refuse_no_passages
 from .reranking import TrainedRerankers
 
 
@@ -23,6 +23,7 @@ class VanillaSettings(MethodSettings):
     tasks: ClassVar[tuple[str, ...]] = tuple(TASK_VARIANTS)
 
     def check(self) -> None:
+        refuse_no_passages(self)
         at_least(self, 1, "n", "k", "max_answer_tokens")
 
 

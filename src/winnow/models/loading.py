@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..atomic import staged_folder
+from ..atomic import staged_folder, write_json
 from ..errors import ModelError, WinnowError
 from ..extras import require
 from ..lock import output_lock
@@ -31,6 +31,11 @@ from ..paths import cache_root
 
 TRAINED_MODEL_DIR = "model"
 MODEL_RECORD = "winnow-model.json"
+#: A model converted from a ``winnow train sft`` output carries its training record beside it:
+#: ``MODEL.gguf`` has ``MODEL.gguf.winnow-model.json`` (``winnow train export``), or, written by a
+#: converter, the GGUF metadata key below. A served folder keeps its own ``winnow-model.json``.
+EXPORT_RECORD_SUFFIX = f".{MODEL_RECORD}"
+GGUF_FRAMING_KEY = "winnow.framing"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja")
 
 
@@ -71,7 +76,64 @@ def locate_model(spec: str) -> ModelSource:
     from .resolve import resolve_model
 
     resolved = resolve_model(spec)
-    return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256)
+    return ModelSource(resolved.name, "gguf", resolved.path, resolved.sha256, record=carried_record(resolved.path))
+
+
+def export_record_path(model_file: Path) -> Path:
+    """Where the training record of a converted model file lives: beside it, its name + ``.winnow-model.json``."""
+    return model_file.with_name(model_file.name + EXPORT_RECORD_SUFFIX)
+
+
+def carried_record(path: Path) -> dict[str, Any] | None:
+    """The training record a model carries across the process boundary (a GGUF loaded elsewhere, a
+    folder a server serves): a folder's ``winnow-model.json`` (or its ``model/``'s), a file's sidecar
+    (:func:`export_record_path`), else a GGUF's ``winnow.framing`` metadata key; None for a model
+    Winnow did not train (or a path this machine cannot read)."""
+    if path.is_dir():
+        return _read_record(path / TRAINED_MODEL_DIR if (path / TRAINED_MODEL_DIR / MODEL_RECORD).is_file() else path)
+    if not path.is_file():
+        return None
+    sidecar = export_record_path(path)
+    if sidecar.is_file():
+        return _read_json(sidecar)
+    framing = gguf_framing(path) if path.suffix == ".gguf" else None
+    return {"framing": framing, "source": f"{path}: GGUF metadata {GGUF_FRAMING_KEY}"} if framing else None
+
+
+def gguf_framing(path: Path) -> str | None:
+    """The GGUF's ``winnow.framing`` metadata value, or None (no such key; gguf not installed: the
+    sidecar is then the only carrier)."""
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        return None
+    from ..extras import import_extra
+
+    gguf = import_extra("gguf", "tokenizer", "reading a GGUF's training framing")
+    try:
+        field = gguf.GGUFReader(path).get_field(GGUF_FRAMING_KEY)
+    except (ValueError, OSError, KeyError):
+        # A GGUF version this gguf package cannot parse: llama.cpp, which loads the weights, judges the
+        # file itself; only the key is unknown, as for a GGUF converted without it.
+        return None
+    return str(field.contents()) if field is not None else None
+
+
+def write_export_record(trained: Path, model_file: Path) -> Path:
+    """Write ``trained``'s training record (a ``winnow train sft`` output or its ``model/``) beside
+    ``model_file``, the GGUF (or other single file) it was converted to, so that evaluating it checks
+    the framing it learnt (:func:`check_trained_framing`). Returns the sidecar's path."""
+    folder = trained / TRAINED_MODEL_DIR if (trained / TRAINED_MODEL_DIR / MODEL_RECORD).is_file() else trained
+    record = _read_record(folder)
+    if record is None:
+        raise ModelError(f"{trained} has no {MODEL_RECORD}: it is not a `winnow train sft` output",
+                         "give the training output folder (--out of `winnow train sft`)")
+    if not model_file.is_file():
+        raise ModelError(f"{model_file}: no such file", "convert the model first (llama.cpp's convert_hf_to_gguf.py "
+                                                        f"{folder}), then export its record beside the file")
+    target = export_record_path(model_file)
+    write_json(target, {**record, "exported_from": str(folder.resolve()), "file": model_file.name})
+    return target
 
 
 def trained_framing(source: ModelSource | None) -> str | None:
@@ -114,12 +176,17 @@ def check_trained_framing(method: str, framing: str, framings: Sequence[str],
 
 def _read_record(folder: Path) -> dict[str, Any] | None:
     record = folder / MODEL_RECORD
-    if not record.is_file():
-        return None
+    return _read_json(record) if record.is_file() else None
+
+
+def _read_json(record: Path) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
+        data = json.loads(record.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ModelError(f"{record} is not valid JSON: {exc}", "the training output is damaged; train again") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{record} is not a training record (a JSON object)", "write it again with `winnow train "
+                                                                                 "export`, or remove it")
     return data
 
 

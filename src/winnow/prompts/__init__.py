@@ -73,9 +73,17 @@ def plain_layout(messages: Messages, context_chars: int = 0) -> str:
     return "\n\n".join([*blocks, "Assistant:"])
 
 
-def format_passage(passage: Passage) -> str:
-    """How a passage reads inside a prompt: its title on the first line, then its text."""
-    return f"{passage.title}\n{passage.text}" if passage.title else passage.text
+#: Where a passage's title goes: on a line of its own above the text (``line``), or before the text
+#: on the same line (``inline``: "title text", RankRAG's case studies, Tables 10-11, where each
+#: "Passage i:" block is one line).
+TITLE_LAYOUTS = ("line", "inline")
+
+
+def format_passage(passage: Passage, title: str = "line") -> str:
+    """How a passage reads inside a prompt: its title, then its text (see :data:`TITLE_LAYOUTS`)."""
+    if not passage.title:
+        return passage.text
+    return f"{passage.title} {passage.text}" if title == "inline" else f"{passage.title}\n{passage.text}"
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,14 @@ class PromptTemplate:
     #: A conversational template (RankRAG Appendix D, Doc2dial/Inscit/TopiOCQA): the question's
     #: earlier turns come between the context and the instruction. Other templates refuse them.
     dialogue: bool = False
+    #: Where each passage's title goes (:data:`TITLE_LAYOUTS`).
+    title: str = "line"
 
     def __post_init__(self) -> None:
         _check_placeholders(self.name, self, ALLOWED_FIELDS)
+        if self.title not in TITLE_LAYOUTS:
+            raise WinnowError(f"prompt {self.name!r}: unknown title layout {self.title!r}",
+                              f"choose one of: {', '.join(TITLE_LAYOUTS)}")
 
     def _question(self, question: str) -> str:
         question = question.strip()
@@ -106,7 +119,8 @@ class PromptTemplate:
 
     def context(self, passages: Sequence[Passage]) -> str:
         return self.passage_separator.join(
-            self.passage.format(passage=format_passage(p), number=i) for i, p in enumerate(passages, start=1))
+            self.passage.format(passage=format_passage(p, self.title), number=i)
+            for i, p in enumerate(passages, start=1))
 
     def messages(self, question: str, passages: Sequence[Passage], history: Sequence[Turn] = ()) -> Messages:
         """Chat turns: the system message, the earlier turns of a dialogue, then the instruction as

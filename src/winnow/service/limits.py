@@ -241,8 +241,10 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
         def label_of(key: str) -> str:
             return f"{provenance[key]} setting {key!r}" if named(key) == "profile" else named(key)
 
-        check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
-        if merged["k"] is not None:  # k ≤ n is the settings type's own rule, refused with its own words
+        # A count the method does not read (no-retrieval's N and k) is the settings type's to refuse.
+        if "n" not in cls.unused_settings:
+            check_range(named("n"), merged["n"], 1, limits.max_n, label_of("n"))
+        if merged["k"] is not None and "k" not in cls.unused_settings:  # k ≤ n: the settings type's own rule
             check_range(named("k"), merged["k"], 1, limits.max_k, label_of("k"))
         for name, mark in settings_type.path_settings().items():
             kind = merged.get(mark.chosen_by, defaults.get(mark.chosen_by))
@@ -250,7 +252,9 @@ def request_settings(method: str, base: dict[str, Any], overrides: dict[str, Any
                 merged[name] = (paths or {})[str(kind)]
         return merged
 
-    layers = [SettingsLayer("server", {key: value for key, value in base.items() if key in known}),
+    # The server's counts (`serve --k 2`) are not a request's: a method that does not read them gets none.
+    layers = [SettingsLayer("server", {key: value for key, value in base.items()
+                                       if key in known and key not in cls.unused_settings}),
               SettingsLayer("request", asked, field_of=field_of, capped=True)]
     try:
         return resolve_settings(method, layers, profile=profile, caps=limits.setting_caps, adjust=served).settings
