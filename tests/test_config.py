@@ -118,3 +118,14 @@ def test_server_caps_are_declared_on_the_settings_types():
     assert RerankSettings.default_server_caps() == {"window": 100}
     with pytest.raises(SettingError, match=r"rewrites must be between 0 and 10 \(got 11\)"):
         resolve_settings("rrr", [SettingsLayer("request", {"rewrites": 11}, capped=True)], caps=caps)
+
+
+@pytest.mark.parametrize("word", ["off", "on", "yes", "no", "y", "n"])
+def test_a_word_yaml_1_1_reads_as_a_boolean_stays_a_word_in_set_and_sweep(word):
+    """``--set injection_guard=off`` must reach the setting as "off", not False (YAML 1.1's reading)."""
+    from winnow.config import parse_assignment
+    from winnow.evaluation.sweep import parse_sweep
+
+    assert parse_assignment(f"injection_guard={word}") == ("injection_guard", word)
+    assert parse_sweep(f"injection_guard={word},flag") == ("injection_guard", [word, "flag"])
+    assert parse_assignment("cache=true") == ("cache", True) and parse_assignment("k=0") == ("k", 0)

@@ -164,3 +164,30 @@ def test_a_rerank_is_guarded_too_flagged_by_default_demoted_on_request(scripted_
     assert not [s for s in off.trace.stages if s.kind == "injection-guard"]
     with pytest.raises(SettingError, match="injection_guard"):
         rerank("capital of France", passages, method, llm=scripted_llm, injection_guard="shout")
+
+
+def test_an_eval_run_totals_the_flags_and_demotions_and_says_so(attacked_index, tmp_path):
+    """metrics.json's ``injection`` counts the questions and passages flagged and those demoted, and
+    `winnow eval` prints one line about them; a run that flags nothing writes no such key."""
+    from cli_runner import winnow
+    from fakes import ScriptedServer
+
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"id": f"q{i}", "question": question, "golden_answers": ["paris"]}) + "\n"
+                               for i, question in enumerate(["what is the capital of france",
+                                                             "which river flows through africa"])))
+    server = ScriptedServer(delay=0.0)
+    try:
+        runs = {}
+        for guard in ("demote", "off"):
+            result = winnow("eval", "--index", attacked_index.path, "--queries", queries, "--method", "rankrag",
+                            "--n", "4", "--k", "2", "--set", f"injection_guard={guard}", "--backend", "openai",
+                            "--base-url", server.url, "--model", "m", "--out", tmp_path / guard)
+            assert result.returncode == 0, result.stderr
+            runs[guard] = (result, json.loads((tmp_path / guard / "metrics.json").read_text()))
+    finally:
+        server.stop()
+    result, metrics = runs["demote"]
+    assert metrics["injection"] == {"questions_flagged": 1, "passages_flagged": 1, "passages_demoted": 1}
+    assert "1 passage(s) of 1 question(s) read like instructions to the model" in " ".join(result.stderr.split())
+    assert "injection" not in runs["off"][1] and "injection guard" not in runs["off"][0].stderr

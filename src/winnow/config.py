@@ -17,6 +17,7 @@ Top-level settings a method does not have are ignored for it (``window`` means n
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,24 @@ import yaml
 
 from .errors import InputError, WinnowError
 from .settings import SettingError, SettingsLayer, value_hint
+
+
+class _SettingsYaml(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+    """YAML as settings are written: only true and false are booleans (YAML 1.2). PyYAML follows
+    YAML 1.1, where off, on, yes, no, y and n are booleans too, so ``--set injection_guard=off``
+    would reach the setting as False and be refused."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_SettingsYaml.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_SettingsYaml.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def read_yaml(text: str) -> Any:
+    """``text`` read as YAML, booleans as YAML 1.2 has them (:class:`_SettingsYaml`)."""
+    return yaml.load(text, Loader=_SettingsYaml)  # noqa: S506 - a SafeLoader: plain data only
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
@@ -43,7 +62,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
         elif path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
+            data = read_yaml(text) or {}
         else:
             raise InputError(path, "unknown config format", hint="use a .toml, .yaml or .yml file")
     except tomllib.TOMLDecodeError as exc:
@@ -75,7 +94,7 @@ def parse_assignment(text: str, example: Callable[[str], str | None] = _no_examp
     if not value.strip():
         raise SettingError(name, f"--set {name}= has no value", value_hint(name, example(name)))
     try:
-        parsed = yaml.safe_load(value)
+        parsed = read_yaml(value)
     except yaml.YAMLError as exc:
         raise SettingError(name, f"--set {name}={value!r} is not a value YAML can read ({exc.__class__.__name__})",
                            "quote words that hold ':' or '#'") from exc

@@ -197,6 +197,7 @@ class InjectionDetails(StageDetails):
     flagged: dict[str, list[str]] = field(default_factory=dict)
     flagged_count: int = 0
     demoted: list[str] = field(default_factory=list)
+    demoted_count: int = 0  # len(demoted), kept as a scalar in answers.jsonl for the run's totals
 
 
 @dataclass(slots=True)

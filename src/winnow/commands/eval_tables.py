@@ -47,6 +47,11 @@ def print_summary(run: EvalRun, metrics: dict[str, Any], *, as_json: bool, secon
         err.print(f"[yellow]qrels:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if run.run_files_error:
         err.print(f"[yellow]TREC run files not written:[/] {run.run_files_error}", highlight=False)
+    if injection := metrics.get("injection"):
+        demoted = f", {injection['passages_demoted']} demoted" if injection.get("passages_demoted") else ""
+        err.print(f"[yellow]injection guard:[/] {injection['passages_flagged']} passage(s) of "
+                  f"{injection['questions_flagged']} question(s) read like instructions to the model (possible "
+                  f"prompt injection){demoted}; their traces name them (injection-guard stage)", highlight=False)
     if as_json:
         out.print_json(data=metrics)
     else:

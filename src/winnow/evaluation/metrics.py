@@ -27,6 +27,7 @@ from .prices import PriceTable
 from .retrieval import ANSWER_RECALL_KS, answer_recall, qrels_metrics
 from .schema import (
     CostSummary,
+    InjectionSummary,
     Metrics,
     QrelsMetrics,
     QuestionCounts,
@@ -127,6 +128,20 @@ def cost_summary(records: Sequence[QuestionRecord]) -> CostSummary:
     )
 
 
+def injection_summary(records: Sequence[QuestionRecord]) -> InjectionSummary | None:
+    """The injection guard's flags and demotions over the run; None when it flagged nothing."""
+    flagged = demoted = questions = 0
+    for record in records:
+        counts = [(int(s.detail("flagged_count") or 0), int(s.detail("demoted_count") or 0))
+                  for s in record.stages if s.kind == "injection-guard"]
+        questions += any(f for f, _ in counts)
+        flagged += sum(f for f, _ in counts)
+        demoted += sum(d for _, d in counts)
+    if not flagged:
+        return None
+    return InjectionSummary(questions_flagged=questions, passages_flagged=flagged, passages_demoted=demoted)
+
+
 def without_cache(records: Sequence[QuestionRecord], totals: Usage) -> UncachedCost | None:
     """What the run's LLM calls cost had none come from the call cache: the calls it made plus the cache
     hits at the price they had when first asked. ``None`` when some record predates that count."""
@@ -211,5 +226,6 @@ def compute_metrics(records: Sequence[QuestionRecord], *, selected: int, run: Ru
         cost_by_model=by_model, cost_by_role=by_role, cost_usd=usd,
         efficiency=reranking_overhead(records),  # RankRAG §4.3/§5.5: the time overhead of reranking
         qrels=judged,
+        injection=injection_summary(records),
         question_ids=[r.id for r in records],
     )

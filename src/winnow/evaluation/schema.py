@@ -279,6 +279,16 @@ class CostSummary(JsonRecord):
 
 
 @dataclass(kw_only=True)
+class InjectionSummary(JsonRecord):
+    """The injection guard over the run (:mod:`winnow.stages.injection`): the questions with a passage
+    that reads like instructions to the model, those passages, and those demoted (``demote`` mode)."""
+
+    questions_flagged: int
+    passages_flagged: int
+    passages_demoted: int = 0
+
+
+@dataclass(kw_only=True)
 class StageCost(JsonRecord):
     """One stage's mean cost per question (its rounds summed)."""
 
@@ -343,6 +353,8 @@ class Metrics(JsonRecord):
     cost_usd: UsdCost | None = None
     efficiency: Efficiency | None = None
     qrels: QrelsMetrics | None = None
+    #: The injection guard's totals; only when a question had a passage flagged.
+    injection: InjectionSummary | None = field(default=None, metadata=OMIT)
     question_ids: list[str] = field(default_factory=list)  # last: long, and what reports read the records by
 
     @classmethod
@@ -359,7 +371,7 @@ class Metrics(JsonRecord):
 #: Every record of the two files (for the schema test and the docs).
 RECORDS: tuple[type, ...] = (QuestionRecord, Scores, FirstStage, StageEntry, RankedList, Metrics, RunInfo,
                              QuestionCounts, CostSummary, UncachedCost, StageCost, Efficiency, QrelsMetrics, SplitCost,
-                             UsdCost)
+                             UsdCost, InjectionSummary)
 
 _HINT = "every line is written whole by `winnow eval`; delete the damaged line to ask that question again"
 

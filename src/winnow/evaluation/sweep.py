@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import yaml
 
 from ..atomic import write_json
+from ..config import read_yaml
 from ..errors import WinnowError
 from ..settings import SettingError
 from .answering import ask_in_process
@@ -51,7 +52,7 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
     if not sep or not setting or not all(raw):
         raise WinnowError(f"--sweep {text!r} is not SETTING=V1,V2,…", "e.g. --sweep judge_n=-0.5,0,0.5,1")
     try:
-        return setting, [yaml.safe_load(value) for value in raw]
+        return setting, [read_yaml(value) for value in raw]
     except yaml.YAMLError as exc:
         raise SettingError(setting, f"--sweep {setting}: a value is not readable ({exc})") from exc
 

@@ -176,6 +176,7 @@ class InjectionGuard(Composable):
                  for c in ranked if c.passage.id in flagged]
         if details is not None:
             details.demoted = [c.passage.id for c in moved]
+            details.demoted_count = len(moved)
         return [*clean, *moved]
 
 
