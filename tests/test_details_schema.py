@@ -42,14 +42,14 @@ def _details_keys_read_by_inspector() -> set[str]:
 def test_every_details_key_the_inspector_reads_is_in_the_schema():
     read = _details_keys_read_by_inspector()
     assert {"tau", "mean", "std", "scores", "ranked_ids", "dropped", "rounds", "grades", "windows", "answers",
-            "answer", "fallback", "warning"} <= read  # the parse itself still finds what it must
+            "answer", "fallback", "warning", "flagged", "demoted", "mode"} <= read  # the parse still finds them
     assert read - ALL_FIELDS == set()
 
 
 def test_every_stage_kind_the_inspector_names_has_a_details_record():
     kinds = set(re.findall(r"\bs(?:tage)?\.kind === \"([a-z-]+)\"", APP_JS))
     assert {"noisy-document-judge", "adaptive-judge-bar", "yes-no-judgment", "sort", "graded", "listwise",
-            "reader"} <= kinds
+            "reader", "injection-guard"} <= kinds
     assert kinds - set(DETAILS_BY_KIND) == set()
 
 

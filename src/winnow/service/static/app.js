@@ -476,6 +476,7 @@ function stageBody(stage, ctx, showSettings) {
   if (stage.kind === "graded") parts.push(gradeTable(d.grades, ctx.titleOf));
   if (stage.kind === "sort") parts.push(roundsTable(d.rounds, ctx.titleOf));
   if (stage.kind === "listwise") parts.push(windowsList(d.windows, ctx.titleOf));
+  if (stage.kind === "injection-guard") parts.push(flaggedList(d, ctx.titleOf));
   if (d.fitted && d.fitted.length) {
     parts.push(h("div", { class: "muted small" }, `${d.fitted.length} passage(s) shortened to fit the model's context`));
   }
@@ -493,6 +494,16 @@ function stageBody(stage, ctx, showSettings) {
       h("pre", { class: "raw" }, stage.llm_calls.map((c) => c.output).join("\n"))));
   }
   return parts;
+}
+
+// The injection guard: each passage that reads like instructions to the model, the patterns found,
+// and whether the guard moved it below the others (demote mode).
+function flaggedList(d, titleOf) {
+  const demoted = new Set(d.demoted || []);
+  const rows = Object.entries(d.flagged || {});
+  if (!rows.length) return h("div", { class: "muted small" }, `${d.mode}: no passage reads like instructions`);
+  return h("div", { class: "dropped small" }, rows.map(([id, patterns]) => h("div", {},
+    h("strong", {}, titleOf(id)), ` ${patterns.join(", ")}${demoted.has(id) ? " (demoted)" : ""}`)));
 }
 
 function rankedList(items, titleOf) {
