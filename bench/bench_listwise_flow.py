@@ -23,13 +23,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_client import source_of  # noqa: E402
 from bench_cluster import LoadServer  # noqa: E402
-from bench_scheduler import prepare  # noqa: E402
+from bench_scheduler import prepare_runs  # noqa: E402
 
 CLIENT = r"""
 import hashlib, json, sys, time
@@ -73,11 +71,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs per ref, alternating; the best is kept")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-sched"))
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    index, queries = prepare(args.work, args.questions)
-    sources = {ref: source_of(ref, Path(tempfile.mkdtemp(prefix="winnow-bench-src-"))) for ref in args.refs}
-    server = LoadServer(args.capacity, argparse.Namespace(base_latency=args.latency, prefill_rate=1e12,
-                                                          decode_rate=1e12))
+    index, queries, sources, server = prepare_runs(args)
     print(f"rankgpt through ask_batch: C={args.capacity}, {args.latency * 1000:.0f} ms a call, {args.questions} "
           f"questions, max_inflight={args.capacity} and nothing else; load average at start "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; best of {args.repeats}", flush=True)

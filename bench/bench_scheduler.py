@@ -40,6 +40,17 @@ def winnow(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "winnow.cli", *args], check=True)
 
 
+def prepare_runs(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Path], LoadServer]:
+    """The index and questions under ``args.work``, each ref's source tree, and the load-test server
+    (``args.capacity`` slots, ``args.latency`` s a call): what every comparison of refs starts from."""
+    args.work.mkdir(parents=True, exist_ok=True)
+    index, queries = prepare(args.work, args.questions)
+    sources = {ref: source_of(ref, Path(tempfile.mkdtemp(prefix="winnow-bench-src-"))) for ref in args.refs}
+    server = LoadServer(args.capacity, argparse.Namespace(base_latency=args.latency, prefill_rate=1e12,
+                                                          decode_rate=1e12))
+    return index, queries, sources, server
+
+
 def prepare(work: Path, questions: int) -> tuple[Path, Path]:
     """The wiki-vital index and QA questions under ``work``, built once (NQ-open test questions over
     the same index when more than the 467 of the wiki-vital QA test split are asked)."""
@@ -100,11 +111,7 @@ def main() -> None:
     parser.add_argument("--trace", type=float, default=None, metavar="SECONDS",
                         help="print the share of slots busy per SECONDS of each kept run's LLM span")
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    index, queries = prepare(args.work, args.questions)
-    sources = {ref: source_of(ref, Path(tempfile.mkdtemp(prefix="winnow-bench-src-"))) for ref in args.refs}
-    server = LoadServer(args.capacity, argparse.Namespace(base_latency=args.latency, prefill_rate=1e12,
-                                                          decode_rate=1e12))
+    index, queries, sources, server = prepare_runs(args)
     load = os.getloadavg()
     print(f"C={args.capacity}, {args.latency * 1000:.0f} ms a call ({args.capacity / args.latency:.0f} calls/s at "
           f"most), {args.questions} questions, no flag but --max-inflight {args.capacity}; load average at start "
