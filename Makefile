@@ -68,7 +68,7 @@ test: setup $(CHROMIUM) $(REDIS)
 	@# Winnow's own modules as bytecode, as an installed package has them: where PYTHONDONTWRITEBYTECODE
 	@# is set, each of the suite's `winnow` subprocesses would otherwise compile the whole tree again.
 	$(PY) -m compileall -q src
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=40
 
 # The inner loop of development (not a set-up command: `make test` is): the same lint, types and floors,
 # then the tests that neither load a GGUF model nor start a Python process (the `llm` and `subprocess`
