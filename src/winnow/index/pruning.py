@@ -143,6 +143,8 @@ def _estimate(matrix: TermScoreMatrix, term_ids: np.ndarray, weights: np.ndarray
         total += len(picked[-1])
         if total >= wanted:
             break
+    if total < k:
+        return 0.0
     rows = np.sort(np.concatenate(picked))
     rows = rows[np.r_[True, rows[1:] != rows[:-1]]]  # the postings' dtype, so searchsorted copies none
     if len(rows) < k:
