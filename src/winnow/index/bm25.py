@@ -6,8 +6,8 @@ disk as results need them, never all read), and checks the files against each ot
 vocabulary's size against the score arrays, the arrays' passage count against the store's, and a
 few sampled passages' terms against the postings that should hold them (a vocabulary or passage
 store from another index, even one resealed into the manifest, is refused). ``search`` answers one query and
-``search_many`` a batch, by MaxScore (:mod:`.pruning`), or with ``exhaustive`` in one sparse product
-(:mod:`.scoring`), the same hits either way; both return
+``search_many`` a batch, by MaxScore (:mod:`.pruning`, sharded indexes by default) or in one sparse
+product (:mod:`.scoring`), the same hits either way; both return
 :class:`CandidateList` s whose candidates carry ``StageScore("bm25", score, rank)``.
 """
 
@@ -41,7 +41,7 @@ class BM25Index:
     name = "bm25"  # the stage name on every candidate's StageScore
 
     def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
-                 passages: PassageStore, *, exhaustive: bool = False) -> None:
+                 passages: PassageStore, *, exhaustive: bool | None = None) -> None:
         self.path = path
         self.manifest = manifest
         self.passages = passages
@@ -49,16 +49,21 @@ class BM25Index:
         self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
         self._scorer = scorer
         self._recent = RecentHits()
-        # MaxScore (:mod:`.pruning`) unless told to score every posting; the hits are the same to
-        # the bit either way (tests/test_pruning.py), so only the time differs.
-        self.exhaustive = exhaustive
+        # The hits are the same to the bit either way (tests/test_pruning.py), only the time differs.
+        # By default a sharded index is pruned (MaxScore, :mod:`.pruning`: each shard starts from the
+        # k-th score of those before it, 1.40x the single queries per CPU-second at 1M passages in 10
+        # shards, docs/benchmarks.md) and one bm25s matrix, the layout of smaller indexes, is scored in
+        # one sparse product (pruning it measured 0.95x single, 0.84x batched at 20,000 passages).
+        self.exhaustive = not isinstance(scorer, ShardedScorer) if exhaustive is None else exhaustive
 
     @classmethod
-    def open(cls, path: str | Path, *, exhaustive: bool = False) -> BM25Index:
+    def open(cls, path: str | Path, *, exhaustive: bool | None = None) -> BM25Index:
         """Open the index folder ``path`` (made by ``winnow index`` or :func:`build_bm25_index`).
 
-        Searches are pruned (MaxScore, :mod:`.pruning`: exactly the exhaustive hits, most postings
-        of common terms unread); ``exhaustive`` scores every posting instead, for comparison.
+        ``exhaustive``: True scores every posting of every query term; False prunes (MaxScore,
+        :mod:`.pruning`: the same hits, most postings of common terms unread); None (the default)
+        prunes a sharded index and scores a single bm25s matrix exhaustively, the faster of the two
+        for each (docs/benchmarks.md).
 
         Raises IndexLoadError, naming the folder or file and how to rebuild, if it is missing,
         incomplete, truncated, from another format version, or inconsistent.
