@@ -20,6 +20,16 @@ float32 rounding, so rounding can only keep a passage, never drop one that belon
 A sharded index passes each shard's final ``k``-th score to the next shard as its starting ``θ``
 (``floor``): later shards then skip from their first term. Comparisons are strict (a passage whose
 bound equals ``θ`` is kept), so ties are decided by row as in the exhaustive merge.
+
+Why numpy, not a library: PISA (``pyterrier-pisa``, block-max WAND) needs PyTerrier and Java and
+builds its own index with its own quantised scores, so its hits cannot equal these; Seismic
+(``pyseismic-lsr``) is approximate; ``retriv`` and ``bm25-pt`` score exhaustively; numba would compile a
+document-at-a-time loop but brings LLVM into the core dependencies and a compile at the first query.
+The cost here is numpy's per-call overhead (a few µs a call, tens of calls a query and shard), so
+pruning pays where floors from earlier shards make most calls unnecessary: by default only sharded
+indexes are pruned (:class:`.bm25.BM25Index`). The impacts stay float32: quantising them would make
+the hits exact only against quantised scores and change the index format, for a saving in bytes,
+not in calls.
 """
 
 from __future__ import annotations
