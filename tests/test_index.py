@@ -520,7 +520,7 @@ def test_truncated_file(built, name):
     refused(built, f"{name} has {size - 10} bytes, the manifest records {size}")
 
 
-INDEX_FILES = ["bm25/data.csc.index.npy", "bm25/indices.csc.index.npy", "bm25/indptr.csc.index.npy",
+INDEX_FILES = ["bm25/data.csc.index.npy", "bm25/indices.csc.index.npy", "bm25/indptr.csc.index.npy", "bm25/maxima.npy",
                "bm25/params.index.json", "bm25/vocab.index.json", "passages/ids.npy", "passages/offsets.npy",
                "passages/records.bin"]
 

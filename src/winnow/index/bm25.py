@@ -6,7 +6,8 @@ disk as results need them, never all read), and checks the files against each ot
 vocabulary's size against the score arrays, the arrays' passage count against the store's, and a
 few sampled passages' terms against the postings that should hold them (a vocabulary or passage
 store from another index, even one resealed into the manifest, is refused). ``search`` answers one query and
-``search_many`` a batch in one sparse product (see :mod:`.scoring`); both return
+``search_many`` a batch, by MaxScore (:mod:`.pruning`, sharded indexes by default) or in one sparse
+product (:mod:`.scoring`), the same hits either way; both return
 :class:`CandidateList` s whose candidates carry ``StageScore("bm25", score, rank)``.
 """
 
@@ -26,8 +27,9 @@ from ..records import Candidate, CandidateList, Passage, Query, StageScore
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .manifest import read_manifest, rebuild_hint, verify_checksums
-from .scoring import Hits, TermScoreMatrix
-from .shards import LAYOUT, ShardedScorer
+from .pruning import pruned_top_k
+from .scoring import MAXIMA, Hits, TermScoreMatrix
+from .shards import LAYOUT, ShardedScorer, load_maxima
 from .store import PassageStore
 
 TERMS_PER_ROW = 4
@@ -39,7 +41,7 @@ class BM25Index:
     name = "bm25"  # the stage name on every candidate's StageScore
 
     def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
-                 passages: PassageStore) -> None:
+                 passages: PassageStore, *, exhaustive: bool | None = None) -> None:
         self.path = path
         self.manifest = manifest
         self.passages = passages
@@ -47,10 +49,21 @@ class BM25Index:
         self._stopwords = stopword_list(manifest["bm25"].get("stopwords", "en"))
         self._scorer = scorer
         self._recent = RecentHits()
+        # The hits are the same to the bit either way (tests/test_pruning.py), only the time differs.
+        # By default a sharded index is pruned (MaxScore, :mod:`.pruning`: each shard starts from the
+        # k-th score of those before it, 1.40x the single queries per CPU-second at 1M passages in 10
+        # shards, docs/benchmarks.md) and one bm25s matrix, the layout of smaller indexes, is scored in
+        # one sparse product (pruning it measured 0.95x single, 0.84x batched at 20,000 passages).
+        self.exhaustive = not isinstance(scorer, ShardedScorer) if exhaustive is None else exhaustive
 
     @classmethod
-    def open(cls, path: str | Path) -> BM25Index:
+    def open(cls, path: str | Path, *, exhaustive: bool | None = None) -> BM25Index:
         """Open the index folder ``path`` (made by ``winnow index`` or :func:`build_bm25_index`).
+
+        ``exhaustive``: True scores every posting of every query term; False prunes (MaxScore,
+        :mod:`.pruning`: the same hits, most postings of common terms unread); None (the default)
+        prunes a sharded index and scores a single bm25s matrix exhaustively, the faster of the two
+        for each (docs/benchmarks.md).
 
         Raises IndexLoadError, naming the folder or file and how to rebuild, if it is missing,
         incomplete, truncated, from another format version, or inconsistent.
@@ -69,15 +82,16 @@ class BM25Index:
                 raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
             check_vocabulary(path, model, hint)
             scores = model.scores
+            maxima = load_maxima(path, manifest, f"{BM25_DIR}/{MAXIMA}", len(scores["indptr"]) - 1, hint)
             scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
-                                     model.vocab_dict)
+                                     model.vocab_dict, maxima)
         passages = PassageStore.open(path, recorded, hint)
         if recorded != scorer.num_docs:
             raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
                                  f"{scorer.num_docs} in {BM25_DIR}/", hint)
         check_postings(path, scorer, passages, make_stemmer(manifest["bm25"]["stemmer"]),
                        stopword_list(manifest["bm25"].get("stopwords", "en")), hint)
-        return cls(path, manifest, scorer, passages)
+        return cls(path, manifest, scorer, passages, exhaustive=exhaustive)
 
     def verify(self) -> None:
         """Check every file against its recorded sha256 (reads every byte, unlike ``open``'s size checks)."""
@@ -120,7 +134,9 @@ class BM25Index:
         found = [self._recent.get(terms, k) for terms in queries]
         missing = [i for i, hits in enumerate(found) if hits is None]
         if missing:
-            for i, hits in zip(missing, self._scorer.top_k([queries[i] for i in missing], k), strict=True):
+            asked = [queries[i] for i in missing]
+            scored = self._scorer.top_k(asked, k) if self.exhaustive else pruned_top_k(self._scorer, asked, k)
+            for i, hits in zip(missing, scored, strict=True):
                 self._recent.put(queries[i], k, hits)
                 found[i] = hits
         return [hits for hits in found if hits is not None]

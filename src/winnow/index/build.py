@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import bm25s
+import numpy as np
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 
@@ -33,6 +34,7 @@ from .analysis import (
 from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
 from .manifest import MANIFEST, write_manifest
+from .scoring import MAXIMA, term_maxima
 from .store import PassageStore, PassageStoreWriter
 from .store_layout import STORE_DIR
 from .vectors import DEFAULT_STORAGE, Storage
@@ -116,6 +118,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
         model.index(tokens, show_progress=False)
         bar.update(task, advance=1, description="saving")
         model.save(temp / BM25_DIR, show_progress=False)
+        np.save(temp / BM25_DIR / MAXIMA, term_maxima(model.scores["data"], model.scores["indptr"]))
         rows = store_section["rows"]
         counts = {"passages": rows, "vocabulary": len(tokens.vocab), "tokens": sum(len(doc) for doc in tokens.ids)}
         del model, tokens

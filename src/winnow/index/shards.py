@@ -43,7 +43,7 @@ from ..records import Passage
 from .analysis import FIELDS, bm25_profile, indexed_text, make_stemmer, stopword_list, tokenize_corpus
 from .build import WHAT, LoadReportSource, looks_like_index
 from .manifest import SHARD_FILES, write_manifest
-from .scoring import Hits, TermScoreMatrix, highest
+from .scoring import MAXIMA, Hits, TermScoreMatrix, highest, term_maxima
 from .store import PassageStoreWriter, merge_stores
 
 BM25_DIR = "bm25"
@@ -199,6 +199,7 @@ def _score_shards(shards: list[Path], bm25: Path, *, k1: float, b: float) -> tup
         np.save(folder / "data.npy", data)
         np.save(folder / "indices.npy", doc_ids.astype(np.int32))
         np.save(folder / "indptr.npy", indptr)
+        np.save(folder / MAXIMA, term_maxima(data, indptr))
         rows.append(shard_docs)
     (bm25 / VOCABULARY).write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
     counts = {"passages": total, "vocabulary": size, "tokens": int(all_lengths.sum())}
@@ -223,6 +224,19 @@ def _pairs(shard: Path, mapping: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return docs, terms
 
 
+def load_maxima(index: Path, manifest: dict[str, Any], name: str, terms: int, hint: str) -> np.ndarray | None:
+    """The stored per-term maxima ``name`` (memory-mapped), when the manifest lists the file (so it
+    was size-checked and hashed like the others); None for an index built before they were stored,
+    whose maxima are then found per term on first use (:mod:`.pruning`)."""
+    if name not in manifest["files"]:
+        return None
+    maxima: np.ndarray = np.load(index / name, mmap_mode="r", allow_pickle=False)
+    if maxima.shape != (terms,) or maxima.dtype != np.float32:
+        raise IndexLoadError(f"{index} is inconsistent: {name} holds {maxima.shape} {maxima.dtype} values, not one "
+                             f"float32 per term ({terms})", hint)
+    return maxima
+
+
 class ShardedScorer:
     """The shards' score matrices, memory-mapped, answering like one :class:`TermScoreMatrix`."""
 
@@ -244,7 +258,8 @@ class ShardedScorer:
                 if len(indptr) != len(vocabulary) + 1:
                     raise IndexLoadError(f"{index} is inconsistent: {BM25_DIR}/{VOCABULARY} has {len(vocabulary)} "
                                          f"terms, shard {number}'s score arrays {len(indptr) - 1} rows", hint)
-                shards.append(TermScoreMatrix(data, indices, indptr, int(rows), vocabulary))
+                maxima = load_maxima(index, manifest, f"{BM25_DIR}/shard-{number:04d}/{MAXIMA}", len(vocabulary), hint)
+                shards.append(TermScoreMatrix(data, indices, indptr, int(rows), vocabulary, maxima))
         except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
             raise IndexLoadError(f"{folder} is corrupt: {exc}", hint) from exc
         return cls(shards)
