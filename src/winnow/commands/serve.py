@@ -141,14 +141,12 @@ def serve(
 ) -> None:
     """Serve the HTTP API (/v1/ask, /v1/rerank, /v1/search, /v1/traces) and the web inspector at /."""
     require("serve", "winnow serve")
-    import uvicorn
 
     from ..evaluation.prices import read_prices
     from ..service import Limits, Service
     from ..service.app import create_app
     from ..service.hosts import HostPolicy
     from ..service.lifecycle import Lifecycle
-    from ..service.slow_clients import header_deadline_protocol
     from ..service.traces import open_traces
 
     trained_models = rerank_models(rerank_model)  # checked before any model loads
@@ -166,9 +164,7 @@ def serve(
     # The port answers at once: /healthz (alive) and /readyz (503 'starting') while the index opens.
     app_ = create_app(None, limits=limits, api_key=api_key, hosts=hosts, lifecycle=(lifecycle := Lifecycle()),
                       prices=price_table, log_json=log_json)
-    server = uvicorn.Server(uvicorn.Config(app_, log_level="warning", log_config=_log_config(log_json),
-                                           timeout_graceful_shutdown=drain_seconds,
-                                           http=header_deadline_protocol(read_timeout)))
+    server = _uvicorn_server(app_, log_json=log_json, drain_seconds=drain_seconds, read_timeout=read_timeout)
 
     def open_service() -> Any:
         return Service(open_pipeline(spec, index_dir, options, store=store), limits=limits, cache=options.cache,
@@ -176,6 +172,18 @@ def serve(
 
     _run_server(server, sock, lifecycle, open_service,
                 lambda: _announce(spec, index_dir, sock, host=host, api_key=api_key, store=store))
+
+
+def _uvicorn_server(app: Any, *, log_json: bool, drain_seconds: int, read_timeout: float) -> Any:
+    """uvicorn for ``app``: requests drained for ``drain_seconds`` at shutdown, and a connection closed
+    when its headers or a part of its body are later than ``read_timeout``."""
+    import uvicorn
+
+    from ..service.slow_clients import header_deadline_protocol
+
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", log_config=_log_config(log_json),
+                                         timeout_graceful_shutdown=drain_seconds,
+                                         http=header_deadline_protocol(read_timeout)))
 
 
 def _run_server(server: Any, sock: socket.socket, lifecycle: Any, open_service: Callable[[], Any],
