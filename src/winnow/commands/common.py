@@ -23,18 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 import typer.core
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from ..errors import WinnowError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from ..pipeline import Pipeline
     from ..records import Turn
     from ..run_spec import RunOptions, RunSpec
@@ -177,8 +171,13 @@ class StageProgress:
     REDRAW_SECONDS = 0.1
 
     def __init__(self, console: Console) -> None:
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=console, transient=True)
+        # rich.progress on first use: `winnow --help` does not import it
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+        from ..progress import progress_bar
+
+        self.bar = progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=console, transient=True)
         self.tasks: dict[str, TaskID] = {}
         self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
         self._lock = threading.Lock()
