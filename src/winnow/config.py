@@ -17,12 +17,9 @@ Top-level settings a method does not have are ignored for it (``window`` means n
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import InputError, WinnowError
 from .settings import SettingError, SettingsLayer, value_hint
@@ -39,6 +36,10 @@ def read_config(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise WinnowError(f"config file not found: {path}", "pass --config with a .toml or .yaml file")
     text = path.read_text(encoding="utf-8")
+    import tomllib
+
+    import yaml  # on first use: `winnow --help` reads neither format
+
     try:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
@@ -73,6 +74,8 @@ def parse_assignment(text: str, example: Callable[[str], str | None] = _no_examp
     name = key.strip().replace("-", "_")
     if not value.strip():
         raise SettingError(name, f"--set {name}= has no value", value_hint(name, example(name)))
+    import yaml
+
     try:
         parsed = yaml.safe_load(value)
     except yaml.YAMLError as exc:
