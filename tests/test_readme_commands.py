@@ -81,9 +81,7 @@ def cheap(words: list[str]) -> list[list[str]]:
     if args[0] in ("ask", "eval"):  # flags win over --profile and --config: few passages, few calls
         args = [w for i, w in enumerate(args) if w not in ("--n", "--k") and args[i - 1] not in ("--n", "--k")]
         args += ["--n", "3", "--k", "2"]
-    if args[0] == "report":
-        at = args.index("runs/*")
-        args[at:at + 1] = sorted(glob.glob("runs/*"))
+    args = [path for w in args for path in (sorted(glob.glob(w)) if "*" in w else [w])]  # as the shell expands
     if args[0] == "rerank" and "|" in args[args.index("--method") + 1]:
         at = args.index("--method") + 1
         return [args[:at] + [method] + args[at + 1:] for method in args[at].split("|")]
