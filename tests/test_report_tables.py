@@ -53,3 +53,17 @@ def test_the_run_list_names_the_index_by_absolute_path_and_content(tmp_path):
     text = runs_section(Report([first], tmp_path / "report.md"))
     assert f"index `{tmp_path / 'wiki-index'}` (content sha256 {index_address(first)}…, 10,033 passages)" in text
     assert f"`{(tmp_path / 'plain').resolve()}`" in text
+
+
+def test_a_sweep_folder_stands_for_its_runs(tmp_path):
+    from winnow.evaluation.report import with_sweeps_opened
+
+    for name in ("judge_n=0", "judge_n=1"):
+        (tmp_path / "sweep" / name).mkdir(parents=True)
+        (tmp_path / "sweep" / name / "config.json").write_text("{}")
+    (tmp_path / "sweep" / "sweep.json").write_text("{}")
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "config.json").write_text("{}")
+    assert with_sweeps_opened([tmp_path / "single", tmp_path / "sweep"]) == [
+        tmp_path / "single", tmp_path / "sweep" / "judge_n=0", tmp_path / "sweep" / "judge_n=1"]
+    assert with_sweeps_opened([tmp_path / "nothing"]) == [tmp_path / "nothing"]  # refused by load_run, naming it

@@ -23,7 +23,7 @@ from . import plots
 from .cost import split_costs, usd_cost
 from .paired import holm, paired_difference
 from .prices import PriceTable
-from .runfolder import RunFolder
+from .runfolder import CONFIG, RunFolder
 from .schema import Metrics, QuestionRecord
 
 
@@ -43,6 +43,17 @@ class LoadedRun:
     @property
     def question_ids(self) -> tuple[str, ...]:
         return tuple(r.id for r in self.records)
+
+
+def with_sweeps_opened(paths: Sequence[str | Path]) -> list[Path]:
+    """The run folders given, a folder of run folders (``winnow eval --sweep``'s OUT: one per value, and
+    its sweep.json) standing for its runs, in name order; so ``winnow report runs/*`` takes a sweep too."""
+    opened: list[Path] = []
+    for path in map(Path, paths):
+        inside = sorted(child for child in path.iterdir() if (child / CONFIG).is_file()) \
+            if path.is_dir() and not (path / CONFIG).exists() else []
+        opened += inside or [path]
+    return opened
 
 
 def load_run(path: str | Path) -> LoadedRun:
@@ -610,7 +621,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     out = Path(out).expanduser()
     if out.suffix.lower() != ".md":
         raise WinnowError(f"--out {out} must end in .md", "the plots are written beside it as PNG files")
-    runs = [load_run(path) for path in run_dirs]
+    runs = [load_run(path) for path in with_sweeps_opened(run_dirs)]
     empty = [str(run.path) for run in runs if not run.records]
     runs = [run for run in runs if run.records]
     if not runs:
