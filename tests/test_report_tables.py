@@ -67,3 +67,32 @@ def test_a_sweep_folder_stands_for_its_runs(tmp_path):
     assert with_sweeps_opened([tmp_path / "single", tmp_path / "sweep"]) == [
         tmp_path / "single", tmp_path / "sweep" / "judge_n=0", tmp_path / "sweep" / "judge_n=1"]
     assert with_sweeps_opened([tmp_path / "nothing"]) == [tmp_path / "nothing"]  # refused by load_run, naming it
+
+
+def test_csv_and_latex_hold_the_markdown_tables_and_notes(tmp_path):
+    import csv
+
+    from winnow.evaluation.export import export, read_tables
+
+    vanilla = run(tmp_path, "plain", "vanilla", [0, 0, 0, 0, 0, 0, 1, 1])
+    ranked = run(tmp_path, "ranked_50%", "rankrag", [1, 1, 1, 1, 1, 1, 1, 1])
+    agents = run(tmp_path, "agents", "mainrag", [1, 1, 1, 0, 0, 0, 1, 1])
+    markdown = ("# Evaluation report\n\n## Against plain RAG, question by question\n\nIntro.\n\n"
+                + paired_table([vanilla, ranked, agents]) + "\n\n## Plots\n\n![a](a.png)\n")
+    [table] = read_tables(markdown)
+    assert table.heading == "Against plain RAG, question by question" and table.header[5] == "p Holm (Acc.)"
+    assert [row[0] for row in table.rows] == ["ranked_50%", "agents"] and table.align[:3] == ["l", "l", "r"]
+    assert any("Holm's step-down method" in note for note in table.notes)
+
+    out = tmp_path / "report.md"
+    [written] = export(markdown, out, "csv", "Evaluation report")
+    assert written == tmp_path / "report-against-plain-rag-question-by-question.csv"
+    with written.open(encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == table.header and rows[1:] == table.rows
+
+    [tex] = export(markdown, out, "latex", "Evaluation report")
+    text = tex.read_text(encoding="utf-8")
+    assert tex == tmp_path / "report.tex" and "\\begin{tabular}{llrrrrrrrr}" in text
+    assert "ranked\\_50\\% & plain & 8 &" in text and "Holm's step-down method" in text
+    assert export(markdown, out, "markdown", "Evaluation report") == []

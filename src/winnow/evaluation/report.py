@@ -615,9 +615,15 @@ def draw_plots(report: Report, question: str | None) -> None:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: str | None = None,
-                 title: str = "Evaluation report", prices: PriceTable | None = None) -> dict[str, Any]:
+                 title: str = "Evaluation report", prices: PriceTable | None = None,
+                 fmt: str = "markdown") -> dict[str, Any]:
     """Write the Markdown report ``out`` (the :data:`SECTIONS` joined) and its PNGs beside it; return
-    what was written. A price table (``--prices``) adds the cost in USD per model and per run."""
+    what was written. A price table (``--prices``) adds the cost in USD per model and per run; ``fmt``
+    csv or latex also writes the tables so (:mod:`.export`)."""
+    from .export import FORMATS, export
+
+    if fmt not in FORMATS:
+        raise WinnowError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}", "e.g. --format latex")
     out = Path(out).expanduser()
     if out.suffix.lower() != ".md":
         raise WinnowError(f"--out {out} must end in .md", "the plots are written beside it as PNG files")
@@ -631,5 +637,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     report = Report(runs, out, title=title, prices=prices, empty=empty)
     draw_plots(report, question)
     sections = [text for section in SECTIONS if (text := section(report))]
-    write_text(out, "\n\n".join(sections).rstrip() + "\n")
-    return {"report": str(out), "images": [str(png) for _, png in report.images], "runs": len(runs), "skipped": empty}
+    markdown = "\n\n".join(sections).rstrip() + "\n"
+    write_text(out, markdown)
+    tables = [str(path) for path in export(markdown, out, fmt, title)]
+    return {"report": str(out), "images": [str(png) for _, png in report.images], "runs": len(runs), "skipped": empty,
+            "tables": tables}
