@@ -89,10 +89,11 @@ def test_build_index_with_dense_opens_every_way(corpus, tmp_path):
 
 
 def test_facade_functions_are_typed_with_the_real_classes():
-    import winnow.index
     import winnow.index.embedder
+    from winnow.index import DenseEncoder
 
-    names = {**vars(winnow.index), **vars(winnow.index.embedder), "Path": Path}
+    names = {**vars(winnow.index.embedder), "BM25Index": BM25Index, "DenseIndex": DenseIndex,
+             "HybridIndex": HybridIndex, "DenseEncoder": DenseEncoder, "Path": Path}
     assert typing.get_type_hints(winnow.open_index, localns=names)["return"] == BM25Index | DenseIndex | HybridIndex
     assert typing.get_type_hints(winnow.build_index, localns=names)["return"] is BM25Index
     assert typing.get_type_hints(winnow.load_llm)["return"] is LLM
@@ -113,6 +114,20 @@ def test_load_llm_and_build_method_load_on_first_use():
         winnow.open_indexes  # noqa: B018 - the attribute access is the test
 
 
+@pytest.mark.subprocess
+def test_a_rerank_only_import_loads_no_index_code():
+    # winnow.Winnower reranks or filters texts retrieved elsewhere: no BM25 (bm25s, PyStemmer, scipy)
+    # and no index module beyond the package's own light __init__ and the passage text.
+    code = ("import sys, winnow; winnow.Winnower; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('bm25s', 'scipy', 'Stemmer', 'faiss', "
+            "'onnxruntime') or m.startswith('winnow.index')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['winnow.index', 'winnow.index.passage_text']"
+    from winnow.integrations import Winnower
+
+    assert winnow.Winnower is Winnower
+
+
 def readme_python_example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     [example] = [block for block in blocks if "import winnow\n" in block and "winnow.build_method" in block]
@@ -123,7 +138,7 @@ def readme_python_example() -> str:
 def test_the_readme_python_example_runs_as_written(corpus, tmp_path, monkeypatch, capsys):
     example = readme_python_example()
     # The README's corpus and model, swapped for the small corpus and the test model; each must be there.
-    for named, used in (('"wiki-vital"', json.dumps(str(corpus))), ('"qwen2.5-coder-0.5b"', '"smollm2-135m"')):
+    for named, used in (('"wiki-vital"', json.dumps(str(corpus))), ('"qwen2.5-coder-1.5b"', '"smollm2-135m"')):
         assert named in example, f"the README example no longer uses {named}: update this test"
         example = example.replace(named, used)
     monkeypatch.chdir(tmp_path)  # the example writes ./wiki-index

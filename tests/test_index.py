@@ -629,9 +629,9 @@ def test_garbled_bm25_arrays_of_the_right_size(built):
 
 
 def test_score_arrays_are_memory_mapped(built):
-    array = BM25Index.open(built)._scorer.matrix.data
+    array = BM25Index.open(built)._scorer.data
     while not isinstance(array, np.memmap) and isinstance(array.base, np.ndarray):
-        array = array.base  # scipy may wrap the memmap in a plain view: follow it to the mapping
+        array = array.base  # the scorer reads a plain ndarray view of the memmap: follow it to the mapping
     assert isinstance(array, np.memmap) and str(array.filename).endswith("data.csc.index.npy")
 
 
@@ -660,3 +660,25 @@ def test_an_unknown_profile_or_a_manifest_naming_an_unknown_stemmer_is_refused(t
         build(tmp_path / "x", profile="lucene")
     edit_manifest(built, lambda m: m["bm25"].update(stemmer="krovetz"))
     refused(built, "unknown stemmer 'krovetz' in the index manifest")
+
+
+@pytest.mark.parametrize("num_docs", [4, 100_000])  # a scan of the sums buffer; sorted keys (a big corpus)
+def test_a_query_sums_its_terms_in_float32_in_alphabetical_order(num_docs):
+    from winnow.index.scoring import TermScoreMatrix
+
+    # Passage 2 holds "apple" (1.0) and "berry" and "cherry" (2^-24 each). Added one after the other
+    # in float32, alphabetically, each small one rounds away (1 + 2^-24 = 1); added in any other
+    # order (the two small ones first) the sum is 1 + 2^-23. The ids run against the alphabet.
+    vocabulary = {"cherry": 0, "berry": 1, "apple": 2}
+    tiny = np.float32(2.0 ** -24)
+    data = np.array([tiny, tiny, 1.0, 0.5], dtype=np.float32)
+    indices = np.array([2, 2, 2, 3], dtype=np.int32)
+    indptr = np.array([0, 1, 2, 4], dtype=np.int64)
+    scorer = TermScoreMatrix(data, indices, indptr, num_docs, vocabulary)
+    found = scorer.top_k([["cherry", "apple", "berry"], ["berry", "cherry"], ["apple", "apple"], ["durian"]], k=5)
+    assert all(hits.scores.dtype == np.float32 for hits in found)
+    solo, small, twice, none = found
+    assert solo.rows.tolist() == [2, 3] and solo.scores.tolist() == [1.0, 0.5]
+    assert small.rows.tolist() == [2] and small.scores.tolist() == [2.0 ** -23]
+    assert twice.rows.tolist() == [2, 3] and twice.scores.tolist() == [2.0, 1.0]  # a repeated term counts twice
+    assert none.rows.tolist() == [] and none.scores.tolist() == []

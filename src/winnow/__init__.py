@@ -26,12 +26,15 @@ from .version import __version__
 if TYPE_CHECKING:
     from .index import BM25Index, DenseIndex, HybridIndex
     from .index.encoders import DenseEncoder
+    from .integrations import Winnower as Winnower
     from .llm import load_llm as load_llm
     from .methods import build_method as build_method
     from .pipeline import Pipeline
 
-#: Facade names that are another module's function as it is, imported when first used (PEP 562).
-_LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods"}
+#: Facade names that are another module's function or class as it is, imported when first used (PEP 562).
+#: ``winnow.Winnower`` (one reranking or filtering stage over texts retrieved elsewhere) loads no index
+#: code: neither bm25s, PyStemmer nor an encoder (tests/test_facade.py).
+_LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods", "Winnower": "winnow.integrations"}
 
 
 def open_index(path: str | Path, retriever: str = "bm25", *,
@@ -105,4 +108,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'winnow' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "build_index", "build_method", "load_llm", "open_index", "open_pipeline"]
+__all__ = ["Winnower", "__version__", "build_index", "build_method", "load_llm", "open_index", "open_pipeline"]

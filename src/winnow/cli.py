@@ -49,7 +49,7 @@ def main() -> None:
 def run() -> None:
     """The typer app, with the errors a user can fix printed as one line (status 2)."""
     try:
-        app()
+        app(prog_name="winnow")  # also under `python -m winnow`: the usage lines and completion say winnow
     except WinnowError as exc:
         if STATE["debug"]:
             raise

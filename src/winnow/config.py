@@ -17,34 +17,41 @@ Top-level settings a method does not have are ignored for it (``window`` means n
 
 from __future__ import annotations
 
+import functools
 import re
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import InputError, WinnowError
 from .settings import SettingError, SettingsLayer, value_hint
 
 
-class _SettingsYaml(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
-    """YAML as settings are written: only true and false are booleans (YAML 1.2). PyYAML follows
-    YAML 1.1, where off, on, yes, no, y and n are booleans too, so ``--set injection_guard=off``
-    would reach the setting as False and be refused."""
+@functools.cache
+def _settings_yaml() -> Any:
+    """A YAML loader as settings are written: only true and false are booleans (YAML 1.2). PyYAML
+    follows YAML 1.1, where off, on, yes, no, y and n are booleans too, so ``--set
+    injection_guard=off`` would reach the setting as False and be refused. Made on first use:
+    `winnow --help` does not import yaml."""
+    import yaml
 
+    class SettingsYaml(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+        pass
 
-_BOOL = "tag:yaml.org,2002:bool"
-_SettingsYaml.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_SettingsYaml.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    boolean = "tag:yaml.org,2002:bool"
+    SettingsYaml.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != boolean]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    SettingsYaml.add_implicit_resolver(boolean, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return SettingsYaml
 
 
 def read_yaml(text: str) -> Any:
-    """``text`` read as YAML, booleans as YAML 1.2 has them (:class:`_SettingsYaml`)."""
-    return yaml.load(text, Loader=_SettingsYaml)  # noqa: S506 - a SafeLoader: plain data only
+    """``text`` read as YAML, booleans as YAML 1.2 has them (:func:`_settings_yaml`)."""
+    import yaml
+
+    return yaml.load(text, Loader=_settings_yaml())  # noqa: S506 - a SafeLoader: plain data only
+
 
 #: Options of a run rather than of a method. ``agents`` is a table of role -> model (``[agents]`` in
 #: TOML, ``--agent ROLE=MODEL`` on the command line); judge_model / final_model are older spellings
@@ -58,6 +65,10 @@ def read_config(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise WinnowError(f"config file not found: {path}", "pass --config with a .toml or .yaml file")
     text = path.read_text(encoding="utf-8")
+    import tomllib
+
+    import yaml  # on first use: `winnow --help` reads neither format
+
     try:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
@@ -93,6 +104,8 @@ def parse_assignment(text: str, example: Callable[[str], str | None] = _no_examp
     name = key.strip().replace("-", "_")
     if not value.strip():
         raise SettingError(name, f"--set {name}= has no value", value_hint(name, example(name)))
+    import yaml
+
     try:
         parsed = read_yaml(value)
     except yaml.YAMLError as exc:

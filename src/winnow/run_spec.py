@@ -14,7 +14,7 @@ before any model loads.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -34,107 +34,122 @@ DEFAULT_RETRIEVER = "bm25"
 ROLE_OPTIONS = {"judge_model": "judge", "final_model": "final"}
 
 
-def option(*flags: str, help: str, minimum: float | None = None, setting: bool = False,  # noqa: A002
-           metavar: str | None = None, generated: Callable[[], str] | None = None) -> Any:
-    """A RunOptions field: not given (``None``) by default, with its command-line ``flags`` and ``help``.
-    ``setting`` marks a shortcut for a method setting (``--n`` for ``--set n=``). ``generated`` gives
-    the rest of the help from the registries (the methods, their roles) when help is shown, so a new
-    method is listed without a hand list and ``winnow`` starts without importing the methods."""
-    return field(default=None, metadata={"flags": flags, "help": help, "minimum": minimum, "setting": setting,
-                                         "metavar": metavar, "generated": generated})
+#: The help panels of the run options, in the order ``--help`` shows them.
+PANELS = ("Method", "Settings", "Model", "Server (--backend openai)", "Retrieval")
 
 
-def method_names() -> str:
-    """The registered methods, for ``--method``'s help."""
+def option(*flags: str, help: str, panel: str | None = None, minimum: float | None = None, setting: bool = False,  # noqa: A002
+           metavar: str | None = None, generated: Callable[[], str] | None = None,
+           choices: Callable[[], Sequence[str]] | None = None, listed: bool = True) -> Any:
+    """A RunOptions field: not given (``None``) by default, with its command-line ``flags``, its
+    one-line ``help`` and the help ``panel`` it is shown under (one of :data:`PANELS`; None: the
+    command's own panel for these options). ``setting`` marks a shortcut for a method setting
+    (``--n`` for ``--set n=``). ``choices`` gives the values it takes from their registry (the
+    methods, backends, retrievers), listed in its help (unless not ``listed``: too many for one
+    line) and offered by shell completion; ``generated`` gives other help text from the registries.
+    Both are read only when help or a completion is asked for, so a new method is listed without a
+    hand list and ``winnow`` starts without importing the methods; the value itself is checked by
+    :func:`resolve_run`, the same way for every front door."""
+    if panel is not None and panel not in PANELS:
+        raise ValueError(f"unknown help panel {panel!r}")
+    return field(default=None, metadata={"flags": flags, "help": help, "panel": panel, "minimum": minimum,
+                                         "setting": setting, "metavar": metavar, "generated": generated,
+                                         "choices": choices, "listed": listed})
+
+
+def method_choices() -> tuple[str, ...]:
+    """The registered methods, for ``--method``."""
     from .methods import METHODS
 
-    return f"One of: {', '.join(METHODS)}."
+    return tuple(METHODS)
 
 
-def method_roles() -> str:
-    """Each registered method's agent roles, for ``--agent``'s help."""
-    from .methods import METHODS
+def profile_choices() -> tuple[str, ...]:
+    """The named presets of settings, for ``--profile``."""
+    from .methods import PROFILES
 
-    return "Roles: " + "; ".join(f"{name} {', '.join(cls.roles)}" for name, cls in METHODS.items() if cls.roles) + "."
+    return tuple(PROFILES)
+
+
+def backend_choices() -> tuple[str, ...]:
+    """The LLM backends, for ``--backend``."""
+    from .llm import BACKENDS
+
+    return BACKENDS
+
+
+def retriever_choices() -> tuple[str, ...]:
+    """The first-stage retrievers, for ``--retriever``."""
+    from .index import RETRIEVER_KINDS
+
+    return RETRIEVER_KINDS
+
+
+def ann_choices() -> tuple[str, ...]:
+    """The ANN index kinds, for ``--ann``."""
+    from .index import ANN_KINDS
+
+    return tuple(ANN_KINDS)
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Every option of a run as a user gives it; ``None`` (or empty) means "not given"."""
+    """Every option of a run as a user gives it; ``None`` (or empty) means "not given".
 
-    method: str | None = option("--method", "-m", help="The method (`winnow methods` describes each) [default: "
-                                                        "rankrag]; for serve and mcp, the method of requests that "
-                                                        "name none.", generated=method_names)
-    model: str | None = option("--model", help="Registry name, .gguf path, or the server's model name with "
-                                               "--backend openai [default: qwen2.5-coder-1.5b].")
-    backend: str | None = option("--backend", help="llama.cpp (in-process, default), openai (any OpenAI-compatible "
-                                                   "server) or transformers (a fine-tuned model folder; needs the "
-                                                   "[train] extra).")
-    base_url: tuple[str, ...] | None = option("--base-url", help="Server URL for --backend openai (or "
-                                                                 "WINNOW_OPENAI_BASE_URL); repeat it for several "
-                                                                 "endpoints, each call going to the least loaded.")
-    api_key: str | None = option("--api-key", "--backend-api-key",
-                                 help="Key for --backend openai (or WINNOW_OPENAI_API_KEY); never recorded.")
-    max_inflight: int | None = option("--max-inflight", minimum=1,
-                                      help="--backend openai: LLM calls in flight at once over all endpoints "
-                                           "(default 64; set it to the servers' capacity of concurrent sequences).")
-    timeout: float | None = option("--timeout", "--llm-timeout", minimum=0.001,
-                                   help="--backend openai: seconds one LLM call may take before it is abandoned and "
-                                        "retried, on another endpoint when there is one (default 600).")
-    hedge: float | None = option("--hedge", minimum=0.001,
-                                 help="--backend openai: seconds after which a call with no answer is sent again "
-                                      "to another endpoint (when a slot is free); the first answer wins. Set it "
-                                      "near your calls' 95th percentile (default: off).")
-    tokenizer: str | None = option("--tokenizer", help="--backend openai: count tokens here with the served model's "
-                                                       "tokenizer (a model folder, .gguf or registry name, or a hub "
-                                                       "id online), not a /tokenize request per count; checked "
-                                                       "against the server's /tokenize. Needs the [tokenizer] extra.")
-    slots: int | None = option("--slots", minimum=1,
-                               help="--backend llama.cpp: sequences decoded together, each with --context-size "
-                                    "tokens (default 1). Scores then differ slightly from one slot's and from run "
-                                    "to run; the speed-up on a CPU is small (docs/benchmarks.md).")
-    threads: int | None = option("--threads", minimum=1, help="llama.cpp CPU threads (default: all cores).")
-    context_size: int | None = option("--context-size", help="Tokens of prompt and answer the model's context "
-                                                             "holds (llama.cpp default 4096); longer passages are "
-                                                             "cut to fit, and the trace says so.")
-    retriever: str | None = option("--retriever", help="bm25 (default), dense or hybrid (dense needs `winnow index "
-                                                       "--dense`).")
-    ann: str | None = option("--ann", help="--retriever dense or hybrid: search the embeddings through the index's "
-                                           "ANN index, hnsw or ivfpq (built by `winnow ann IDX --ann KIND`), "
-                                           "instead of exactly.")
-    ann_set: tuple[str, ...] | None = option("--ann-set", metavar="NAME=VALUE",
-                                             help="With --ann, an ANN search setting NAME=VALUE (repeatable): "
-                                                  "efSearch (hnsw); nprobe, refine (ivfpq).")
-    n: int | None = option("--n", setting=True, help="Passages to retrieve (default 20).")
-    k: int | None = option("--k", setting=True, help="Passages to answer from (default 5).")
-    fusion_alpha: float | None = option("--fusion-alpha", setting=True,
-                                        help="Blend reranker and first-stage scores (0 = the paper).")
-    max_answer_tokens: int | None = option("--max-answer-tokens", setting=True,
-                                           help="Longest answer the reader may write.")
-    framing: str | None = option("--framing", setting=True,
-                                 help="chat (the model's chat template, default) or plain (RankRAG App. D's "
-                                      "'System: … User: … Assistant:' text as a raw completion); rankrag and "
-                                      "vanilla.")
-    task: str | None = option("--task", setting=True,
-                              help="qa (default), fever (claims: App. D's FEVER prompts) or conversational "
-                                   "(questions with dialogue history); rankrag and vanilla.")
-    judge_model: str | None = option("--judge-model", help="mainrag: the judge agent's model (the same as --agent "
-                                                           "judge=MODEL).")
-    final_model: str | None = option("--final-model", help="mainrag: the final predictor's model (the same as "
-                                                           "--agent final=MODEL).")
-    agents: tuple[str, ...] | None = option("--agent", metavar="ROLE=MODEL",
-                                            help="Give an agent role its own model, ROLE=MODEL (repeatable; "
-                                                 "`winnow methods` says what each role does).",
-                                            generated=method_roles)
-    assignments: tuple[str, ...] | None = option("--set", metavar="KEY=VALUE",
-                                                 help="Any method setting, KEY=VALUE (repeatable), e.g. --set "
-                                                      "window=20.")
-    config: Path | None = option("--config", help="TOML or YAML file of settings; flags win.")
-    profile: str | None = option("--profile", help="Start from a named preset of settings: paper (the papers' "
-                                                   "values; see `winnow methods`), paper-70b, paper-fever, "
-                                                   "paper-convqa, ..., rankgpt-quoted (rankgpt: the two-pass "
-                                                   "RankGPT row RRR quotes); a config file and flags override it.")
-    no_cache: bool | None = option("--no-cache", help="Bypass the LLM call cache.")
+    The help is one line an option (``winnow ask --help`` fits 80 columns); docs/reproducing.md and
+    ``winnow methods`` say more."""
+
+    method: str | None = option("--method", "-m", panel="Method", metavar="NAME", choices=method_choices,
+                                help="(rankrag)")
+    profile: str | None = option("--profile", panel="Method", metavar="NAME", choices=profile_choices,
+                                 listed=False, help="Preset settings, e.g. paper.")
+    config: Path | None = option("--config", panel="Method", metavar="FILE", help="TOML/YAML settings file; flags win.")
+    assignments: tuple[str, ...] | None = option("--set", panel="Method", metavar="KEY=VALUE",
+                                                 help="Any method setting (repeatable).")
+    n: int | None = option("--n", panel="Settings", setting=True, metavar="N", help="Passages to retrieve (20).")
+    k: int | None = option("--k", panel="Settings", setting=True, metavar="K", help="Passages to answer from (5).")
+    fusion_alpha: float | None = option("--fusion-alpha", panel="Settings", setting=True, metavar="A",
+                                        help="Blend in first-stage scores (0).")
+    max_answer_tokens: int | None = option("--max-answer-tokens", panel="Settings", setting=True, metavar="N",
+                                           help="Longest answer.")
+    framing: str | None = option("--framing", panel="Settings", setting=True, metavar="NAME",
+                                 help="chat (default) or plain (App. D).")
+    task: str | None = option("--task", panel="Settings", setting=True, metavar="NAME",
+                              help="qa (default), fever, conversational.")
+    agents: tuple[str, ...] | None = option("--agent", panel="Method", metavar="ROLE=MODEL",
+                                            help="A role's model (`winnow methods`).")
+    judge_model: str | None = option("--judge-model", panel="Method", metavar="MODEL",
+                                     help="mainrag: = --agent judge=MODEL.")
+    final_model: str | None = option("--final-model", panel="Method", metavar="MODEL",
+                                     help="mainrag: = --agent final=MODEL.")
+    model: str | None = option("--model", panel="Model", metavar="NAME",
+                               help="Registry name, .gguf, served model.")
+    backend: str | None = option("--backend", panel="Model", metavar="NAME", choices=backend_choices,
+                                 help="(llama.cpp)")
+    context_size: int | None = option("--context-size", panel="Model", metavar="N", help="Context tokens (4096).")
+    slots: int | None = option("--slots", panel="Model", minimum=1, metavar="N",
+                               help="llama.cpp: sequences at once (1).")
+    threads: int | None = option("--threads", panel="Model", minimum=1, metavar="N",
+                                 help="llama.cpp CPU threads (all).")
+    tokenizer: str | None = option("--tokenizer", panel="Model", metavar="NAME",
+                                   help="Count tokens with this tokenizer.")
+    no_cache: bool | None = option("--no-cache", panel="Model", help="Bypass the LLM call cache.")
+    base_url: tuple[str, ...] | None = option("--base-url", panel="Server (--backend openai)", metavar="URL",
+                                              help="Server URL (repeatable).")
+    api_key: str | None = option("--api-key", "--backend-api-key", panel="Server (--backend openai)",
+                                 metavar="KEY", help="Never recorded.")
+    max_inflight: int | None = option("--max-inflight", panel="Server (--backend openai)", minimum=1,
+                                      metavar="N", help="Calls at once (64).")
+    timeout: float | None = option("--timeout", "--llm-timeout", panel="Server (--backend openai)",
+                                   minimum=0.001, metavar="S", help="Seconds a call may take (600).")
+    hedge: float | None = option("--hedge", panel="Server (--backend openai)", minimum=0.001, metavar="S",
+                                 help="Resend a call after S seconds.")
+    retriever: str | None = option("--retriever", panel="Retrieval", metavar="NAME", choices=retriever_choices,
+                                   help="(bm25)")
+    ann: str | None = option("--ann", panel="Retrieval", metavar="KIND", choices=ann_choices,
+                             help="Dense search via this ANN index.")
+    ann_set: tuple[str, ...] | None = option("--ann-set", panel="Retrieval", metavar="NAME=VALUE",
+                                             help="ANN search setting (repeatable).")
 
     @classmethod
     def checked(cls, source: str, values: dict[str, Any]) -> RunOptions:

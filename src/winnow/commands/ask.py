@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -12,15 +13,18 @@ from ..errors import WinnowError
 from ..run_spec import DEFAULT_BACKEND, DEFAULT_MODEL, RunOptions, resolve_run
 from ..text import check_text
 from .common import (
+    GENERATED_HELP,
     HistoryOption,
     IndexOption,
     JsonOption,
     StageProgress,
     TurnOption,
     app,
+    completion,
     dialogue_from,
     err,
     exit_for,
+    help_with_choices,
     open_pipeline,
     out,
     stop_on_signal,
@@ -40,13 +44,12 @@ def ask(
     turns: TurnOption = None,
     history: HistoryOption = None,
     as_json: JsonOption = False,
-    first_stage_run: Annotated[Optional[Path], typer.Option("--run", help="A precomputed first stage to use instead "
-                                                                         "of retrieving: a TREC run, rank_llm's "
-                                                                         "JSON/JSONL or FlashRAG's retrieval cache; "
-                                                                         "its ids are looked up in --index.")] = None,
-    qid: Annotated[Optional[str], typer.Option("--qid", help="--run: the question's query id in the run (needed "
-                                                             "for a TREC run; rank_llm and FlashRAG runs are also "
-                                                             "matched by the question's text).")] = None,
+    # A precomputed first stage (a TREC run, rank_llm's JSON/JSONL, FlashRAG's retrieval cache) whose
+    # ids are looked up in --index; --qid is needed for a TREC run (the others also match by text).
+    first_stage_run: Annotated[Optional[Path], typer.Option("--run", metavar="FILE", help="A first stage run "
+                                                                                          "instead of retrieving.")
+                               ] = None,
+    qid: Annotated[Optional[str], typer.Option("--qid", metavar="ID", help="The question's id in --run.")] = None,
 ) -> None:
     """Answer QUESTION from the index with a method, showing how each stage ranked the passages."""
     from ..methods.base import check_dialogue
@@ -99,6 +102,15 @@ def from_stdin(what: str = "the question") -> str:
     return sys.stdin.read().strip()
 
 
+def rerank_methods() -> tuple[str, ...]:
+    """The rerank methods, for ``winnow rerank --method`` (its help and shell completion)."""
+    from ..rerank import RERANK_METHODS
+
+    return tuple(RERANK_METHODS)
+
+
+GENERATED_HELP["method"] = partial(help_with_choices, "", rerank_methods)
+
 #: The run options a reranker without an index or method takes: which model, where, how.
 RERANK_RUN_OPTIONS = ("model", "backend", "base_url", "api_key", "max_inflight", "timeout", "slots", "threads",
                       "context_size", "tokenizer", "no_cache")
@@ -112,13 +124,10 @@ def rerank(
                                                        "\"text\"}, in the "
                                                        "order of your first stage.")],
     options: RunOptions,
-    method: Annotated[str, typer.Option("--method", "-m", help="pointwise (RankRAG P(True)), graded (RRR 1-5), "
-                                                               "listwise (RankGPT), embedding (MiniLM cosine, "
-                                                               "no LLM), or the papers' trained baselines: "
-                                                               "cross-encoder (--model: a folder or hub id; "
-                                                               "default cross-encoder/ms-marco-MiniLM-L-6-v2) "
-                                                               "and monot5 (default castorini/monot5-base-"
-                                                               "msmarco).")] = "pointwise",
+    # pointwise (RankRAG P(True)), graded (RRR 1-5), listwise (RankGPT), embedding (MiniLM cosine, no
+    # LLM), or the papers' trained baselines cross-encoder and monot5 (--model: a folder or hub id).
+    method: Annotated[str, typer.Option("--method", "-m", metavar="NAME", help="",
+                                        autocompletion=completion(rerank_methods))] = "pointwise",
     top_n: Annotated[Optional[int], typer.Option("--top-n", help="Keep only the best N.")] = None,
     window: Annotated[int, typer.Option("--window", help="listwise: window size.")] = 10,
     step: Annotated[int, typer.Option("--step", help="listwise: step.")] = 5,

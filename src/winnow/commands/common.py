@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json as json_module
 import signal
 import threading
 import time
@@ -23,18 +22,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 import typer.core
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from ..errors import WinnowError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from ..pipeline import Pipeline
     from ..records import Turn
     from ..run_spec import RunOptions, RunSpec
@@ -42,8 +35,8 @@ if TYPE_CHECKING:
 
 C = TypeVar("C", bound=Callable[..., Any])
 
-#: Run options whose help ends with text generated from the registries: typer parameter -> (help, generator).
-GENERATED_HELP: dict[str, tuple[str, Callable[[], str]]] = {}
+#: Options whose help is completed from the registries when help is shown: typer parameter -> its help then.
+GENERATED_HELP: dict[str, Callable[[], str]] = {}
 
 
 class WinnowGroup(typer.core.TyperGroup):
@@ -55,13 +48,16 @@ class WinnowGroup(typer.core.TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None and any(arg in ("--help", "-h") for arg in rest):
             for parameter in command.params:
-                if isinstance(parameter, typer.core.TyperOption) and parameter.name in GENERATED_HELP:
-                    text, generated = GENERATED_HELP[parameter.name]
-                    parameter.help = f"{text} {generated()}".replace("[", "\\[")
+                if not isinstance(parameter, typer.core.TyperOption):
+                    continue
+                if parameter.name in GENERATED_HELP:
+                    parameter.help = GENERATED_HELP[parameter.name]().replace("[", "\\[")
+                # A lower bound is checked when the command runs; shown, "[x>=0.001]" took a column of its own.
+                parameter.min = None
         return name, command, rest
 
 
-app = typer.Typer(cls=WinnowGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=WinnowGroup, add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Winnow: retrieve, let an LLM rerank and filter, answer from what survives.")
 
@@ -82,6 +78,8 @@ class Output(Console):
                                ensure_ascii=ensure_ascii, check_circular=check_circular, allow_nan=allow_nan,
                                default=default, sort_keys=sort_keys)
             return
+        import json as json_module
+
         value = json_module.loads(json) if json is not None else data
         self.file.write(json_module.dumps(value, indent=indent, skipkeys=skip_keys, ensure_ascii=ensure_ascii,
                                           check_circular=check_circular, allow_nan=allow_nan, default=default,
@@ -92,8 +90,8 @@ out = Output()
 err = Console(stderr=True)
 STATE = {"debug": False}
 
-IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder made by `winnow index`.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+IndexOption = Annotated[Path, typer.Option("--index", "-i", metavar="DIR", help="Made by `winnow index`.")]
+JsonOption = Annotated[bool, typer.Option("--json", metavar="", help="Print one JSON object, not tables.")]
 
 
 def _print_version(asked: bool) -> None:
@@ -105,8 +103,8 @@ def _print_version(asked: bool) -> None:
 
 
 @app.callback()
-def _global(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
-            version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+def _global(debug: Annotated[bool, typer.Option("--debug", metavar="", help="Show tracebacks on errors.")] = False,
+            version: Annotated[bool, typer.Option("--version", metavar="", is_eager=True, callback=_print_version,
                                                   help="Print Winnow's version and exit.")] = False) -> None:
     STATE["debug"] = debug
 
@@ -177,8 +175,13 @@ class StageProgress:
     REDRAW_SECONDS = 0.1
 
     def __init__(self, console: Console) -> None:
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=console, transient=True)
+        # rich.progress on first use: `winnow --help` does not import it
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+        from ..progress import progress_bar
+
+        self.bar = progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=console, transient=True)
         self.tasks: dict[str, TaskID] = {}
         self.on_call: Any = None  # told of every finished call (the run's bar refreshes its rates)
         self._lock = threading.Lock()
@@ -218,12 +221,11 @@ TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seco
                                                                            "use the model.")]
 MaxQuestionCharsOption = Annotated[int, typer.Option("--max-question-chars", min=1)]
 MaxDocumentsOption = Annotated[int, typer.Option("--max-documents", min=1, help="Per rerank request.")]
+# Defaults: cross-encoder/ms-marco-MiniLM-L-6-v2 and castorini/monot5-base-msmarco, loaded on first use;
+# e.g. cross-encoder=BAAI/bge-reranker-v2-m3 for every method that reranks with one (rerank=cross-encoder).
 RerankModelOption = Annotated[Optional[list[str]], typer.Option(
     "--rerank-model", metavar="METHOD=MODEL", show_default=False,
-    help="The model of the cross-encoder or monot5 reranker (repeatable), for rerank requests and every method "
-         "that reranks with one (e.g. rerank=cross-encoder): a folder or hub id, e.g. "
-         "cross-encoder=BAAI/bge-reranker-v2-m3. Default: cross-encoder/ms-marco-MiniLM-L-6-v2 and "
-         "castorini/monot5-base-msmarco, loaded on first use.")]
+    help="The cross-encoder or monot5 model (a folder or hub id; repeatable).")]
 
 
 def rerank_models(values: list[str] | None) -> dict[str, str]:
@@ -245,11 +247,10 @@ MaxKOption = Annotated[int, typer.Option("--max-k", min=1)]
 PricesOption = Annotated[Optional[Path], typer.Option("--prices", help="TOML or JSON price table, USD per million "
                                                                      "prompt and completion tokens per model: "
                                                                      "adds the cost in USD (docs/reproducing.md).")]
-TurnOption = Annotated[Optional[list[str]], typer.Option("--turn", help="An earlier turn of the dialogue, user:TEXT "
-                                                                        "or assistant:TEXT (repeatable, oldest "
-                                                                        "first); needs --task conversational.")]
-HistoryOption = Annotated[Optional[Path], typer.Option("--history", help="JSON file: the dialogue's earlier turns, "
-                                                                         "a list of {\"role\", \"text\"}.")]
+TurnOption = Annotated[Optional[list[str]], typer.Option("--turn", metavar="ROLE:TEXT", help="An earlier turn, "
+                                                                                            "oldest first.")]
+HistoryOption = Annotated[Optional[Path], typer.Option("--history", metavar="FILE", help="JSON [{role, text}]: "
+                                                                                         "earlier turns.")]
 
 
 def _option_type(kind: Any) -> Any:
@@ -267,7 +268,7 @@ def with_run_options(*, only: Collection[str] | None = None, taken: Collection[s
     ``--api-key``), left off the run option that also has them."""
     from ..run_spec import RunOptions
 
-    return with_options(RunOptions, "options", "run", only=only, taken=taken, panel="Run options")
+    return with_options(RunOptions, "options", "run", only=only, taken=taken)
 
 
 def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Collection[str] | None = None,
@@ -287,10 +288,15 @@ def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Coll
             meta = f.metadata
             flags = [flag for flag in meta["flags"] if flag not in taken]
             kind = _option_type(hints[f.name])
-            if meta["generated"] is not None:
-                GENERATED_HELP[f"run_{f.name}"] = (meta["help"], meta["generated"])
+            generated, choices = meta["generated"], meta.get("choices")
+            if choices is not None and meta.get("listed", True):  # "vanilla|rankrag|… [default: rankrag]"
+                GENERATED_HELP[f"{prefix}{f.name}"] = functools.partial(help_with_choices, meta["help"], choices)
+            elif generated is not None:
+                GENERATED_HELP[f"{prefix}{f.name}"] = functools.partial(help_with_generated, meta["help"], generated)
             option = typer.Option(*flags, help=meta["help"].replace("[", "\\["), min=meta["minimum"],
-                                  metavar=meta["metavar"], show_default=False, rich_help_panel=panel)
+                                  metavar=meta["metavar"] or default_metavar(kind), show_default=False,
+                                  rich_help_panel=meta.get("panel") or panel,
+                                  autocompletion=None if choices is None else completion(choices))
             parameters.append(inspect.Parameter(f"{prefix}{f.name}", inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if kind is bool else None,
                                                 annotation=Annotated[kind, option]))
@@ -310,6 +316,30 @@ def with_options(declared: type[Any], parameter: str, prefix: str, *, only: Coll
         return typing.cast(C, with_options)
 
     return decorate
+
+
+def default_metavar(kind: Any) -> str | None:
+    """The placeholder of an option's value in help: TEXT, N, X, PATH; none for a flag."""
+    inner = next((arg for arg in typing.get_args(kind) if arg is not type(None)), kind)
+    return {str: "TEXT", int: "N", float: "X", Path: "PATH", bool: ""}.get(inner)
+
+
+def help_with_choices(text: str, choices: Callable[[], Sequence[str]]) -> str:
+    """An option's help led by its values, ``a, b, c``, read from their registry when help is shown."""
+    return f"{', '.join(choices())} {text}".strip()  # ", ": a long list wraps where "a|b|c" was cut
+
+
+def help_with_generated(text: str, generated: Callable[[], str]) -> str:
+    return f"{text} {generated()}".strip()
+
+
+def completion(choices: Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
+    """Shell completion of an option's values, from their registry (``winnow --install-completion``)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [choice for choice in choices() if choice.startswith(incomplete)]
+
+    return complete
 
 
 def open_pipeline(spec: RunSpec, index_dir: Path, options: RunOptions, *,

@@ -127,18 +127,13 @@ def bench_build(
 ) -> None:
     """Build wiki-vital QA: NQ-open and TriviaQA test questions answerable from a Wikipedia vital-article
     summary they name, with qrels and a dev/test split (rules: docs/wiki-vital-qa.md)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..datasets.wiki_vital_qa import DROP_RULES, build_wiki_vital_qa
+    from ..progress import progress_bar
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=err, transient=True)
+    bar = progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=err, transient=True)
 
     def progress(total: int) -> Callable[[int], None]:
         task = bar.add_task("matching questions to articles", total=total)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from ..extras import require
 from ..run_spec import RunOptions, resolve_run
 from .common import (
@@ -55,6 +53,8 @@ def mcp(
         pipeline = open_pipeline(spec, index_dir, options)
     service = Service(pipeline, limits=limits, cache=options.cache, rerank_models=trained_models)
     server = build_server(service)
+    import logging
+
     logging.getLogger("winnow.service").setLevel(logging.INFO)  # a cancelled or timed-out call: one line on stderr
     err.print(f"winnow mcp: {spec.method} with {spec.model} over {index_dir}; tools search, rerank, ask on stdio",
               highlight=False, soft_wrap=True)

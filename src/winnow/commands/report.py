@@ -20,6 +20,9 @@ def report(
                                                                        "question).")] = None,
     title: Annotated[str, typer.Option("--title", help="The report's heading.")] = "Evaluation report",
     prices: PricesOption = None,
+    table_format: Annotated[str, typer.Option("--format", metavar="FORMAT",
+                                              help="markdown, csv (a file per table) or latex (REPORT.tex): "
+                                                   "the tables also written so.")] = "markdown",
     as_json: JsonOption = False,
 ) -> None:
     """Side-by-side table of runs (methods × metrics × cost, first-stage baseline included) and plots:
@@ -29,10 +32,11 @@ def report(
     from ..evaluation.report import write_report
 
     written = write_report(run_dirs, out_file, question=question, title=title,
-                           prices=read_prices(prices) if prices else None)
+                           prices=read_prices(prices) if prices else None, fmt=table_format)
     if as_json:
         out.print_json(data=written)
     else:
         err.print(f"wrote {written['report']} and {len(written['images'])} plot(s) for {written['runs']} run(s)"
+                  + (f"; tables: {', '.join(written['tables'])}" if written["tables"] else "")
                   + (f"; left out (nothing answered): {', '.join(written['skipped'])}" if written["skipped"] else ""),
                   highlight=False)

@@ -12,14 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich import box
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from ..extras import require
@@ -27,6 +19,8 @@ from ..settings import SettingError
 from .common import app, err, out
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from ..training.sft import SFTReport
 
 train_app = typer.Typer(no_args_is_help=True, help="RankRAG instruction tuning: build the Stage-II blend, "
@@ -35,8 +29,12 @@ app.add_typer(train_app, name="train")
 
 
 def _bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True)
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from ..progress import progress_bar
+
+    return progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err, transient=True)
 
 
 @train_app.command("blend")

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import TaskID
 
 from ..errors import WinnowError
 from ..run_spec import RunOptions, RunSpec, resolve_run
@@ -29,6 +28,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
     from rich.table import Table
 
     from ..llm.client import LLM

@@ -53,10 +53,12 @@ class CorpusStream:
             return
         # rich on first use: reading a corpus without a bar (the datasets, the Python API) needs only the core
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+
+        from ..progress import progress_bar
 
         started = time.perf_counter()
-        with Progress(TextColumn("reading {task.description}"), BarColumn(),
+        with progress_bar(TextColumn("reading {task.description}"), BarColumn(),
                       TextColumn("{task.fields[passages]:,} passages, {task.fields[rate]:,.0f}/s"),
                       TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task(self.source, total=self.total, passages=0, rate=0.0)

@@ -68,3 +68,16 @@ def paired_difference(reference: Sequence[float], other: Sequence[float], *, rou
     mean = sum(differences) / len(differences) if differences else 0.0
     return PairedDifference(len(differences), wins, losses, len(differences) - wins - losses, mean, low, high,
                             sign_test_p(wins, losses))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979) of ``p_values``, in their order: the i-th smallest is
+    multiplied by (m − i + 1), made monotone non-decreasing in that order, and capped at 1. It keeps
+    the chance of any false "gain" among m comparisons at the level, where m unadjusted tests would not."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted

@@ -21,9 +21,9 @@ from ..errors import WinnowError
 from ..writable import make_parent
 from . import plots
 from .cost import split_costs, usd_cost
-from .paired import paired_difference
+from .paired import holm, paired_difference
 from .prices import PriceTable
-from .runfolder import RunFolder
+from .runfolder import CONFIG, RunFolder
 from .schema import ACCURACY_NAMES, Metrics, QuestionRecord
 
 
@@ -43,6 +43,17 @@ class LoadedRun:
     @property
     def question_ids(self) -> tuple[str, ...]:
         return tuple(r.id for r in self.records)
+
+
+def with_sweeps_opened(paths: Sequence[str | Path]) -> list[Path]:
+    """The run folders given, a folder of run folders (``winnow eval --sweep``'s OUT: one per value, and
+    its sweep.json) standing for its runs, in name order; so ``winnow report runs/*`` takes a sweep too."""
+    opened: list[Path] = []
+    for path in map(Path, paths):
+        inside = sorted(child for child in path.iterdir() if (child / CONFIG).is_file()) \
+            if path.is_dir() and not (path / CONFIG).exists() else []
+        opened += inside or [path]
+    return opened
 
 
 def load_run(path: str | Path) -> LoadedRun:
@@ -268,10 +279,9 @@ def paired_table(runs: Sequence[LoadedRun]) -> str | None:
     """Each run against a vanilla run that answered its questions (see :func:`vanilla_reference` and
     :mod:`.paired`); None when no run has one. Runs left unpaired are named under the table, so a
     missing row is never silent. Accuracy is MAIN-RAG's measure (§4.1), EM RankRAG's for the QA sets
-    (Table 2), F1 the graded one."""
-    header = ["run", "against", "questions", "Acc. wins/losses/ties", "Δ Acc. [95% CI]", "p (Acc.)",
-              "Δ EM [95% CI]", "p (EM)", "Δ F1 [95% CI]", "p (F1)"]
-    rows, unpaired = [], []
+    (Table 2), F1 the graded one. With more than one comparison (more than two runs), each metric's
+    p-values are Holm-adjusted over the comparisons (:func:`.paired.holm`), and the table says so."""
+    compared, unpaired = [], []
     for run in runs:
         reference = vanilla_reference(run, runs)
         if reference is None:
@@ -282,17 +292,32 @@ def paired_table(runs: Sequence[LoadedRun]) -> str | None:
         shared = [by_id[record.id] for record in run.records]
         against = reference.label if len(shared) == len(reference.records) else \
             f"{reference.label}, on {len(shared)} of its {len(reference.records)} questions"
+        diffs = {metric: paired_difference([r.scores.of(metric) for r in shared],
+                                           [r.scores.of(metric) for r in run.records]) for metric in PAIRED_SCORES}
+        compared.append((run, against, diffs))
+    if not compared:
+        return None
+    adjusted = len(compared) > 1
+    p_values = {metric: holm([diffs[metric].p_value for _, _, diffs in compared]) if adjusted
+                else [diffs[metric].p_value for _, _, diffs in compared] for metric in PAIRED_SCORES}
+    p_label = "p Holm" if adjusted else "p"
+    header = ["run", "against", "questions", "Acc. wins/losses/ties", "Δ Acc. [95% CI]", f"{p_label} (Acc.)",
+              "Δ EM [95% CI]", f"{p_label} (EM)", "Δ F1 [95% CI]", f"{p_label} (F1)"]
+    rows = []
+    for position, (run, against, diffs) in enumerate(compared):
         cells = [run.label, against, str(len(run.records))]
         for metric in PAIRED_SCORES:
-            diff = paired_difference([r.scores.of(metric) for r in shared], [r.scores.of(metric) for r in run.records])
+            diff = diffs[metric]
             if metric == "accuracy":
                 cells.append(f"{diff.wins}/{diff.losses}/{diff.ties}")
             cells += [f"{100 * diff.mean_difference:+.1f} [{100 * diff.low:+.1f}, {100 * diff.high:+.1f}]",
-                      f"{diff.p_value:.2f}"]
+                      f"{p_values[metric][position]:.2f}"]
         rows.append(cells)
-    if not rows:
-        return None
     table = md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
+    if adjusted:
+        table += (f"\n\np Holm: each metric's p-values adjusted by Holm's step-down method over the "
+                  f"{len(compared)} comparisons of this table, so that a gain read from any of them holds at the "
+                  "stated level (the intervals are not adjusted).")
     if unpaired:
         table += ("\n\nNot paired (no vanilla run answered all their questions; run vanilla with the same "
                   f"--seed and a --limit at least theirs): {', '.join(unpaired)}")
@@ -521,16 +546,40 @@ def plots_section(report: Report) -> str:
 
 
 def runs_section(report: Report) -> str:
-    """Each run's folder, models (with checksums), versions and the command that reproduces it."""
+    """Each run's folder, index (absolute path and content address), models (with checksums), versions
+    and the command that reproduces it."""
     lines = []
     for run in report.runs:
         models = run.config.get("models", {})
         sha = ", ".join(f"{model.get('model')} sha256 {str(model.get('sha256', ''))[:12]}…"
                         for model in models.values()) or "–"
         versions = run.config.get("versions", {})
-        lines += [f"- `{run.path}` — {run.label}; models: {sha}; winnow {versions.get('winnow', '?')}, "
-                  f"llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}", f"  {reproducing_command(run)}"]
+        lines += [f"- `{run.path.resolve()}` — {run.label}; {index_description(run)}; models: {sha}; "
+                  f"winnow {versions.get('winnow', '?')}, llama.cpp (xllamacpp) {versions.get('xllamacpp', '?')}",
+                  f"  {reproducing_command(run)}"]
     return "\n".join(["## Runs", "", *lines])
+
+
+def index_address(run: LoadedRun) -> str:
+    """The index's content address: sha256 of what was indexed and how (the run's index identity, the
+    same for a moved or rebuilt copy of the same index), first 12 hex digits; "" where none is recorded."""
+    import hashlib
+    import json
+
+    identity = (run.config.get("identity") or {}).get("index")
+    if not identity:
+        return ""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+
+
+def index_description(run: LoadedRun) -> str:
+    """``index /abs/path (content sha256 1a2b…, 10,033 passages)`` for the run list."""
+    identity = (run.config.get("identity") or {}).get("index") or {}
+    passages = (identity.get("counts") or {}).get("passages")
+    details = [f"content sha256 {address}…" for address in [index_address(run)] if address]
+    details += [f"{passages:,} passages"] if isinstance(passages, int) else []
+    where = run.config.get("index_dir") or "?"
+    return f"index `{where}`" + (f" ({', '.join(details)})" if details else "")
 
 
 #: The report, section by section: each returns its Markdown, or None when it has nothing to show.
@@ -570,13 +619,19 @@ def draw_plots(report: Report, question: str | None) -> None:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: str | None = None,
-                 title: str = "Evaluation report", prices: PriceTable | None = None) -> dict[str, Any]:
+                 title: str = "Evaluation report", prices: PriceTable | None = None,
+                 fmt: str = "markdown") -> dict[str, Any]:
     """Write the Markdown report ``out`` (the :data:`SECTIONS` joined) and its PNGs beside it; return
-    what was written. A price table (``--prices``) adds the cost in USD per model and per run."""
+    what was written. A price table (``--prices``) adds the cost in USD per model and per run; ``fmt``
+    csv or latex also writes the tables so (:mod:`.export`)."""
+    from .export import FORMATS, export
+
+    if fmt not in FORMATS:
+        raise WinnowError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}", "e.g. --format latex")
     out = Path(out).expanduser()
     if out.suffix.lower() != ".md":
         raise WinnowError(f"--out {out} must end in .md", "the plots are written beside it as PNG files")
-    runs = [load_run(path) for path in run_dirs]
+    runs = [load_run(path) for path in with_sweeps_opened(run_dirs)]
     empty = [str(run.path) for run in runs if not run.records]
     runs = [run for run in runs if run.records]
     if not runs:
@@ -586,5 +641,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, *, question: s
     report = Report(runs, out, title=title, prices=prices, empty=empty)
     draw_plots(report, question)
     sections = [text for section in SECTIONS if (text := section(report))]
-    write_text(out, "\n\n".join(sections).rstrip() + "\n")
-    return {"report": str(out), "images": [str(png) for _, png in report.images], "runs": len(runs), "skipped": empty}
+    markdown = "\n\n".join(sections).rstrip() + "\n"
+    write_text(out, markdown)
+    tables = [str(path) for path in export(markdown, out, fmt, title)]
+    return {"report": str(out), "images": [str(png) for _, png in report.images], "runs": len(runs), "skipped": empty,
+            "tables": tables}

@@ -9,17 +9,51 @@ reciprocal rank fusion.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WinnowError
-from .ann import ANN_KINDS, ann_settings
-from .bm25 import BM25Index
-from .build import build_bm25_index, build_index
-from .dense import DenseIndex, add_ann_index, add_dense_embeddings
-from .embedder import Embedder, load_embedder
-from .encoders import DenseEncoder, load_encoder
-from .hybrid import HybridIndex, reciprocal_rank_fusion
-from .presets import PRESETS, EncoderPreset, get_preset
+
+# The package's names are imported from their module on first use (PEP 562), so that importing one
+# light module of the package (encoder presets, the embedder) does not load bm25s, PyStemmer and
+# faiss's glue: a rerank-only ``winnow.integrations.Winnower`` loads no index code at all.
+if TYPE_CHECKING:
+    from .ann import ANN_KINDS as ANN_KINDS
+    from .ann import ann_settings as ann_settings
+    from .bm25 import BM25Index as BM25Index
+    from .build import build_bm25_index as build_bm25_index
+    from .build import build_index as build_index
+    from .dense import DenseIndex as DenseIndex
+    from .dense import add_ann_index as add_ann_index
+    from .dense import add_dense_embeddings as add_dense_embeddings
+    from .embedder import Embedder as Embedder
+    from .embedder import load_embedder as load_embedder
+    from .encoders import DenseEncoder as DenseEncoder
+    from .encoders import load_encoder as load_encoder
+    from .hybrid import HybridIndex as HybridIndex
+    from .hybrid import reciprocal_rank_fusion as reciprocal_rank_fusion
+    from .presets import PRESETS as PRESETS
+    from .presets import EncoderPreset as EncoderPreset
+    from .presets import get_preset as get_preset
+
+#: Each lazily imported name → the module of this package that defines it.
+_LAZY = {
+    "ANN_KINDS": "ann", "ann_settings": "ann", "BM25Index": "bm25", "build_bm25_index": "build",
+    "build_index": "build", "DenseIndex": "dense", "add_ann_index": "dense", "add_dense_embeddings": "dense",
+    "Embedder": "embedder", "load_embedder": "embedder", "DenseEncoder": "encoders", "load_encoder": "encoders",
+    "HybridIndex": "hybrid", "reciprocal_rank_fusion": "hybrid", "PRESETS": "presets",
+    "EncoderPreset": "presets", "get_preset": "presets",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # found directly from now on
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
 
@@ -36,6 +70,10 @@ def open_retriever(index_dir: str | Path, kind: str = "bm25", *, embedder: Dense
     ``ann_overrides`` changing its search settings (``{"efSearch": 512}``). ``ann`` with "bm25", or
     on an index without embeddings or without that ANN index, is refused naming what builds it.
     """
+    from .bm25 import BM25Index
+    from .dense import DenseIndex
+    from .hybrid import HybridIndex
+
     if kind not in RETRIEVER_KINDS:
         raise WinnowError(f"unknown retriever {kind!r}", f"choose one of {', '.join(RETRIEVER_KINDS)}")
     if kind == "bm25":

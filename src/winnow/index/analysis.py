@@ -28,7 +28,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from ..errors import IndexLoadError, WinnowError
-from ..records import Passage
+from .passage_text import indexed_text as indexed_text  # where BM25 modules and tests have always found it
 
 STOPWORDS = "en"
 STEMMER = "english"
@@ -73,11 +73,6 @@ def stopword_list(label: str) -> str | list[str]:
                              f"this Winnow knows {', '.join(STOPWORD_LISTS)}; rebuild the index with `winnow index`")
     words = STOPWORD_LISTS[label]
     return words if isinstance(words, str) else list(words)
-
-
-def indexed_text(passage: Passage) -> str:
-    """The text a passage is indexed under: its title, a newline, then its text."""
-    return f"{passage.title}\n{passage.text}"
 
 
 def make_stemmer(label: str = STEMMER_LABEL) -> Stemmer.Stemmer:

@@ -21,6 +21,7 @@ from rich.progress import MofNCompleteColumn, Progress
 
 from ..atomic import atomic_folder, check_replaceable
 from ..errors import WinnowError
+from ..progress import progress_bar
 from ..records import Passage
 from .analysis import (
     FIELDS,
@@ -95,7 +96,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     b = chosen.b if b is None else b
     stemmer = make_stemmer(chosen.stemmer)
     # stderr, so that `--json` output on stdout stays clean.
-    with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
+    with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
             atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what=WHAT,
                           report=bar.console.print) as temp:

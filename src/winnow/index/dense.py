@@ -21,6 +21,7 @@ from rich.progress import MofNCompleteColumn, Progress
 from ..atomic import remove_stale_siblings, staged_folder
 from ..errors import IndexLoadError, WinnowError
 from ..lock import output_lock
+from ..progress import progress_bar
 from ..records import Candidate, CandidateList, Query, StageScore
 from .ann import AnnSearcher, AnnSettings, build_ann, file_name
 from .embedding_shards import SHARD_ROWS, discard_work, work_folder
@@ -169,7 +170,7 @@ def add_dense_embeddings(index: str | Path, *, embedder: DenseEncoder | None = N
         for line in remove_stale_siblings(path / DENSE_DIR):
             console.print(line)
         work = work_folder(path)
-        with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=console,
+        with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=console,
                       transient=True, disable=not progress) as bar, staged_folder(path / DENSE_DIR) as temp:
             task = bar.add_task("embedding passages", total=len(passages))
             dense = write_dense_folder(temp, passages, embedder, progress=lambda n: bar.advance(task, n),
@@ -213,7 +214,7 @@ def add_ann_index(index: str | Path, settings: AnnSettings, *, progress: bool = 
         identity = read_model_identity(path, manifest)
         embeddings, scales = load_embeddings(path, manifest, int(identity.get("dimensions", 0))
                                              or manifest["dense"]["dimensions"])
-        with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
+        with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                       transient=True, disable=not progress) as bar:
             task = bar.add_task("building the ANN index", total=len(embeddings))
             kind = "hnsw" if type(settings).__name__ == "HnswSettings" else "ivfpq"

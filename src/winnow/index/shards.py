@@ -39,6 +39,7 @@ from rich.progress import MofNCompleteColumn, Progress
 
 from ..atomic import atomic_folder, write_json
 from ..errors import IndexLoadError, WinnowError
+from ..progress import progress_bar
 from ..records import Passage
 from .analysis import FIELDS, bm25_profile, indexed_text, make_stemmer, stopword_list, tokenize_corpus
 from .build import WHAT, LoadReportSource, looks_like_index
@@ -83,7 +84,7 @@ def build_sharded_index(passages: Iterable[Passage], out: str | Path, *, source:
         say(f"resuming: {len(finished)} shards of {shard_size:,} passages already built in {work}")
     stemmer, stopwords = make_stemmer(chosen.stemmer), stopword_list(chosen.stopwords)
     stream = iter(passages)
-    with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
+    with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar:
         task = bar.add_task("shards", total=None)
         number = 0

@@ -614,10 +614,10 @@ class MethodRunner(Closing):
         spec = self.spec
         try:
             if isinstance(self._index, (str, Path)):
-                from .. import open_index
+                from ..index import open_retriever
 
-                self._index = open_index(self._index, spec.retriever, ann=spec.ann or None,
-                                         ann_set=dict(spec.ann_set))
+                self._index = open_retriever(self._index, spec.retriever, ann=spec.ann or None,
+                                             ann_overrides=dict(spec.ann_set))
 
             def load(model: str) -> LLM:
                 llm = load_run_llm(spec, model, api_key=self._api_key, cache=self._cache, threads=self._threads)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import IO
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from ..atomic import remove_stale_siblings, staged_file, write_json
 from ..paths import cache_root
+from ..progress import progress_bar
 
 CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -41,7 +42,7 @@ def byte_progress(label: str, total: int | None, enabled: bool) -> Iterator[Call
     """A transient byte progress bar on stderr; yields the function that advances it."""
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True, disable=not enabled) as bar:
+    with progress_bar(*columns, console=Console(stderr=True), transient=True, disable=not enabled) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
 

@@ -10,11 +10,13 @@ it reproduces the dense order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..index.analysis import indexed_text
-from ..index.embedder import Embedder
+from ..index.passage_text import indexed_text
 from .contract import ListStage, QuestionState, recording
+
+if TYPE_CHECKING:  # the embedder is handed in: importing the stages loads no encoder code
+    from ..index.embedder import Embedder
 
 
 @dataclass
