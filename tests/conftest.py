@@ -140,7 +140,7 @@ def pytest_runtest_setup(item):
     _current["item"] = item
     for mark, (fixtures, _, _) in WATCHED.items():
         if item.get_closest_marker(mark) is None:
-            shared = sorted(fixtures & _fixtures_of(item))
+            shared = sorted(key.rsplit("::", 1)[-1] for key in fixtures & _fixtures_of(item))
             if shared:
                 what = "the loaded model" if mark == "llm" else "a process a fixture started"
                 pytest.fail(_unmarked(item, f"uses {what} (fixture {', '.join(shared)})", mark), pytrace=False)

@@ -107,7 +107,9 @@ def test_the_quoted_rankgpt_profile_runs_each_pass_on_its_role(index):
 
         method = build_method("rankgpt", index=index, llm=llm(first), agents={"rerank2": llm(second)},
                               profile="rankgpt-quoted")
-        assert method.notices == []  # rerank2 has its model: no note about a second pass on the first one
+        # rerank2 has its model: no note about a second pass on the first one (the scripted servers do
+        # not say which model they serve, which the framing check notes once each).
+        assert not [note for note in method.notices if "second_pass_depth" in note]
         answer = method.ask("capital of france")
     finally:
         first.stop()
