@@ -228,3 +228,24 @@ def index(tmp_path_factory):
     build_bm25_index(load_corpus(source).passages, folder / "index", source=str(source), source_checksum="x",
                      progress=False)
     return BM25Index.open(folder / "index")
+
+
+#: The loggers `winnow serve` configures (uvicorn's logging config, plus the service's own).
+_SERVE_LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "winnow.service", "winnow.access")
+
+
+@pytest.fixture(autouse=True)
+def _keep_logging_handlers():
+    """A `winnow serve` run in process (typer's CliRunner) points uvicorn's log handlers at the
+    runner's stderr, which is closed when the run ends: later log lines would then fail on a closed
+    file, and with them pytest's own output. Each test gets the handlers it started with back."""
+    import logging
+
+    saved = {name: (logging.getLogger(name).handlers[:], logging.getLogger(name).level,
+                    logging.getLogger(name).propagate) for name in _SERVE_LOGGERS}
+    yield
+    for name, (handlers, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
