@@ -134,6 +134,12 @@ def stop_at_the_pipeline(monkeypatch):
         raise Reached(spec, {"api_key": api_key, "cache": cache, "threads": threads})
 
     monkeypatch.setattr(Pipeline, "__init__", reached)
+    # `winnow serve` opens its pipeline on a thread beside a running uvicorn: here it is opened at
+    # once instead, so no server (and none of uvicorn's signal and log set-up) runs inside the test.
+    import winnow.commands.serve as serve_command
+
+    monkeypatch.setattr(serve_command, "_run_server",
+                        lambda server, sock, lifecycle, open_service, announce: (sock.close(), open_service()))
 
 
 def flags(values: dict[str, Any], taken: set[str] = frozenset()) -> list[str]:
