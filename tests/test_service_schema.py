@@ -69,14 +69,14 @@ def expressible(case):
             case.body["method"] = next(iter(profile.settings))
         if case.body.get("method") in ("cross-encoder", "monot5"):
             case.body.pop("method")
-        chosen = METHODS.get(str(case.body.get("method")))
-        for count in getattr(chosen, "unused_settings", ()):
-            case.body.pop(count, None)
         for part in ("options", "history", "timeout"):
             case.body.pop(part, None)
         n = case.body.get("n")
         if isinstance(n, int) and not isinstance(n, bool) and (case.body.get("k") is None or case.body["k"] > n):
             case.body["k"] = min(n, LIMITS.max_k)
+        chosen = METHODS.get(str(case.body.get("method")))
+        for count in getattr(chosen, "unused_settings", ()):  # last: the line above may give k
+            case.body.pop(count, None)
     return case
 
 
