@@ -138,6 +138,8 @@ def stop_at_the_pipeline(monkeypatch):
     # once instead, so no server (and none of uvicorn's signal and log set-up) runs inside the test.
     import winnow.commands.serve as serve_command
 
+    # uvicorn's Config applies its logging set-up when made (pointing handlers at this test's stderr).
+    monkeypatch.setattr(serve_command, "_uvicorn_server", lambda app, **_: None)
     monkeypatch.setattr(serve_command, "_run_server",
                         lambda server, sock, lifecycle, open_service, announce: (sock.close(), open_service()))
 
