@@ -68,7 +68,8 @@ test: setup $(CHROMIUM) $(REDIS)
 	@# Winnow's own modules as bytecode, as an installed package has them: where PYTHONDONTWRITEBYTECODE
 	@# is set, each of the suite's `winnow` subprocesses would otherwise compile the whole tree again.
 	$(PY) -m compileall -q src
-	$(PY) -m pytest -q --durations=40
+	@# One worker per core, a test file to a worker (its module fixtures built once); see tests/conftest.py.
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=40
 
 # The inner loop of development (not a set-up command: `make test` is): the same lint, types and floors,
 # then the tests that neither load a GGUF model nor start a Python process (the `llm` and `subprocess`
@@ -78,7 +79,7 @@ check: setup
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -m "not llm and not subprocess and not slow" --durations=10
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not llm and not subprocess and not slow" --durations=10
 
 # The same tests against the oldest release each of pyproject.toml's ranges admits (its floor), in a
 # venv of their own; not part of `make test` (a second full install and run would not fit CI's time).

@@ -22,19 +22,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from small_corpus import PASSAGES
+
+# A rich Console keeps the width COLUMNS gave when it was made; Winnow's module-level consoles are made
+# on first import, which must not happen inside a test's COLUMNS (one that sets 80 would narrow every
+# later command's output, depending on which test a worker happens to run first).
+os.environ.pop("COLUMNS", None)
+import winnow.commands.common  # noqa: E402, F401, I001
+import winnow.demo  # noqa: E402, F401
+
 from winnow.corpus import load_corpus
 from winnow.index import BM25Index, build_bm25_index
-
 from winnow.llm import LLM, CallCache
 from winnow.llm.llamacpp import LlamaCppBackend
 from winnow.models import resolve_model
 
-
 #: Fixtures known to hold a loaded model, and those seen loading one during this session, each named
-#: by where it is defined and its name ("tests/test_cli.py::built", "tests::llama_backend" for this file): two test files may each define a
-#: fixture of one name, and only the one that did it is to blame.
+#: by where it is defined and its name ("tests/test_cli.py::built", "tests::llama_backend" for this
+#: file): two test files may each define a fixture of one name, and only the one that did it is to blame.
 MODEL_FIXTURES = {"tests::llama_backend"}
 #: Fixtures seen starting a Python process during this session (named as above).
 PROCESS_FIXTURES: set[str] = set()
@@ -48,6 +53,25 @@ WATCHED = {
     "subprocess": (PROCESS_FIXTURES, _started_by, "a new Python process costs seconds before it does any work, "
                    "and `-m 'not subprocess'` must leave them out"),
 }
+
+
+def _pin_the_worker_to_its_cores() -> None:
+    """Under pytest-xdist (``make test`` runs one worker per core), each worker and every process it
+    starts runs on cores of its own: the engines size their thread pools by the affinity mask
+    (winnow.cores), so two workers do not each run a core's worth of llama.cpp threads on every core,
+    where spinning threads wait on each other many-fold."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < count:
+        return
+    number = int(worker.removeprefix("gw"))
+    share = len(cores) // count
+    os.sched_setaffinity(0, cores[number * share:(number + 1) * share])
+
+
+_pin_the_worker_to_its_cores()
 
 
 def _unmarked(item: pytest.Item, how: str, mark: str = "llm") -> str:

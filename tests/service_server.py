@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx
-
 from small_corpus import PASSAGES
+
 from winnow.corpus import load_corpus
 from winnow.index import build_bm25_index
 

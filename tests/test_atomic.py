@@ -15,8 +15,8 @@ import time
 
 import pytest
 from cli_runner import winnow as winnow_in_process
-
 from small_corpus import PASSAGES
+
 from winnow.atomic import check_replaceable, staged_file, write_json, write_lines, write_text
 from winnow.errors import WinnowError
 from winnow.index import BM25Index

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from cli_runner import winnow
+
 from winnow.llm import LLM
 from winnow.llm.base import Generation
 from winnow.methods import METHODS, build_method, method_settings

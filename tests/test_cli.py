@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-
 from cli_runner import winnow as winnow_in_process
 from small_corpus import PASSAGES
+
 from winnow.commands.common import dialogue_from
 from winnow.errors import InputError, WinnowError
 from winnow.records import Turn

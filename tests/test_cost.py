@@ -9,9 +9,9 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from small_corpus import PASSAGES
 
 import winnow
-from small_corpus import PASSAGES
 from winnow.corpus import load_corpus
 from winnow.errors import InputError
 from winnow.evaluation.answering import ask_in_process

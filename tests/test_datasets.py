@@ -14,6 +14,7 @@ import ir_measures
 import pytest
 from cli_runner import winnow as winnow_in_process
 
+from winnow.answers import has_answer
 from winnow.corpus import load_corpus
 from winnow.datasets import (
     QAItem,
@@ -31,7 +32,6 @@ from winnow.datasets.catalog import QA_SPECS
 from winnow.datasets.naming import ArticleNames, name_forms, normalise_phrase
 from winnow.datasets.wiki_vital_qa import build_wiki_vital_qa, split_of
 from winnow.errors import InputError, WinnowError
-from winnow.answers import has_answer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # The full wiki-vital QA build, pinned (rules, corpus and question sets are all fixed versions): a

@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runner import winnow as winnow_in_process
+from run_records import line, run_info
+from run_records import metrics as run_metrics
 
-from winnow.corpus import load_corpus
-from winnow.datasets import QAItem
-from winnow.datasets.trec import read_run
-from winnow.errors import InputError, WinnowError
 from winnow.answers import (
     AnswerMatcher,
     accuracy,
@@ -28,6 +27,10 @@ from winnow.answers import (
     normalize_answer,
     token_f1,
 )
+from winnow.corpus import load_corpus
+from winnow.datasets import QAItem
+from winnow.datasets.trec import read_run
+from winnow.errors import InputError, WinnowError
 from winnow.evaluation.metrics import compute_metrics, stage_labels
 from winnow.evaluation.paired import paired_difference, sign_test_p
 from winnow.evaluation.report import LoadedRun, paired_table, uncached_cost_table
@@ -36,8 +39,6 @@ from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
 from winnow.index import build_bm25_index
 from winnow.models import resolve_model
-from cli_runner import winnow as winnow_in_process
-from run_records import line, metrics as run_metrics, run_info
 
 # --- answer metrics --------------------------------------------------------------------------------
 
@@ -119,7 +120,8 @@ def test_the_substring_pretest_never_changes_has_answer():
     # (Greek final sigma, circled letters that are cased symbols), expands (dotted capital I) or
     # decomposes (NFD accents), and for single-character and punctuation tokens.
     import random
-    from winnow.answers import _contains_sequence, _cached_dpr_tokens
+
+    from winnow.answers import _cached_dpr_tokens, _contains_sequence
 
     pieces = ["\u03a3", "\u03c3", "\u03c2", "\u0391\u03a3", "\u24b6", "\u0130", "i", "I", "e\u0301", "\u00e9",
               "Paris", "paris", "\u00df", "SS", "\u01c5", "1", "9", " ", " ", ",", "-", ".", "\u3000", "\u00a0"]
@@ -139,6 +141,7 @@ def test_the_substring_pretest_never_changes_has_answer():
 def test_the_stored_token_classes_are_this_pythons():
     import json
     import unicodedata
+
     from winnow.answers import TOKEN_CLASSES_FILE, build_token_classes
 
     stored = json.loads(TOKEN_CLASSES_FILE.read_text("utf-8"))

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from small_corpus import PASSAGES
+
 from winnow.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]

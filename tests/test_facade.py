@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from small_corpus import PASSAGES
 
 import winnow
-from small_corpus import PASSAGES
 from winnow.errors import WinnowError
 from winnow.index import RETRIEVER_KINDS, BM25Index, DenseIndex, HybridIndex
 from winnow.llm import LLM

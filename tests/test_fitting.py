@@ -149,6 +149,7 @@ def long_index(tmp_path_factory):
     import json
 
     from small_corpus import PASSAGES
+
     from winnow.corpus import load_corpus
     from winnow.index import BM25Index, build_bm25_index
 

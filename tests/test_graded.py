@@ -15,8 +15,7 @@ from winnow.llm.base import ChoiceScores, Generation
 from winnow.llm.choices import scores_over_choices
 from winnow.prompts import graded_prompt, prompt
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace
-from winnow.stages import GradedRelevanceReranker, parse_score, threshold_filter
-from winnow.stages import graded
+from winnow.stages import GradedRelevanceReranker, graded, parse_score, threshold_filter
 from winnow.stages.graded import GRADES
 
 # RRR Appendix A.2 as printed, with the query and document filled in.

@@ -17,8 +17,8 @@ import sys
 
 import pytest
 from cli_runner import winnow as winnow_in_process
-
 from small_corpus import PASSAGES
+
 from winnow.errors import WinnowError
 from winnow.text import check_text, text_problem
 

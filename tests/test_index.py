@@ -12,9 +12,9 @@ import bm25s
 import numpy as np
 import pytest
 
+from winnow import atomic
 from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
-from winnow import atomic
 from winnow.index import manifest as manifest_module
 from winnow.index.analysis import LUCENE_STOPWORDS, indexed_text, make_stemmer, tokenize_corpus, tokenize_queries
 from winnow.index.manifest import file_sha256, manifest_checksum

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_index import TOPICS, build, reseal_file
 from typer.testing import CliRunner
 
-from test_index import TOPICS, build, reseal_file
 from winnow.cli import app
 from winnow.errors import IndexLoadError, WinnowError
 from winnow.index import BM25Index

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from service_server import build_small_index, running_server
+
 from winnow.index.watch import IndexWatch
 
 

@@ -139,6 +139,7 @@ def test_the_paper_profile_leaves_the_prompts_byte_identical(attacked_index, llm
 @pytest.fixture(scope="module")
 def scripted_llm():
     from fakes import ScriptedServer
+
     from winnow.llm import load_llm
 
     server = ScriptedServer(delay=0.0)

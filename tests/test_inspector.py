@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from service_server import build_small_index, running_server
 
 pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow serve` in a process of its own

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 from pydantic import ValidationError
-
 from small_corpus import PASSAGES
+
 from winnow.extras import MissingExtra
 from winnow.integrations.core import Winnower
 from winnow.llm import LLM, CallCache

@@ -305,8 +305,8 @@ def test_listwise_reranker_with_the_real_model(llm):
 @pytest.mark.llm
 @pytest.mark.parametrize("method", ["rankgpt", "rrr"])
 def test_the_listwise_prompt_is_a_setting_of_both_listwise_methods(method, llm, index):
-    from winnow.methods import build_method
     from winnow.errors import WinnowError
+    from winnow.methods import build_method
 
     default = build_method(method, index=index, llm=llm, n=4, k=2)
     assert default.reranker.template.name == "rrr.listwise"

@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from winnow.errors import WinnowError
-from winnow.settings import SettingError
 from winnow.llm import LLM, CallCache
 from winnow.llm.base import ChoiceScores, Generation
 from winnow.llm.choices import scores_over_choices
@@ -23,9 +22,9 @@ from winnow.methods import method_settings
 from winnow.methods.mainrag import MainRAG, MainRAGSettings
 from winnow.prompts import judge_prompt, prompt
 from winnow.records import Candidate, CandidateList, Passage, Query, StageScore, Trace
+from winnow.settings import SettingError
 from winnow.stages.adaptive_bar import adaptive_bar_filter, adaptive_judge_bar
 from winnow.stages.judge import judge_score
-
 
 # MAIN-RAG Appendix C, as restated in DESIGN.md.
 PREDICTOR_SYSTEM = (

@@ -23,9 +23,9 @@ from typing import Any, AsyncIterator
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
-
 from service_server import build_small_index
 from small_corpus import PASSAGES
+
 from winnow.index import BM25Index
 from winnow.methods import METHODS
 from winnow.records import Passage

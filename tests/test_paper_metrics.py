@@ -198,6 +198,7 @@ def test_default_relevance_level_per_dataset():
 
 def test_metrics_json_records_the_relevance_level_and_asqa_means():
     from run_records import line, run_info
+
     from winnow.evaluation.metrics import compute_metrics
 
     def record(qid, ids, scores):
@@ -222,6 +223,7 @@ def test_a_paper_profile_quotes_the_cited_accuracy_and_keeps_winnows_beside_it()
     """RankRAG §5.1 and MAIN-RAG §4.1 cite Self-RAG's `match` (PopQA's own test on PopQA); a run under
     a paper profile quotes it as its accuracy, and the normalised containment stays in ``answer``."""
     from run_records import line, run_info
+
     from winnow.commands.eval_tables import metrics_headline
     from winnow.evaluation.metrics import cited_accuracy, compute_metrics
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_index import TOPICS, build
+
 from winnow.datasets.trec import write_run
 from winnow.errors import InputError, WinnowError
 from winnow.index import BM25Index

@@ -157,7 +157,7 @@ def test_processes_that_cannot_be_honoured_are_refused_before_anything_loads(ind
 
 
 def test_the_default_is_one_process_per_32_slots_within_the_cores_and_the_questions(monkeypatch):
-    monkeypatch.setattr("winnow.evaluation.process_engine.usable_cores", lambda: 4)
+    monkeypatch.setattr("winnow.evaluation.process_engine.available_cores", lambda: 4)
     server = RunSpec(model="m", backend="openai", max_inflight=64)
     assert default_processes(server, pending=1000) == 2
     assert default_processes(RunSpec(model="m", backend="openai", max_inflight=256), pending=1000) == 4

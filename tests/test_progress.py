@@ -15,8 +15,8 @@ import time
 from cli_runner import winnow
 from rich.console import Console
 from rich.progress import Progress
-
 from small_corpus import PASSAGES
+
 from winnow import progress as progress_module
 from winnow.progress import PlainProgress, plain_line, progress_bar
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from cli_runner import winnow
-
 from small_corpus import PASSAGES
+
 from winnow.models.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]

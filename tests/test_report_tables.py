@@ -4,9 +4,9 @@ its absolute path and content address (a relative --index says nothing once the 
 from __future__ import annotations
 
 import pytest
-
 from run_records import line
 from run_records import metrics as run_metrics
+
 from winnow.evaluation.paired import holm, sign_test_p
 from winnow.evaluation.report import LoadedRun, Report, index_address, paired_table, runs_section
 

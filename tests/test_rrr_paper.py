@@ -10,8 +10,8 @@ import pytest
 from test_rrr import ScriptedModel, rounds
 
 from winnow.errors import WinnowError
-from winnow.evaluation.report import LoadedRun, deviation_notes
 from winnow.evaluation.labels import run_label
+from winnow.evaluation.report import LoadedRun, deviation_notes
 from winnow.llm import LLM, CallCache
 from winnow.methods import build_method, method_settings
 from winnow.pipeline import RunSpec

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 import pytest
-
 from service_server import build_small_index, queue_stats, running_server, wait_for
 from small_corpus import PASSAGES
+
 from winnow.methods import build_method
 from winnow.service.engine import Plan
 from winnow.service.limits import ApiError

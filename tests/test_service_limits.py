@@ -15,8 +15,8 @@ import time
 
 import httpx
 import pytest
-
 from service_server import build_small_index, queue_stats, running_server, wait_for
+
 from winnow.service.hosts import HostPolicy
 
 pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow serve` in a process of its own

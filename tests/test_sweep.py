@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from test_evaluation import bench, read_lines, winnow  # noqa: F401  (bench is a fixture)
-from winnow.errors import WinnowError
 from run_records import line
+from test_evaluation import bench, read_lines, winnow  # noqa: F401  (bench is a fixture)
+
+from winnow.errors import WinnowError
 from winnow.evaluation.efficiency import question_times, reranking_overhead
 from winnow.evaluation.report import load_run, overhead_table
 from winnow.evaluation.sweep import parse_sweep, sweep_specs

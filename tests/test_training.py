@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_runner import winnow as winnow_in_process
 
+from winnow.cores import available_cores
 from winnow.corpus import load_corpus
 from winnow.errors import InputError, WinnowError
 from winnow.index import BM25Index, build_bm25_index
@@ -322,7 +323,7 @@ def losses(run: Path) -> list[float]:
 def settings(blend: Path, out: Path, **extra):
     from winnow.training.sft import SFTSettings
 
-    chosen = {"max_steps": 6, "batch_size": 2, "lr": 2e-3, "save_steps": 2, "threads": 2, "adam_beta2": 0.98, **extra}
+    chosen = {"max_steps": 6, "batch_size": 2, "lr": 2e-3, "save_steps": 2, "threads": available_cores(), "adam_beta2": 0.98, **extra}
     return SFTSettings(base="smollm2-135m", data=str(blend), out=str(out), **chosen)
 
 
@@ -437,7 +438,7 @@ def test_a_finished_run_is_not_trained_again(tuned, ranking_blend, tmp_path):
 def transformers_backend():
     from winnow.llm.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend("smollm2-135m", threads=2)
+    backend = TransformersBackend("smollm2-135m", threads=available_cores())
     yield backend
     backend.close()
 
@@ -518,7 +519,7 @@ def test_the_plain_framing_trains_on_the_tokens_evaluation_sends(ranking_blend, 
 def test_tuned_model_runs_in_a_method_and_has_its_own_identity(tuned, capitals, transformers_backend):
     import winnow
 
-    llm = winnow.load_llm(str(tuned[0]), backend="transformers", cache=False, threads=2)
+    llm = winnow.load_llm(str(tuned[0]), backend="transformers", cache=False, threads=available_cores())
     try:
         assert llm.identity["backend"] == "transformers" and llm.identity["model"] == "tuned"
         assert llm.identity["sha256"] != transformers_backend.identity["sha256"]

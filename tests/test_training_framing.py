@@ -202,6 +202,7 @@ def test_a_served_model_is_checked_against_the_record_of_the_folder_it_was_loade
 
 def test_a_server_that_cannot_say_what_it_serves_is_noted_once(index):
     from fakes import ScriptedServer
+
     from winnow.llm import LLM
     from winnow.llm.openai_http import OpenAICompatibleBackend
     from winnow.methods import build_method

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from service_server import running_server
+
 from winnow.corpus import load_corpus
 from winnow.errors import InputError, WinnowError
 from winnow.index import build_bm25_index

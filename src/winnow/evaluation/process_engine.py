@@ -39,6 +39,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cores import available_cores
 from ..errors import WinnowError
 from .answering import (
     answered_batch,
@@ -68,12 +69,6 @@ POLL_SECONDS = 0.5
 METER_SECONDS = 0.1
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def default_processes(spec: RunSpec, pending: int) -> int:
@@ -85,7 +80,7 @@ def default_processes(spec: RunSpec, pending: int) -> int:
     from ..llm.openai_http import MAX_INFLIGHT
 
     slots = spec.max_inflight or MAX_INFLIGHT
-    return max(1, min(usable_cores(), math.ceil(slots / SLOTS_PER_PROCESS), pending // QUESTIONS_PER_PROCESS))
+    return max(1, min(available_cores(), math.ceil(slots / SLOTS_PER_PROCESS), pending // QUESTIONS_PER_PROCESS))
 
 
 def check_processes(processes: int, spec: RunSpec) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..cores import available_cores
 from ..errors import ModelError
 from ..extras import import_extra
 from ..records import Passage
@@ -101,11 +101,6 @@ def installed_version(pip_name: str) -> str:
         return "unknown"  # found by module name without a dist-info (e.g. on PYTHONPATH); the sha256 still holds
 
 
-def available_cores() -> int:
-    """CPU cores this process may run on (the affinity mask, which containers and taskset narrow)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 def import_runtime() -> tuple[Any, Any]:

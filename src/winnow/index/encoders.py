@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import numpy as np
 
+from ..cores import available_cores
 from ..errors import ModelError
 from ..extras import import_extra
 from ..records import Passage
-from .embedder import BATCH_SIZE, Embedder, available_cores, import_runtime, load_embedder
+from .embedder import BATCH_SIZE, Embedder, import_runtime, load_embedder
 from .presets import DEFAULT_PRESET, EncoderPreset, get_preset, passage_input
 
 if TYPE_CHECKING:

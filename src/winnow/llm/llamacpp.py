@@ -22,13 +22,13 @@ What slots gain in speed is measured by ``bench/bench_slots.py`` (``docs/benchma
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
+from ..cores import available_cores
 from ..errors import ModelError, WinnowError
 from ..extras import import_extra
 from ..models.loading import ModelSource, carried_record
@@ -87,7 +87,7 @@ class LlamaCppBackend:
         params.n_ctx = requested * self.slots
         params.n_parallel = self.slots
         params.kv_unified = False
-        threads = threads or max(1, os.cpu_count() or 1)
+        threads = threads or available_cores()
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         # Each prompt is computed from scratch. Reusing the KV cache of the previous prompt's common

@@ -28,6 +28,7 @@ from ..errors import ModelError, WinnowError
 from ..extras import require
 from ..lock import output_lock
 from ..paths import cache_root
+from .gguf_metadata import gguf_string
 
 TRAINED_MODEL_DIR = "model"
 MODEL_RECORD = "winnow-model.json"
@@ -101,22 +102,9 @@ def carried_record(path: Path) -> dict[str, Any] | None:
 
 
 def gguf_framing(path: Path) -> str | None:
-    """The GGUF's ``winnow.framing`` metadata value, or None (no such key; gguf not installed: the
-    sidecar is then the only carrier)."""
-    import importlib.util
-
-    if importlib.util.find_spec("gguf") is None:
-        return None
-    from ..extras import import_extra
-
-    gguf = import_extra("gguf", "tokenizer", "reading a GGUF's training framing")
-    try:
-        field = gguf.GGUFReader(path).get_field(GGUF_FRAMING_KEY)
-    except (ValueError, OSError, KeyError):
-        # A GGUF version this gguf package cannot parse: llama.cpp, which loads the weights, judges the
-        # file itself; only the key is unknown, as for a GGUF converted without it.
-        return None
-    return str(field.contents()) if field is not None else None
+    """The GGUF's ``winnow.framing`` metadata value, or None (no such key, or not a GGUF this reader
+    follows: llama.cpp, which loads the weights, judges the file itself)."""
+    return gguf_string(path, GGUF_FRAMING_KEY)
 
 
 def write_export_record(trained: Path, model_file: Path) -> Path:
