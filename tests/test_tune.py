@@ -343,8 +343,9 @@ def test_an_interrupted_study_resumes_without_measuring_a_finished_trial_again(h
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("interrupted: ") and "run the same command again to continue" in last
+    # The last message (rich wraps it where the run folder's path makes it longer than the terminal).
+    last = " ".join(stderr[stderr.rfind("\ninterrupted: ") + 1:].split())
+    assert last.startswith("interrupted: ") and "run the same command again to continue" in last, stderr[-600:]
     before = {t.number: (t.state.name, json.dumps(t.user_attrs, sort_keys=True)) for t in trials_of(study)
               if t.state.name in finished_states and "config" in t.user_attrs}
     assert len(before) >= 3
