@@ -303,6 +303,22 @@ def test_a_tuned_run_file_gives_the_same_answers_through_eval_ask_serve_and_an_a
         assert [response.response, [n.node.node_id for n in response.source_nodes]] == confirmed["answers"][0]
 
 
+def finished_trials(study: Path) -> int:
+    """Trials finished (complete or pruned) with a configuration, read from the study's SQLite file
+    read-only while `winnow tune` writes it. Not through optuna: opening a study creates its tables
+    when they are missing, which races the command's own creation of them (it then fails)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{study / 'study.sqlite'}?mode=ro", uri=True, timeout=5) as connection:
+            return int(connection.execute(
+                "SELECT COUNT(DISTINCT t.trial_id) FROM trials t JOIN trial_user_attributes a "
+                "ON a.trial_id = t.trial_id WHERE t.state IN ('COMPLETE', 'PRUNED') AND a.key = 'config'"
+            ).fetchone()[0])
+    except sqlite3.Error:  # the tables not made yet, or the writer's lock held past the timeout
+        return 0
+
+
 def trials_of_attr(study: Path, key: str) -> str:
     import optuna
 
@@ -332,14 +348,10 @@ def test_an_interrupted_study_resumes_without_measuring_a_finished_trial_again(h
     finished_states = ("COMPLETE", "PRUNED")
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
-        if (study / "study.sqlite").exists():
-            try:
-                if sum(t.state.name in finished_states for t in trials_of(study) if "config" in t.user_attrs) >= 3:
-                    break
-            except Exception:  # the database being created
-                pass
+        if (study / "study.sqlite").exists() and finished_trials(study) >= 3:
+            break
         time.sleep(0.2)
-    assert process.poll() is None, "the study finished before it could be interrupted"
+    assert process.poll() is None, f"the study finished before it could be interrupted: {process.communicate()}"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130
