@@ -168,6 +168,7 @@ async def stream(service: Service, plan: Plan) -> AsyncIterator[str]:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     task = asyncio.create_task(execute(service, plan, record, emit))
+    getter: asyncio.Future[dict[str, Any]] | None = None
     yield _sse("accepted", {"trace_id": record["trace_id"]})
     try:
         while True:
@@ -189,5 +190,9 @@ async def stream(service: Service, plan: Plan) -> AsyncIterator[str]:
         except Exception as exc:  # an unexpected failure still ends the stream with an error event
             yield _sse("error", {"error": {"type": "internal_error", "message": str(exc), "field": None}})
     finally:
+        # A client that goes away closes this generator inside the wait: the pending read of the queue
+        # is cancelled too, or asyncio destroys it pending and logs "Task exception was never retrieved".
+        if getter is not None and not getter.done():
+            getter.cancel()
         if not task.done():
             task.cancel()
