@@ -354,7 +354,7 @@ def test_an_interrupted_study_resumes_without_measuring_a_finished_trial_again(h
     assert process.poll() is None, f"the study finished before it could be interrupted: {process.communicate()}"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130
+    assert process.returncode == 130, stderr[-3000:]
     # The last message (rich wraps it where the run folder's path makes it longer than the terminal).
     last = " ".join(stderr[stderr.rfind("\ninterrupted: ") + 1:].split())
     assert last.startswith("interrupted: ") and "run the same command again to continue" in last, stderr[-600:]

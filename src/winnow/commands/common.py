@@ -24,6 +24,7 @@ import typer.core
 from rich.console import Console
 
 from ..errors import WinnowError
+from ..interruption import defer
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -153,7 +154,8 @@ def stop_on_signal(inflight: Callable[[], int | None], saved: str = "") -> Itera
         waiting = "the calls in flight" if count is None else f"{count} call{'' if count == 1 else 's'} in flight"
         err.print(f"stopping: waiting for {waiting} to be cancelled" + (f"; {saved}" if saved else ""),
                   highlight=False, soft_wrap=True)
-        raise Stopped(signum)
+        if not defer(Stopped(signum)):  # inside a database write: raised when it ends
+            raise Stopped(signum)
 
     previous = {number: signal.signal(number, stopping) for number in STOP_SIGNALS}
     try:

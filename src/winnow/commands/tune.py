@@ -191,7 +191,11 @@ def _run(spec: RunSpec, options: RunOptions, index_dir: Path, study_dir: Path, s
             study.run(bench, progress)
             confirmed = study.confirm(bench, progress)
     except KeyboardInterrupt as stop:
-        study.save_session(time.perf_counter() - started)
+        try:
+            study.save_session(time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001  the trials are kept; only this run's time is lost
+            err.print(f"[yellow]note:[/] this run's time was not recorded in the study: {escape(str(exc))}",
+                      highlight=False)
         # One line, then the status Ctrl-C gives (130), without the command line's own "interrupted".
         err.print(f"interrupted: {study.finished()} finished trials are kept in {study_dir}; run the same command "
                   "again to continue the study (no finished trial is measured again)", highlight=False)

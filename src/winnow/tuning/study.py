@@ -19,7 +19,9 @@ its last finished rung, and calls already made come back from the call cache.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import inspect
 import os
 import random
 import socket
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, InputError, WinnowError
 from ..extras import import_extra
+from ..interruption import uninterruptible
 from .configuration import Configuration, draw, random_params, reference_params
 from .halving import Point, pareto_front, promoted, rung_sizes
 from .measure import Measured, joined, measure
@@ -467,9 +470,27 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _storage(optuna: Any, url: str) -> Any:
-    """The study's database; SQLite waits for another writer's lock instead of failing at once."""
+    """The study's database; SQLite waits for another writer's lock instead of failing at once.
+    Each of its operations runs whole, Ctrl-C or not (:func:`_uninterruptible_storage`)."""
     kwargs: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    return _uninterruptible_storage(optuna.storages.RDBStorage)(url, engine_kwargs=kwargs)
+
+
+def _uninterruptible_storage(base: type) -> type:
+    """``base`` (Optuna's RDBStorage) with every public operation run as one uninterruptible block.
+    A Ctrl-C raised between the steps of a write could leave SQLite's write lock held by a
+    connection back in the pool; the session's time written on the way out then failed after
+    waiting 60 s for it. A subclass, not a wrapper: Optuna caches an RDBStorage it recognises."""
+    def shielded(method: Any) -> Any:
+        @functools.wraps(method)
+        def run_whole(*args: Any, **kwargs: Any) -> Any:
+            with uninterruptible():
+                return method(*args, **kwargs)
+        return run_whole
+
+    operations = {name: shielded(member) for name, member in vars(base).items()
+                  if not name.startswith("_") and inspect.isfunction(member)}
+    return type(f"Uninterruptible{base.__name__}", (base,), operations)
 
 
 def _hidden(url: str) -> str:
