@@ -35,10 +35,10 @@ class StageDetails:
 
 @dataclass(slots=True)
 class RetrievalDetails(StageDetails):
-    """A first-stage retriever (``bm25``, ``dense``, ``hybrid``, or ``run``: a precomputed run read from
-    a file); ``query`` is the text searched."""
+    """A first-stage retriever (``bm25``, ``dense``, ``hybrid``, ``lucene``, or ``run``: a precomputed run
+    read from a file); ``query`` is the text searched."""
 
-    kinds: ClassVar[tuple[str, ...]] = ("bm25", "dense", "hybrid", "run", "retrieve")
+    kinds: ClassVar[tuple[str, ...]] = ("bm25", "dense", "hybrid", "lucene", "run", "retrieve")
     query: str = ""
 
 

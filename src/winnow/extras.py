@@ -41,6 +41,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tune": ("optuna",),
     # `winnow serve --store redis://…`: the call cache and traces shared by replicas (winnow.shared_store).
     "redis": ("redis",),
+    # `--retriever lucene`, `winnow index --bm25-engine lucene`: Anserini's Lucene in process through pyjnius
+    # (winnow.index.lucene_jvm); the jar comes from pyserini==0.21.0, installed with --no-deps.
+    "lucene": ("jnius",),
     "train": ("torch", "transformers", "trl", "peft", "accelerate", "gguf", "matplotlib"),
 }
 

@@ -193,7 +193,7 @@ class RunSettings(Settings):
     model: ModelPath = DEFAULT_MODEL
     backend: Literal["llama.cpp", "openai", "transformers"] = "llama.cpp"
     base_url: str = ""
-    retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
+    retriever: Literal["bm25", "dense", "hybrid", "lucene"] = "bm25"
     context_size: int | None = None
     max_inflight: int | None = None
     slots: int | None = None

@@ -73,6 +73,11 @@ def index(
                                                                             "finished shard; search merges the "
                                                                             "shards' top k exactly). For corpora of "
                                                                             "millions of passages.")] = None,
+    bm25_engine: Annotated[str, typer.Option("--bm25-engine", help="winnow (Winnow's own BM25, searched with "
+                                                                   "--retriever bm25) or lucene (Lucene's postings "
+                                                                   "through Pyserini, searched with --retriever "
+                                                                   "lucene: needs Java 11-17 and the \\[lucene] "
+                                                                   "extra).")] = "winnow",
     encoder: EncoderOption = "minilm",
     storage: StorageOption = "float16",
     ann: AnnBuildOption = None,
@@ -94,6 +99,7 @@ def index(
     from ..lock import output_lock
 
     check_profile(bm25_profile)  # before anything is read
+    _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size)
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
                           "build the sharded index, then embed its passages: `winnow embed DIR`")
@@ -111,7 +117,7 @@ def index(
         embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
         corpus = open_corpus(source, chunk_words=chunk_words)
         _build(corpus, source, out_dir, chunk_words=chunk_words, shard_size=shard_size, profile=bm25_profile,
-               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray)
+               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray, bm25_engine=bm25_engine)
         err.print(corpus.report.summary(), soft_wrap=True)
     kept = corpus.report.kept
     for settings in wanted:
@@ -171,15 +177,42 @@ def embed(
         err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
 
 
+def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None) -> None:
+    """``--bm25-engine`` and what it cannot be combined with, then (for lucene) Java and the extra,
+    before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop words), and a
+    Lucene index is searched by Lucene alone."""
+    if bm25_engine not in ("winnow", "lucene"):
+        raise WinnowError(f"--bm25-engine {bm25_engine!r} is not one of winnow, lucene")
+    if bm25_engine != "lucene":
+        return
+    given = [flag for flag, value in (("--bm25-profile", profile != "default"), ("--dense", dense),
+                                      ("--shard-size", shard_size is not None)) if value]
+    if given:
+        raise WinnowError(f"{', '.join(given)} cannot be combined with --bm25-engine lucene",
+                          "Lucene analyses text its own way (Anserini's DefaultEnglishAnalyzer) and is searched "
+                          "with --retriever lucene alone; leave them out")
+    from ..index.lucene_jvm import anserini
+
+    anserini("winnow index --bm25-engine lucene")
+
+
 def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int, shard_size: int | None, profile: str,
-           overwrite: bool, embedder: DenseEncoder | None, storage: Storage, ray: RayEncoding | None) -> None:
+           overwrite: bool, embedder: DenseEncoder | None, storage: Storage, ray: RayEncoding | None,
+           bm25_engine: str = "winnow") -> None:
     """Read the corpus once into the index at ``out_dir``, in shards with ``shard_size``; a corpus
     whose every record was skipped is named as the reason the index is empty."""
     from ..corpus import source_checksum
     from ..index import build_index
 
     try:
-        if shard_size is not None:
+        if bm25_engine == "lucene":
+            from ..index.lucene_build import build_lucene_index
+
+            build_lucene_index(corpus.passages(progress=True), out_dir, source=str(source),
+                               source_checksum=lambda: source_checksum(corpus.files),
+                               load_report=lambda: corpus.report.to_dict(),
+                               source_options={"chunk_words": chunk_words}, overwrite=overwrite, progress=True)
+        elif shard_size is not None:
             from ..index.shards import build_sharded_index
 
             # The source's checksum comes first here: it keys the work a killed build resumes.
@@ -241,9 +274,11 @@ def search(
     query: Annotated[str, typer.Argument(help="The search query.")],
     index_dir: IndexOption,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many passages.")] = 10,
-    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, or hybrid (BM25 and dense fused "
-                                                                     "by RRF); dense and hybrid need an index "
-                                                                     "built with --dense.")] = "bm25",
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help="bm25, dense, hybrid (BM25 and dense fused "
+                                                                     "by RRF), or lucene (Lucene's BM25 through "
+                                                                     "Pyserini; an index built with --bm25-engine "
+                                                                     "lucene, or pyserini:NAME); dense and hybrid "
+                                                                     "need an index built with --dense.")] = "bm25",
     as_json: JsonOption = False,
     ann: Annotated[str | None, typer.Option("--ann", help="Dense search through this ANN index (hnsw or ivfpq, "
                                                           "built with --ann) instead of exactly.")] = None,
@@ -256,7 +291,7 @@ def search(
     from ..report import no_hits_note, passages_table
 
     check_text(query, "the query")
-    if ann is not None and retriever == "bm25":
+    if ann is not None and retriever in ("bm25", "lucene"):
         raise WinnowError("--ann needs --retriever dense or hybrid")
     if ann_set and ann is None:
         raise WinnowError("--ann-set needs --ann")

@@ -37,10 +37,16 @@ def index_identity(index_dir: Path, retriever: str, ann: str = "") -> dict[str, 
     from ..index.ann import ANN_KINDS, file_name
     from ..index.manifest import read_manifest
 
+    if retriever == "lucene":
+        from ..index.lucene import lucene_identity
+
+        other = lucene_identity(index_dir)  # a prebuilt index of Pyserini's, or a Lucene folder of its
+        if other is not None:
+            return other
     manifest = read_manifest(Path(index_dir))
     identity = {key: manifest.get(key) for key in ("source_checksum", "source_options", "counts", "bm25")}
     unused = {f"dense/{file_name(kind)}" for kind in ANN_KINDS if kind != ann}
-    if retriever != "bm25":
+    if retriever in ("dense", "hybrid"):
         identity["dense"] = {name: entry.get("sha256") for name, entry in (manifest.get("files") or {}).items()
                              if name.startswith("dense/") and name not in unused}
     return identity

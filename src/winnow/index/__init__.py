@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from .encoders import load_encoder as load_encoder
     from .hybrid import HybridIndex as HybridIndex
     from .hybrid import reciprocal_rank_fusion as reciprocal_rank_fusion
+    from .lucene import LuceneIndex as LuceneIndex
+    from .lucene_build import build_lucene_index as build_lucene_index
     from .presets import PRESETS as PRESETS
     from .presets import EncoderPreset as EncoderPreset
     from .presets import get_preset as get_preset
@@ -43,7 +45,7 @@ _LAZY = {
     "build_index": "build", "DenseIndex": "dense", "add_ann_index": "dense", "add_dense_embeddings": "dense",
     "Embedder": "embedder", "load_embedder": "embedder", "DenseEncoder": "encoders", "load_encoder": "encoders",
     "HybridIndex": "hybrid", "reciprocal_rank_fusion": "hybrid", "PRESETS": "presets",
-    "EncoderPreset": "presets", "get_preset": "presets",
+    "EncoderPreset": "presets", "get_preset": "presets", "LuceneIndex": "lucene", "build_lucene_index": "lucene_build",
 }
 
 
@@ -55,13 +57,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid", "lucene")
 
 
 def open_retriever(index_dir: str | Path, kind: str = "bm25", *, embedder: DenseEncoder | None = None,
                    ann: str | None = None,
-                   ann_overrides: dict[str, str | int] | None = None) -> BM25Index | DenseIndex | HybridIndex:
-    """Open the index folder ``index_dir`` for search by ``kind``: "bm25", "dense" or "hybrid".
+                   ann_overrides: dict[str, str | int] | None = None
+                   ) -> BM25Index | DenseIndex | HybridIndex | LuceneIndex:
+    """Open the index folder ``index_dir`` for search by ``kind``: "bm25", "dense", "hybrid" or "lucene".
 
     Each kind has ``.search(query, k)``, ``.search_many(queries, k)`` and ``.name``. "dense" and
     "hybrid" need an index built with embeddings (``winnow index SOURCE --out DIR --dense``);
@@ -69,6 +72,8 @@ def open_retriever(index_dir: str | Path, kind: str = "bm25", *, embedder: Dense
     opening; ``ann`` ("hnsw", "ivfpq") searches through that ANN index instead of exactly, with
     ``ann_overrides`` changing its search settings (``{"efSearch": 512}``). ``ann`` with "bm25", or
     on an index without embeddings or without that ANN index, is refused naming what builds it.
+    "lucene" searches through Lucene (:mod:`.lucene`: Java and the ``lucene`` extra) an index built with
+    ``winnow index SOURCE --out DIR --bm25-engine lucene``, or ``pyserini:NAME``, a prebuilt index of Pyserini's.
     """
     from .bm25 import BM25Index
     from .dense import DenseIndex
@@ -76,6 +81,12 @@ def open_retriever(index_dir: str | Path, kind: str = "bm25", *, embedder: Dense
 
     if kind not in RETRIEVER_KINDS:
         raise WinnowError(f"unknown retriever {kind!r}", f"choose one of {', '.join(RETRIEVER_KINDS)}")
+    if kind == "lucene":
+        from .lucene import LuceneIndex
+
+        if ann:
+            raise WinnowError(f"--ann {ann} searches embeddings, not Lucene's BM25", "add --retriever dense or hybrid")
+        return LuceneIndex.open(index_dir)
     if kind == "bm25":
         if ann:
             raise WinnowError(f"--ann {ann} searches embeddings, not BM25", "add --retriever dense or hybrid")
@@ -104,5 +115,5 @@ def check_ann_built(index_dir: Path, ann: str) -> None:
 
 
 __all__ = ["ANN_KINDS", "BM25Index", "DenseEncoder", "DenseIndex", "Embedder", "EncoderPreset", "HybridIndex",
-           "PRESETS", "RETRIEVER_KINDS", "add_ann_index", "add_dense_embeddings", "ann_settings", "build_bm25_index",
-           "build_index", "get_preset", "load_embedder", "load_encoder", "open_retriever", "reciprocal_rank_fusion"]
+           "LuceneIndex", "PRESETS", "RETRIEVER_KINDS", "add_ann_index", "add_dense_embeddings", "ann_settings", "build_bm25_index",
+           "build_index", "build_lucene_index", "get_preset", "load_embedder", "load_encoder", "open_retriever", "reciprocal_rank_fusion"]

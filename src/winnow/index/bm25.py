@@ -72,6 +72,9 @@ class BM25Index:
         manifest = read_manifest(path)
         hint = rebuild_hint(path, manifest)
         recorded = manifest["counts"]["passages"]
+        if manifest["bm25"].get("layout") == "lucene":
+            raise WinnowError(f"{path} holds Lucene's postings (built with --bm25-engine lucene), not Winnow's BM25",
+                              "search it with --retriever lucene")
         scorer: TermScoreMatrix | ShardedScorer
         if manifest["bm25"].get("layout") == LAYOUT:
             scorer = ShardedScorer.open(path, manifest, hint)

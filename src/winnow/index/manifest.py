@@ -47,11 +47,20 @@ def sharded_bm25_files(bm25: Any) -> list[str]:
     return ["bm25/vocab.json"] + [f"bm25/shard-{i:04d}/{name}" for i in range(count) for name in SHARD_FILES]
 
 
+def lucene_files(bm25: dict[str, Any]) -> list[str]:
+    """The Lucene files of an index built with ``--bm25-engine lucene`` (:mod:`.lucene_build`): those
+    its manifest's bm25 section names (Lucene's file names vary with its segments)."""
+    names = bm25.get("lucene_files")
+    return [f"lucene/{name}" for name in names if isinstance(name, str)] if isinstance(names, list) else ["lucene/"]
+
+
 def required_files(manifest: dict[str, Any]) -> list[str]:
     """Every file the index the manifest describes needs."""
     bm25 = manifest.get("bm25")
     if isinstance(bm25, dict) and bm25.get("layout") == "sharded":
         files = [*sharded_bm25_files(bm25), *STORE_FILES]
+    elif isinstance(bm25, dict) and bm25.get("layout") == "lucene":
+        files = [*lucene_files(bm25), *STORE_FILES]
     else:
         files = list(REQUIRED_FILES)
     return files + (list(DENSE_FILES) if "dense" in manifest else [])
@@ -190,6 +199,8 @@ def _build_flags(manifest: dict[str, Any]) -> str:
     bm25: dict[str, Any] = manifest["bm25"] if isinstance(manifest.get("bm25"), dict) else {}
     if isinstance(bm25.get("profile"), str) and bm25["profile"] != "default":
         flags += f" --bm25-profile {shlex.quote(bm25['profile'])}"
+    if bm25.get("layout") == "lucene":
+        flags += " --bm25-engine lucene"
     if bm25.get("layout") == "sharded" and isinstance(bm25.get("shard_size"), int):
         flags += f" --shard-size {bm25['shard_size']}"
     return flags
