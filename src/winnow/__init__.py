@@ -24,7 +24,7 @@ from .version import __version__
 # load_llm and build_method are winnow.llm.load_llm and winnow.methods.build_method themselves,
 # imported on first use (see __getattr__); the type checker sees them here.
 if TYPE_CHECKING:
-    from .index import BM25Index, DenseIndex, HybridIndex
+    from .index import BM25Index, DenseIndex, HybridIndex, LuceneIndex
     from .index.encoders import DenseEncoder
     from .integrations import Winnower as Winnower
     from .llm import load_llm as load_llm
@@ -39,9 +39,10 @@ _LAZY = {"load_llm": "winnow.llm", "build_method": "winnow.methods", "Winnower":
 
 def open_index(path: str | Path, retriever: str = "bm25", *,
                embedder: DenseEncoder | None = None, ann: str | None = None,
-               ann_set: dict[str, str | int] | None = None) -> BM25Index | DenseIndex | HybridIndex:
+               ann_set: dict[str, str | int] | None = None) -> BM25Index | DenseIndex | HybridIndex | LuceneIndex:
     """Open an index folder made by ``winnow index`` (or :func:`build_index`) for search by
-    ``retriever``: "bm25", "dense" or "hybrid", as ``winnow search --retriever`` does. Dense and
+    ``retriever``: "bm25", "dense", "hybrid" or "lucene" (an index built with ``--bm25-engine lucene``,
+    or ``pyserini:NAME``), as ``winnow search --retriever`` does. Dense and
     hybrid need an index built with embeddings (``--dense``, or ``build_index(..., dense=True)``);
     ``ann`` ("hnsw", "ivfpq") searches them through that ANN index, its search settings changed by
     ``ann_set`` (``{"efSearch": 512}``), as ``winnow search --ann`` does."""

@@ -45,6 +45,9 @@ def index_identity(index_dir: Path, retriever: str, ann: str = "") -> dict[str, 
             return other
     manifest = read_manifest(Path(index_dir))
     identity = {key: manifest.get(key) for key in ("source_checksum", "source_options", "counts", "bm25")}
+    if isinstance(identity["bm25"], dict) and "lucene_files" in identity["bm25"]:
+        # Lucene's segments (their files) depend on its indexing threads' timing, its results do not.
+        identity["bm25"] = {key: value for key, value in identity["bm25"].items() if key != "lucene_files"}
     unused = {f"dense/{file_name(kind)}" for kind in ANN_KINDS if kind != ann}
     if retriever in ("dense", "hybrid"):
         identity["dense"] = {name: entry.get("sha256") for name, entry in (manifest.get("files") or {}).items()

@@ -115,5 +115,6 @@ def check_ann_built(index_dir: Path, ann: str) -> None:
 
 
 __all__ = ["ANN_KINDS", "BM25Index", "DenseEncoder", "DenseIndex", "Embedder", "EncoderPreset", "HybridIndex",
-           "LuceneIndex", "PRESETS", "RETRIEVER_KINDS", "add_ann_index", "add_dense_embeddings", "ann_settings", "build_bm25_index",
-           "build_index", "build_lucene_index", "get_preset", "load_embedder", "load_encoder", "open_retriever", "reciprocal_rank_fusion"]
+           "LuceneIndex", "PRESETS", "RETRIEVER_KINDS", "add_ann_index", "add_dense_embeddings", "ann_settings",
+           "build_bm25_index", "build_index", "build_lucene_index", "get_preset", "load_embedder", "load_encoder",
+           "open_retriever", "reciprocal_rank_fusion"]

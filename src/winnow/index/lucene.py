@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from ..cores import available_cores
 from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
-from .lucene_build import B, K1, LAYOUT, LUCENE_DIR
+from .lucene_build import K1, LAYOUT, LUCENE_DIR, B
 from .lucene_jvm import anserini
 from .manifest import MANIFEST, read_manifest, rebuild_hint, verify_checksums
 from .store import PassageStore
