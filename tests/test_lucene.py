@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from cli_runner import winnow
 
+winnow_cli = winnow  # the module name `winnow` is the package inside tests that import it
+
 # Words for a corpus with what Winnow's own tokeniser and Lucene's disagree on: one-letter and numeric
 # tokens, stop words, inflected forms the Porter stemmer folds.
 WORDS = ("river bank banks banking money flow flows flowing city cities capital x y 7 42 1999 a the of and is "
@@ -95,6 +97,19 @@ def test_lucene_retriever_gives_pyserini_s_top_100_ids_and_scores(built):
     assert compared > 25 * 30  # most queries match many passages: the lists are long, not trivially equal
     hit = batched[0].candidates[0]
     assert hit.passage == index.get(hit.passage.id)  # the text comes from Winnow's passage store
+
+
+def test_open_index_finds_what_winnow_search_finds(built):
+    import winnow
+    from winnow.index import LuceneIndex
+
+    query = "river bank of the north"
+    found = json.loads(winnow_cli("search", query, "--index", built, "--retriever", "lucene", "--k", "5",
+                                  "--json").stdout)
+    index = winnow.open_index(built, "lucene")
+    assert type(index) is LuceneIndex and index.name == "lucene" and len(index) == 150
+    hits = index.search(query, k=5)
+    assert [(c.passage.id, c.score) for c in hits] == [(p["id"], p["score"]) for p in found["passages"]]
 
 
 def test_winnow_s_own_bm25_is_not_lucene_on_the_same_corpus(built, tmp_path):
