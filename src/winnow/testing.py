@@ -9,7 +9,7 @@ method gets the checks every method of :data:`winnow.methods.METHODS` gets::
     @pytest.fixture
     def contract_index(index): return index          # a SearchIndex the questions find passages in
     @pytest.fixture
-    def contract_backend(llama_backend): return llama_backend   # a real model backend, no call cache
+    def contract_backend(llama_backend): return llama_backend   # a real model backend
 
     class TestMyMethod(MethodContract):
         pytestmark = pytest.mark.llm
@@ -29,6 +29,14 @@ values (small, so the run takes seconds). What is checked:
   ``roles``), an unknown role is refused, and every leaf of the recipe is a
   :class:`~winnow.stages.Stage`.
 
+Each check wraps the backend in an LLM with a call cache of its own, empty when the check starts
+(:func:`contract_llm`): the batch really asks the model, and a question run alone afterwards gets the
+model's answers back for the prompts it shares with the batch. What is compared is the method's
+part: the prompts it builds (every call's messages are compared), the calls it needs and what it
+makes of the answers. Whether the backend itself answers a prompt alike in a batch and alone is the
+backend's own test (tests/test_slots.py); without the cache each check paid for its model calls
+twice, the largest cost in the suite.
+
 The checks are functions too (``check_*``), for a caller without pytest; each raises
 :class:`ContractError` naming the method, stage and question at fault.
 """
@@ -41,9 +49,10 @@ from typing import Any, Iterator, Sequence
 
 from .details import DETAILS_BY_KIND
 from .errors import WinnowError
+from .llm.cache import CallCache
 from .llm.client import LLM
 from .methods import METHODS, Method, MethodSettings, build_method, resolve_settings
-from .records import Answer, Query, StageTrace
+from .records import Answer, Query, StageTrace, Usage
 from .settings import SettingsLayer
 from .stages import Stage, label
 from .stages.contract import QuestionState
@@ -70,6 +79,11 @@ def contract_settings(method: str) -> MethodSettings:
     return resolve_settings(method, [SettingsLayer("contract run", values)]).settings
 
 
+def contract_llm(backend: Any) -> LLM:
+    """``backend`` behind a call cache of its own in memory, empty: see the module notes."""
+    return LLM(backend, cache=CallCache(":memory:"))
+
+
 def build_for_contract(method: str, index: SearchIndex, llm: LLM, **given: Any) -> Method:
     """``method`` with its contract settings over ``index`` and ``llm`` (``given``: agents, rerankers)."""
     return build_method(method, index=index, llm=llm, **{**contract_settings(method).to_dict(), **given})
@@ -85,12 +99,17 @@ def leaves(step: Any) -> Iterator[Any]:
         yield from leaves(part)
 
 
+def model_answers(usage: Usage) -> int:
+    """The model answers a question or stage needed: asked, or given back by the call cache."""
+    return usage.calls + usage.cache_hits
+
+
 def stage_view(stage: StageTrace) -> tuple[Any, ...]:
     """What must not depend on the batch: name, kind, the list and scores it left, its calls and their answers."""
     return (stage.name, stage.kind, stage.settings, [c["id"] for c in stage.output],
             [round(c["score"], 4) for c in stage.output],
             [(c.kind, c.messages, c.output if c.kind == "generate" else None) for c in stage.llm_calls],
-            stage.usage.calls)
+            model_answers(stage.usage))
 
 
 def state_view(state: QuestionState) -> tuple[Any, ...]:
@@ -175,8 +194,9 @@ def check_batch_independence(method: Method, questions: Sequence[str] = QUESTION
         for mine, its in zip(together.trace.stages, single.trace.stages, strict=False):
             _require(stage_view(mine) == stage_view(its), f"{at}: stage {mine.name!r} differs in a batch")
         _require(len(together.trace.stages) == len(single.trace.stages), f"{at}: other stages in a batch")
-        _require(together.usage.calls == single.usage.calls > 0, f"{at}: {together.usage.calls} calls in a batch, "
-                                                                  f"{single.usage.calls} alone (a model must answer)")
+        in_batch, alone_needed = model_answers(together.usage), model_answers(single.usage)
+        _require(in_batch == alone_needed > 0, f"{at}: {in_batch} calls in a batch, {alone_needed} alone "
+                                               "(a model must answer)")
         _require(together.trace.stages[0].batch == len(questions) and single.trace.stages[0].batch == 1,
                  f"{at}: the first stage did not run with the whole batch")
         _require(together.trace.recipe == single.trace.recipe == repr(method.recipe),
@@ -232,11 +252,12 @@ class MethodContract:
 
     def test_every_step_keeps_the_stage_contract(self, contract_method: str, contract_index: SearchIndex,
                                                  contract_backend: Any) -> None:
-        check_recipe(build_for_contract(contract_method, contract_index, LLM(contract_backend)), self.questions)
+        check_recipe(build_for_contract(contract_method, contract_index, contract_llm(contract_backend)),
+                     self.questions)
 
     def test_a_batch_answers_as_each_question_alone(self, contract_method: str, contract_index: SearchIndex,
                                                     contract_backend: Any) -> None:
-        check_batch_independence(build_for_contract(contract_method, contract_index, LLM(contract_backend)),
+        check_batch_independence(build_for_contract(contract_method, contract_index, contract_llm(contract_backend)),
                                  self.questions)
 
     def test_settings_round_trip(self, contract_method: str) -> None:
