@@ -1,7 +1,7 @@
 """``winnow eval --engine ray`` on a real Ray cluster that this module starts on 127.0.0.1 (one head
 node, 2 CPUs), two workers each running SmolLM2-135M through llama.cpp: the same answers as the
-single-process engine, and a driver killed with SIGKILL mid-run resumes with no question lost or
-answered twice."""
+single-process engine; and, with the workers asking a slow loopback server, a driver or a worker
+killed with SIGKILL mid-run resumes with no question lost or answered twice."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedServer
 from ray_head import SRC, free_port, ray_head
 from test_evaluation import CORPUS as EVAL_CORPUS
 from test_evaluation import QUESTIONS as EVAL_QUESTIONS
@@ -67,10 +68,22 @@ def bench(tmp_path_factory):
     return make_bench(tmp_path_factory.mktemp("ray-bench"), CORPUS, QUESTIONS)
 
 
-def eval_args(bench, out, *extra):
-    # No call cache, so the two engines both compute every answer (and the kill lands mid-run).
-    return ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m",
+def eval_args(bench, out, *extra, server=None):
+    """rankrag over the bench with no call cache, so every answer is computed (and a kill lands mid-run):
+    on SmolLM2 through llama.cpp in each worker, or with ``server`` on that loopback server."""
+    model = ["--backend", "openai", "--model", "m", "--base-url", server.url] if server else ["--model", "smollm2-135m"]
+    return ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", *model,
             "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out, *extra]
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    """A loopback OpenAI-compatible server taking half a second a call: a question takes a second or
+    more, so a kill after the first answer lands mid-run. The kill tests are about the engine (what is
+    lost, what is asked again), which a model in every worker would only make slower to show."""
+    server = ScriptedServer(delay=0.5)
+    yield server
+    server.stop()
 
 
 def records(folder: Path) -> list[dict]:
@@ -104,11 +117,10 @@ def test_ray_workers_give_the_answers_of_the_single_process_engine(cluster, benc
 
 
 @pytest.mark.subprocess
-@pytest.mark.llm
-def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(cluster, bench, tmp_path):
+def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(cluster, bench, slow_server, tmp_path):
     out = tmp_path / "run"
     args = eval_args(bench, out, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
-                     "--batch-size", "1")
+                     "--batch-size", "1", server=slow_server)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env=env)
@@ -167,11 +179,11 @@ def worker_pids() -> list[int]:
 
 
 @pytest.mark.subprocess
-@pytest.mark.llm
-def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(cluster, bench, tmp_path):
+def test_a_worker_killed_mid_run_fails_only_its_batches_and_the_rerun_asks_them(cluster, bench, slow_server,
+                                                                                tmp_path):
     out = tmp_path / "run"
     args = eval_args(bench, out, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
-                     "--batch-size", "1")
+                     "--batch-size", "1", server=slow_server)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     driver = subprocess.Popen([sys.executable, "-m", "winnow.cli", *map(str, args)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, env=env)
