@@ -194,6 +194,27 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+#: Cache folders that hold what Winnow derives from a GGUF once per sha256 (transformers' dequantised
+#: weights, about a minute of a core; its tokenizer, about 15 s): the same for every test.
+DERIVED_FROM_MODELS = ("transformers", "tokenizers")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def derived_models_shared_by_the_workers(tmp_path_factory):
+    """Under xdist each worker has its own cache folder; its folders of models derived from a GGUF
+    point to one folder of the session, so the workers convert a model once between them, not once
+    each (Winnow makes them under a lock and renames them into place)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    cache = tmp_path_factory.getbasetemp() / "winnow-cache"
+    shared = tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
+    for name in DERIVED_FROM_MODELS:
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        if not (cache / name).exists():
+            (cache / name).symlink_to(shared / name, target_is_directory=True)
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache_dir(tmp_path_factory, monkeypatch):
     """Keep tests away from the user's cache (joined models are found by package, not cache)."""
