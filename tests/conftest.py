@@ -150,6 +150,24 @@ def _fixtures_of(item: pytest.Item) -> set[str]:
     return {_fixture_key(defs[-1]) for defs in info.name2fixturedefs.values() if defs}
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Files in order of the seconds they took in a full run (tests/file_costs.json), costliest
+    first, each file's tests in their own order. Under ``--dist loadfile`` a worker takes a whole
+    file at a time, in this order: a costly file taken last kept one worker busy for minutes while
+    the other had nothing left to do."""
+    from file_costs import cost_of, file_costs
+
+    costs = file_costs()
+
+    def path(item):
+        return item.nodeid.split("::")[0]
+
+    first: dict[str, int] = {}
+    for number, item in enumerate(items):
+        first.setdefault(path(item), number)
+    items.sort(key=lambda item: (-cost_of(path(item), costs), first[path(item)]))  # stable: a file's order kept
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):
     _fixtures_in_setup.append(_fixture_key(fixturedef))
