@@ -421,7 +421,7 @@ def test_open_retriever_default_and_errors(tmp_path, dense_dir, embedder):
     assert isinstance(open_retriever(dense_dir), BM25Index)
     with pytest.raises(WinnowError, match="unknown retriever 'splade'") as caught:
         open_retriever(dense_dir, "splade")
-    assert caught.value.hint == "choose one of bm25, dense, hybrid"
+    assert caught.value.hint == "choose one of bm25, dense, hybrid, lucene"
     build_plain(tmp_path / "plain")
     for kind in ("dense", "hybrid"):
         with pytest.raises(IndexLoadError, match="has no dense embeddings"):
