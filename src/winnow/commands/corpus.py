@@ -78,6 +78,12 @@ def index(
                                                                    "through Pyserini, searched with --retriever "
                                                                    "lucene: needs Java 11-17 and the \\[lucene] "
                                                                    "extra).")] = "winnow",
+    bm25_impacts: Annotated[str, typer.Option("--bm25-impacts", help="How BM25's score arrays store impacts: "
+                                                                     "float32 (exact, the default), float16 or uint8 "
+                                                                     "(per-term linear steps): smaller, scores "
+                                                                     "rounded (docs/benchmarks.md). Shards of at "
+                                                                     "most 65,536 passages also store passage rows "
+                                                                     "in 2 bytes.")] = "float32",
     encoder: EncoderOption = "minilm",
     storage: StorageOption = "float16",
     ann: AnnBuildOption = None,
@@ -94,12 +100,14 @@ def index(
     from ..index.analysis import bm25_profile as check_profile
     from ..index.ann import parse_assignments
     from ..index.build import check_index_out
+    from ..index.impacts import check_impacts
     from ..index.presets import get_preset
     from ..index.vectors import STORAGES
     from ..lock import output_lock
 
     check_profile(bm25_profile)  # before anything is read
-    _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size)
+    check_impacts(bm25_impacts)
+    _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size, impacts=bm25_impacts)
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
                           "build the sharded index, then embed its passages: `winnow embed DIR`")
@@ -117,7 +125,8 @@ def index(
         embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
         corpus = open_corpus(source, chunk_words=chunk_words)
         _build(corpus, source, out_dir, chunk_words=chunk_words, shard_size=shard_size, profile=bm25_profile,
-               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray, bm25_engine=bm25_engine)
+               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray, bm25_engine=bm25_engine,
+               impacts=bm25_impacts)
         err.print(corpus.report.summary(), soft_wrap=True)
     kept = corpus.report.kept
     for settings in wanted:
@@ -177,7 +186,8 @@ def embed(
         err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
 
 
-def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None) -> None:
+def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None,
+                  impacts: str = "float32") -> None:
     """``--bm25-engine`` and what it cannot be combined with, then (for lucene) Java and the extra,
     before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop words), and a
     Lucene index is searched by Lucene alone."""
@@ -186,7 +196,8 @@ def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: in
     if bm25_engine != "lucene":
         return
     given = [flag for flag, value in (("--bm25-profile", profile != "default"), ("--dense", dense),
-                                      ("--shard-size", shard_size is not None)) if value]
+                                      ("--shard-size", shard_size is not None),
+                                      ("--bm25-impacts", impacts != "float32")) if value]
     if given:
         raise WinnowError(f"{', '.join(given)} cannot be combined with --bm25-engine lucene",
                           "Lucene analyses text its own way (Anserini's DefaultEnglishAnalyzer) and is searched "
@@ -198,7 +209,7 @@ def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: in
 
 def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int, shard_size: int | None, profile: str,
            overwrite: bool, embedder: DenseEncoder | None, storage: Storage, ray: RayEncoding | None,
-           bm25_engine: str = "winnow") -> None:
+           bm25_engine: str = "winnow", impacts: str = "float32") -> None:
     """Read the corpus once into the index at ``out_dir``, in shards with ``shard_size``; a corpus
     whose every record was skipped is named as the reason the index is empty."""
     from ..corpus import source_checksum
@@ -220,14 +231,14 @@ def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int
                                 source_checksum=_checksum(source, corpus.files), shard_size=shard_size,
                                 load_report=lambda: corpus.report.to_dict(),
                                 source_options={"chunk_words": chunk_words}, profile=profile,
-                                overwrite=overwrite, progress=True, report=err.print)
+                                overwrite=overwrite, progress=True, report=err.print, impacts=impacts)
         else:
             # The corpus is read once, passage by passage, straight into the index's passage store.
             build_index(corpus.passages(progress=True), out_dir, source=str(source),
                         source_checksum=lambda: source_checksum(corpus.files),
                         load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
                         embedder=embedder, profile=profile, overwrite=overwrite, progress=True,
-                        dense_storage=storage, ray=ray)
+                        dense_storage=storage, ray=ray, impacts=impacts)
     except WinnowError as error:
         if corpus.report.read and not corpus.report.kept:
             raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",
