@@ -27,9 +27,16 @@ builds its own index with its own quantised scores, so its hits cannot equal the
 document-at-a-time loop but brings LLVM into the core dependencies and a compile at the first query.
 The cost here is numpy's per-call overhead (a few µs a call, tens of calls a query and shard), so
 pruning pays where floors from earlier shards make most calls unnecessary: by default only sharded
-indexes are pruned (:class:`.bm25.BM25Index`). The impacts stay float32: quantising them would make
-the hits exact only against quantised scores and change the index format, for a saving in bytes,
-not in calls.
+indexes are pruned (:class:`.bm25.BM25Index`).
+
+Impacts are read through the matrix (:meth:`.scoring.TermScoreMatrix.impacts`), widened to float32
+from their stored format (:mod:`.impacts`: float32, the default, bm25s's own values; float16; or
+uint8 codes times a per-term step), so whatever the format this search and the exhaustive product
+add the same float32 numbers and return the same hits to the bit; the bounds are the maxima of the
+widened impacts. A lossy format is exact against its own scores, not against float32's: it trades
+some ranking (top-100 overlap in docs/benchmarks.md) for bytes, never for calls, and costs a
+widening pass over every posting read. Passage rows may be uint16 (a matrix of at most 65,536
+passages): the rows found keep the postings' type, so ``searchsorted`` copies none.
 """
 
 from __future__ import annotations

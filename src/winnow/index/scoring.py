@@ -13,6 +13,10 @@ at most once, so a plain fancy-indexed ``+=`` is exact). The sums run in float32
 other in alphabetical order, the order a scipy CSR product of the same arrays takes, so the scores
 are bit for bit those of the earlier scipy product (and of any batch, and of a sharded index).
 
+An index may store its impacts as float16 or uint8 codes and its passage rows as uint16
+(:mod:`.impacts`, chosen at build): the product widens the impacts it gathers to the float32 values
+:mod:`.pruning` reads too, so both searches sum the same numbers in every format.
+
 Only passages sharing at least one term with the query are scored, so a passage with no query term
 is never returned: bm25s's ``retrieve`` would pad the top k with score-0 passages.
 """
