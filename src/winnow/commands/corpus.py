@@ -35,6 +35,12 @@ EngineOption = Annotated[str, typer.Option("--engine", help="Where the passages 
                                                             "workers of a Ray cluster, one encoder each; needs the "
                                                             "\\[ray] extra and the index on a filesystem every node "
                                                             "sees).")]
+ImpactsOption = Annotated[str, typer.Option("--bm25-impacts", help="How BM25's score arrays store impacts: float32 "
+                                                                  "(exact, the default), float16 or uint8 (per-term "
+                                                                  "linear steps): smaller, scores rounded "
+                                                                  "(docs/benchmarks.md). A matrix of at most 65,536 "
+                                                                  "passages (--shard-size 65536) also stores its "
+                                                                  "passage rows in 2 bytes.")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's "
                                                                                "HOST:PORT (default: RAY_ADDRESS, or "
                                                                                "a new cluster on this machine).")]
@@ -78,12 +84,7 @@ def index(
                                                                    "through Pyserini, searched with --retriever "
                                                                    "lucene: needs Java 11-17 and the \\[lucene] "
                                                                    "extra).")] = "winnow",
-    bm25_impacts: Annotated[str, typer.Option("--bm25-impacts", help="How BM25's score arrays store impacts: "
-                                                                     "float32 (exact, the default), float16 or uint8 "
-                                                                     "(per-term linear steps): smaller, scores "
-                                                                     "rounded (docs/benchmarks.md). Shards of at "
-                                                                     "most 65,536 passages also store passage rows "
-                                                                     "in 2 bytes.")] = "float32",
+    bm25_impacts: ImpactsOption = "float32",
     encoder: EncoderOption = "minilm",
     storage: StorageOption = "float16",
     ann: AnnBuildOption = None,
@@ -97,16 +98,12 @@ def index(
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus
     from ..index import add_ann_index, ann_settings, load_encoder
-    from ..index.analysis import bm25_profile as check_profile
     from ..index.ann import parse_assignments
     from ..index.build import check_index_out
-    from ..index.impacts import check_impacts
     from ..index.presets import get_preset
     from ..index.vectors import STORAGES
     from ..lock import output_lock
 
-    check_profile(bm25_profile)  # before anything is read
-    check_impacts(bm25_impacts)
     _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size, impacts=bm25_impacts)
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
@@ -188,9 +185,14 @@ def embed(
 
 def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None,
                   impacts: str = "float32") -> None:
-    """``--bm25-engine`` and what it cannot be combined with, then (for lucene) Java and the extra,
-    before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop words), and a
-    Lucene index is searched by Lucene alone."""
+    """``--bm25-engine`` and ``--bm25-impacts`` and what they cannot be combined with, then (for lucene) Java
+    and the extra, before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop
+    words), and a Lucene index is searched by Lucene alone."""
+    from ..index.analysis import bm25_profile
+    from ..index.impacts import check_impacts
+
+    bm25_profile(profile)  # before anything is read
+    check_impacts(impacts)
     if bm25_engine not in ("winnow", "lucene"):
         raise WinnowError(f"--bm25-engine {bm25_engine!r} is not one of winnow, lucene")
     if bm25_engine != "lucene":

@@ -93,12 +93,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     int8 or float32 (:mod:`.vectors`); with ``ray`` they are computed on a Ray cluster
     (:mod:`.ray_encoding`).
     """
-    out = Path(out)
-    check_impacts(impacts)
-    chosen = bm25_profile(profile)
-    k1 = chosen.k1 if k1 is None else k1
-    b = chosen.b if b is None else b
-    stemmer = make_stemmer(chosen.stemmer)
+    out, impacts, chosen = Path(out), check_impacts(impacts), bm25_profile(profile)
+    k1, b = chosen.k1 if k1 is None else k1, chosen.b if b is None else b
     # stderr, so that `--json` output on stdout stays clean.
     with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
@@ -115,7 +111,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                               "check the corpus: it is empty or every record was skipped")
         store_section = writer.finish()  # refuses a repeated id
         bar.update(task, advance=1, description="tokenising")
-        tokens = tokenize_corpus(texts, stemmer, stopword_list(chosen.stopwords))
+        tokens = tokenize_corpus(texts, make_stemmer(chosen.stemmer), stopword_list(chosen.stopwords))
         del texts
         require_indexable_words(tokens, source)
         bar.update(task, advance=1, description="indexing")
