@@ -35,6 +35,13 @@ EngineOption = Annotated[str, typer.Option("--engine", help="Where the passages 
                                                             "workers of a Ray cluster, one encoder each; needs the "
                                                             "\\[ray] extra and the index on a filesystem every node "
                                                             "sees).")]
+ShardSizeOption = Annotated[Optional[int], typer.Option("--shard-size", min=1, help="Build BM25 in shards of this many "
+                                                                      "passages (memory bounded by a shard; a killed "
+                                                                      "build resumes from the last finished shard; "
+                                                                      "search merges the shards' top k exactly). For "
+                                                                      "corpora of millions of passages; 65,536 or "
+                                                                      "fewer stores passage rows in 2 bytes, not 4 "
+                                                                      "(recommended: 65536).")]
 ImpactsOption = Annotated[str, typer.Option("--bm25-impacts", help="How BM25's score arrays store impacts: float32 "
                                                                   "(exact, the default), float16 or uint8 (per-term "
                                                                   "linear steps): smaller, scores rounded "
@@ -73,12 +80,7 @@ def index(
                                                                      "Porter stemmer: Pyserini's BM25 as far as "
                                                                      "bm25s allows, see docs/reproducing.md).")]
     = "default",
-    shard_size: Annotated[Optional[int], typer.Option("--shard-size", min=1, help="Build BM25 in shards of this many "
-                                                                            "passages (memory bounded by a shard; a "
-                                                                            "killed build resumes from the last "
-                                                                            "finished shard; search merges the "
-                                                                            "shards' top k exactly). For corpora of "
-                                                                            "millions of passages.")] = None,
+    shard_size: ShardSizeOption = None,
     bm25_engine: Annotated[str, typer.Option("--bm25-engine", help="winnow (Winnow's own BM25, searched with "
                                                                    "--retriever bm25) or lucene (Lucene's postings "
                                                                    "through Pyserini, searched with --retriever "
