@@ -169,3 +169,13 @@ def test_float32_rounding_cannot_drop_a_passage_that_ties():
     assert exhaustive.rows.tolist() == [0] and exhaustive.scores.tolist() == [1.0]
     pruned = pruning.pruned_top_k(matrix, [["a", "b"]], 1)[0]
     assert pruned.rows.tolist() == [0] and pruned.scores.tolist() == [1.0]
+
+
+def test_terms_without_postings_in_a_matrix_give_no_hits():
+    """Several query terms none of which lists a passage of this matrix (a small last shard), with no
+    floor from earlier shards: every term is essential and nothing is found."""
+    matrix = TermScoreMatrix(np.array([1.0], dtype=np.float32), np.array([0], dtype=np.uint16),
+                             np.array([0, 0, 0, 1]), 2, {"a": 0, "b": 1, "c": 2})
+    for query in (["a", "b"], ["a", "b", "a"]):
+        assert pruning.pruned_top_k(matrix, [query], 5)[0].rows.tolist() == []
+        assert matrix.top_k([query], 5)[0].rows.tolist() == []

@@ -192,6 +192,8 @@ def _accumulate(matrix: TermScoreMatrix, terms: list[Term]) -> tuple[np.ndarray,
         return matrix.indices[term.start:term.end], (_impacts(matrix, term) * term.weight).astype(np.float64)
     docs = np.concatenate([matrix.indices[term.start:term.end] for term in terms])
     values = np.concatenate([_impacts(matrix, term) * term.weight for term in terms])
+    if not len(docs):  # none of the terms in this matrix (a small shard), and no floor to skip it by
+        return docs, values.astype(np.float64)
     if len(docs) * 8 < matrix.num_docs:  # few: sort them; many: one pass over a dense array
         order = np.argsort(docs, kind="stable")  # np.unique's hash path is several times slower here
         docs, values = docs[order], values[order].astype(np.float64)
