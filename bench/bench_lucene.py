@@ -12,8 +12,14 @@ every thread of the process (the JVM's compiler and collector threads included).
 is over the single-query lists: the mean share of Lucene's top 100 that Winnow's top 100 holds, and
 how many lists are identical (ids and order) and how many scores agree to 3 decimals.
 
+``--bm25-impacts float32,uint8`` builds and measures one Winnow index per impact format (``winnow index
+--bm25-impacts``); each lossy format's lists are also compared with float32's (the same overlap measure,
+float32's lists in the place of Lucene's). The index sizes: the postings (``bm25/`` or ``lucene/``), the
+passage store, and the whole folder; the target of issue 42 is Winnow's whole index at most 3× Lucene's
+postings plus the passage store.
+
 Usage: .venv/bin/python bench/bench_lucene.py --passages 100000 --workdir /tmp/winnow-lucene [--queries 1000]
-       [--shard-size N] [--json]
+       [--shard-size N] [--bm25-impacts float32,float16,uint8] [--json]
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shard-size", type=int, default=None, help="Winnow's BM25 in shards of this many passages")
+    parser.add_argument("--bm25-impacts", default="float32", help="Winnow's impact formats to build, comma-separated")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/winnow-lucene"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -113,57 +120,87 @@ def main() -> None:
                                         for _ in range(args.queries)]))
     figures: dict[str, dict[str, Any]] = {}
     lists: dict[tuple[str, str], Any] = {}
-    for engine, flags in (("winnow", ["--bm25-profile", "pyserini"] + (["--shard-size", str(args.shard_size)]
-                                                                        if args.shard_size else [])),
-                          ("lucene", ["--bm25-engine", "lucene"])):
-        index = args.workdir / f"index-{engine}"
-        shutil.rmtree(index, ignore_errors=True)
-        _, build = timed([sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index), *flags])
-        postings = index / ("lucene" if engine == "lucene" else "bm25")
-        row = {"build": build, "postings_mb": mb(postings), "store_mb": mb(index / "passages")}
-        for mode in ("single", "batched"):
-            out = args.workdir / f"lists-{engine}-{mode}.json"
-            result, _ = timed([sys.executable, "-c", SERVE, str(index), engine, str(queries_file), str(args.k), mode,
-                               str(out)])
-            row[mode] = json.loads(result.stdout.strip().splitlines()[-1])
-            lists[engine, mode] = json.loads(out.read_text())
-        figures[engine] = row
-        console.print(f"{engine}: {json.dumps(row)}")
-    figures["agreement"] = overlap(lists["winnow", "single"], lists["lucene", "single"], args.k)
+    formats = args.bm25_impacts.split(",")
+    sharding = ["--shard-size", str(args.shard_size)] if args.shard_size else []
+    engines = [(f"winnow-{name}", ["--bm25-profile", "pyserini", *sharding, "--bm25-impacts", name])
+               for name in formats]
+    for engine, flags in [*engines, ("lucene", ["--bm25-engine", "lucene"])]:
+        figures[engine] = measure_engine(engine, flags, corpus, queries_file, args, lists)
+        console.print(f"{engine}: {json.dumps(figures[engine])}")
+    for engine, _ in engines:
+        figures[engine]["agreement"] = overlap(lists[engine, "single"], lists["lucene", "single"], args.k)
+        if "float32" in formats and engine != "winnow-float32":
+            figures[engine]["against_float32"] = overlap(lists[engine, "single"], lists["winnow-float32", "single"],
+                                                         args.k)
     figures["lucene_batched_equals_single"] = {"same": lists["lucene", "batched"] == lists["lucene", "single"]}
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    show(figures, args)
+    show(figures, args, [engine for engine, _ in engines])
 
 
-def show(figures: dict[str, Any], args: argparse.Namespace) -> None:
-    own, lucene = figures["winnow"], figures["lucene"]
-    table = Table(title=f"BM25 over {args.passages:,} synthetic passages, {args.queries:,} queries, k={args.k}",
+def measure_engine(engine: str, flags: list[str], corpus: Path, queries_file: Path, args: argparse.Namespace,
+                   lists: dict[tuple[str, str], Any]) -> dict[str, Any]:
+    """Build ``engine``'s index with ``flags`` in a fresh process, then search it single and batched."""
+    index = args.workdir / f"index-{engine}"
+    shutil.rmtree(index, ignore_errors=True)
+    _, build = timed([sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index), *flags])
+    postings = index / ("lucene" if engine == "lucene" else "bm25")
+    row: dict[str, Any] = {"build": build, "postings_mb": mb(postings), "store_mb": mb(index / "passages"),
+                           "index_mb": mb(index)}
+    for mode in ("single", "batched"):
+        out = args.workdir / f"lists-{engine}-{mode}.json"
+        result, _ = timed([sys.executable, "-c", SERVE, str(index), "lucene" if engine == "lucene" else "winnow",
+                           str(queries_file), str(args.k), mode, str(out)])
+        row[mode] = json.loads(result.stdout.strip().splitlines()[-1])
+        lists[engine, mode] = json.loads(out.read_text())
+    return row
+
+
+def pick(row: dict[str, Any], path: tuple[str, ...]) -> float:
+    found: Any = row
+    for key in path:
+        found = found[key]
+    return float(found)
+
+
+def show(figures: dict[str, Any], args: argparse.Namespace, engines: list[str]) -> None:
+    lucene = figures["lucene"]
+    table = Table(title=f"BM25 over {args.passages:,} synthetic passages, {args.queries:,} queries, k={args.k}"
+                        + (f", Winnow in shards of {args.shard_size:,}" if args.shard_size else ""),
                   title_justify="left")
-    for column, justify in (("measure", "left"), ("Winnow (pyserini profile)", "right"), ("Lucene", "right"),
-                            ("Winnow / Lucene", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-
-    def add(measure: str, mine: float, theirs: float, unit: str, digits: int = 1) -> None:
-        table.add_row(measure, f"{mine:,.{digits}f}{unit}", f"{theirs:,.{digits}f}{unit}", f"{mine / theirs:.2f}x")
-
-    add("build wall", own["build"]["seconds"], lucene["build"]["seconds"], " s")
-    add("build CPU", own["build"]["cpu_seconds"], lucene["build"]["cpu_seconds"], " s")
-    add("build peak RSS", own["build"]["peak_rss_mb"], lucene["build"]["peak_rss_mb"], " MB", 0)
-    add("postings on disk", own["postings_mb"], lucene["postings_mb"], " MB")
-    add("index with passage store", own["postings_mb"] + own["store_mb"], lucene["postings_mb"] + lucene["store_mb"],
-        " MB")
-    add("single queries per CPU-second", own["single"]["cpu_qps"], lucene["single"]["cpu_qps"], "")
-    add("single queries per second", own["single"]["qps"], lucene["single"]["qps"], "")
-    add("batched queries per CPU-second", own["batched"]["cpu_qps"], lucene["batched"]["cpu_qps"], "")
-    add("batched queries per second", own["batched"]["qps"], lucene["batched"]["qps"], "")
+    table.add_column("measure")
+    for engine in engines:
+        table.add_column(f"{engine} (pyserini profile)", justify="right")
+        table.add_column("÷ Lucene", justify="right")
+    table.add_column("Lucene", justify="right")
+    target = 3 * lucene["postings_mb"] + lucene["store_mb"]
+    for measure, path, unit, digits in (
+            ("build wall", ("build", "seconds"), " s", 1),
+            ("build CPU", ("build", "cpu_seconds"), " s", 1),
+            ("build peak RSS", ("build", "peak_rss_mb"), " MB", 0),
+            ("postings on disk", ("postings_mb",), " MB", 1),
+            ("whole index (postings, passage store, manifest)", ("index_mb",), " MB", 1),
+            ("single queries per CPU-second", ("single", "cpu_qps"), "", 1),
+            ("single queries per second", ("single", "qps"), "", 1),
+            ("batched queries per CPU-second", ("batched", "cpu_qps"), "", 1),
+            ("batched queries per second", ("batched", "qps"), "", 1)):
+        theirs = pick(lucene, path)
+        cells = []
+        for engine in engines:
+            mine = pick(figures[engine], path)
+            cells += [f"{mine:,.{digits}f}{unit}", f"{mine / theirs:.2f}x"]
+        table.add_row(measure, *cells, f"{theirs:,.{digits}f}{unit}")
     Console().print(table)
-    agreement = figures["agreement"]
-    Console().print(f"top-{args.k} overlap with Lucene {agreement['overlap']:.3f}; identical lists "
-                    f"{agreement['identical_lists']} of {args.queries}; scores equal to 3 decimals "
-                    f"{agreement['scores_equal_3dp']:.1%} of shared pairs; Lucene batched = single: "
-                    f"{figures['lucene_batched_equals_single']['same']}")
+    Console().print(f"target (3 × Lucene's postings + the passage store): {target:,.1f} MB")
+    for engine in engines:
+        for against, name in (("agreement", "Lucene"), ("against_float32", "winnow-float32")):
+            if against in figures[engine]:
+                found = figures[engine][against]
+                Console().print(f"{engine}: top-{args.k} overlap with {name} {found['overlap']:.3f}; identical lists "
+                                f"{found['identical_lists']} of {args.queries}; scores equal to 3 decimals "
+                                f"{found['scores_equal_3dp']:.1%} of shared pairs")
+    Console().print(f"Lucene batched = single: {figures['lucene_batched_equals_single']['same']}")
 
 
 if __name__ == "__main__":

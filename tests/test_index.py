@@ -225,7 +225,7 @@ def test_manifest(index):
     assert manifest["counts"]["vocabulary"] > 50 and manifest["counts"]["tokens"] > 100
     assert manifest["bm25"] == {"method": "lucene", "k1": 0.9, "b": 0.4, "stopwords": "en",
                                 "stemmer": "snowball-english", "fields": ["title", "text"], "profile": "default",
-                                "library": f"bm25s {bm25s.__version__}"}
+                                "impacts": "float32", "library": f"bm25s {bm25s.__version__}"}
     assert manifest["load_report"] == {"passages": len(TOPICS), "skipped": []}
     assert {"passages/records.bin", "bm25/data.csc.index.npy", "bm25/vocab.index.json"} <= set(manifest["files"])
     assert manifest["store"]["rows"] == len(TOPICS) and manifest["store"]["id_hash"] == "blake2b-64"

@@ -1,6 +1,7 @@
 """MaxScore (winnow.index.pruning) against exhaustive scoring: the same top k, ids and float32 scores
-to the bit and ties in the same order, on real indexes (one bm25s matrix and shards) over a corpus
-whose words follow a Zipf law, as text does, so that common terms are pruned."""
+to the bit and ties in the same order, on real indexes (one bm25s matrix and shards, in each impact
+format of winnow.index.impacts, passage rows in uint16) over a corpus whose words follow a Zipf law,
+as text does, so that common terms are pruned."""
 
 from __future__ import annotations
 
@@ -52,12 +53,22 @@ def queries(count=150, seed=5):
     return found + ["unknownword", "the of", rng.choice(WORDS)]
 
 
+FORMATS = ("float32", "float16", "uint8")
+
+
+def named(layout, impacts):
+    """The fixture's folder of ``layout`` in ``impacts`` (float32: the plain name, as before)."""
+    return layout if impacts == "float32" else f"{layout}-{impacts}"
+
+
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pruning")
-    build_bm25_index(corpus(), folder / "single", source="test", source_checksum="abc", progress=False)
-    build_sharded_index(corpus(), folder / "sharded", source="test", source_checksum="abc", shard_size=170,
-                        progress=False, report=lambda line: None)
+    for impacts in FORMATS:
+        build_bm25_index(corpus(), folder / named("single", impacts), source="test", source_checksum="abc",
+                         progress=False, impacts=impacts)
+        build_sharded_index(corpus(), folder / named("sharded", impacts), source="test", source_checksum="abc",
+                            shard_size=170, progress=False, report=lambda line: None, impacts=impacts)
     return folder
 
 
@@ -67,10 +78,14 @@ def same(pruned, exhaustive):
         assert [c.score for c in a] == [c.score for c in b]  # the same float32 sums, not just close
 
 
+@pytest.mark.parametrize("impacts", FORMATS)
 @pytest.mark.parametrize("layout", ["single", "sharded"])
-def test_pruned_search_equals_exhaustive_to_the_bit(indexes, layout):
-    pruned = BM25Index.open(indexes / layout, exhaustive=False)
-    exhaustive = BM25Index.open(indexes / layout, exhaustive=True)
+def test_pruned_search_equals_exhaustive_to_the_bit(indexes, layout, impacts):
+    pruned = BM25Index.open(indexes / named(layout, impacts), exhaustive=False)
+    exhaustive = BM25Index.open(indexes / named(layout, impacts), exhaustive=True)
+    assert pruned.manifest["bm25"]["impacts"] == impacts
+    for matrix in matrices(pruned):  # every matrix here has at most 65,536 passages: rows in 2 bytes
+        assert matrix.indices.dtype == np.uint16 and matrix.data.dtype == impacts
     # by default: a sharded index pruned, one bm25s matrix scored in one sparse product
     assert BM25Index.open(indexes / layout).exhaustive == (layout == "single")
     same(pruned.search_many(queries(), 10), exhaustive.search_many(queries(), 10))
@@ -82,14 +97,21 @@ def test_pruned_search_equals_exhaustive_to_the_bit(indexes, layout):
             assert a.rows.tolist() == b.rows.tolist() and a.scores.tolist() == b.scores.tolist()
 
 
-def test_ties_fall_by_row_as_exhaustively(indexes):
-    pruned = BM25Index.open(indexes / "sharded")
+def matrices(index):
+    scorer = index._scorer
+    return [scorer] if isinstance(scorer, TermScoreMatrix) else scorer.shards
+
+
+@pytest.mark.parametrize("impacts", FORMATS)
+def test_ties_fall_by_row_as_exhaustively(indexes, impacts):
+    pruned = BM25Index.open(indexes / named("sharded", impacts))
     copied = corpus()[-1]  # a copy: the original scores the same and comes first
     words = " ".join(copied.text.split()[:4])
     hits = pruned.search(words, k=5000)
     scores = [c.score for c in hits]
     assert len(scores) > len(set(scores))  # there are ties to order
-    assert hits.candidates == BM25Index.open(indexes / "sharded", exhaustive=True).search(words, k=5000).candidates
+    exhaustive = BM25Index.open(indexes / named("sharded", impacts), exhaustive=True)
+    assert hits.candidates == exhaustive.search(words, k=5000).candidates
 
 
 def test_common_terms_are_not_read_in_full(indexes, monkeypatch):
@@ -147,3 +169,13 @@ def test_float32_rounding_cannot_drop_a_passage_that_ties():
     assert exhaustive.rows.tolist() == [0] and exhaustive.scores.tolist() == [1.0]
     pruned = pruning.pruned_top_k(matrix, [["a", "b"]], 1)[0]
     assert pruned.rows.tolist() == [0] and pruned.scores.tolist() == [1.0]
+
+
+def test_terms_without_postings_in_a_matrix_give_no_hits():
+    """Several query terms none of which lists a passage of this matrix (a small last shard), with no
+    floor from earlier shards: every term is essential and nothing is found."""
+    matrix = TermScoreMatrix(np.array([1.0], dtype=np.float32), np.array([0], dtype=np.uint16),
+                             np.array([0, 0, 0, 1]), 2, {"a": 0, "b": 1, "c": 2})
+    for query in (["a", "b"], ["a", "b", "a"]):
+        assert pruning.pruned_top_k(matrix, [query], 5)[0].rows.tolist() == []
+        assert matrix.top_k([query], 5)[0].rows.tolist() == []

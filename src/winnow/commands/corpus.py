@@ -35,6 +35,19 @@ EngineOption = Annotated[str, typer.Option("--engine", help="Where the passages 
                                                             "workers of a Ray cluster, one encoder each; needs the "
                                                             "\\[ray] extra and the index on a filesystem every node "
                                                             "sees).")]
+ShardSizeOption = Annotated[Optional[int], typer.Option("--shard-size", min=1, help="Build BM25 in shards of this many "
+                                                                      "passages (memory bounded by a shard; a killed "
+                                                                      "build resumes from the last finished shard; "
+                                                                      "search merges the shards' top k exactly). For "
+                                                                      "corpora of millions of passages; 65,536 or "
+                                                                      "fewer stores passage rows in 2 bytes, not 4 "
+                                                                      "(recommended: 65536).")]
+ImpactsOption = Annotated[str, typer.Option("--bm25-impacts", help="How BM25's score arrays store impacts: float32 "
+                                                                  "(exact, the default), float16 or uint8 (per-term "
+                                                                  "linear steps): smaller, scores rounded "
+                                                                  "(docs/benchmarks.md). A matrix of at most 65,536 "
+                                                                  "passages (--shard-size 65536) also stores its "
+                                                                  "passage rows in 2 bytes.")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", help="--engine ray: the cluster's "
                                                                                "HOST:PORT (default: RAY_ADDRESS, or "
                                                                                "a new cluster on this machine).")]
@@ -67,17 +80,13 @@ def index(
                                                                      "Porter stemmer: Pyserini's BM25 as far as "
                                                                      "bm25s allows, see docs/reproducing.md).")]
     = "default",
-    shard_size: Annotated[Optional[int], typer.Option("--shard-size", min=1, help="Build BM25 in shards of this many "
-                                                                            "passages (memory bounded by a shard; a "
-                                                                            "killed build resumes from the last "
-                                                                            "finished shard; search merges the "
-                                                                            "shards' top k exactly). For corpora of "
-                                                                            "millions of passages.")] = None,
+    shard_size: ShardSizeOption = None,
     bm25_engine: Annotated[str, typer.Option("--bm25-engine", help="winnow (Winnow's own BM25, searched with "
                                                                    "--retriever bm25) or lucene (Lucene's postings "
                                                                    "through Pyserini, searched with --retriever "
                                                                    "lucene: needs Java 11-17 and the \\[lucene] "
                                                                    "extra).")] = "winnow",
+    bm25_impacts: ImpactsOption = "float32",
     encoder: EncoderOption = "minilm",
     storage: StorageOption = "float16",
     ann: AnnBuildOption = None,
@@ -91,15 +100,13 @@ def index(
     """Build a BM25 index (Lucene BM25, k1=0.9, b=0.4, English stop words and Snowball stemmer)."""
     from ..corpus import open_corpus
     from ..index import add_ann_index, ann_settings, load_encoder
-    from ..index.analysis import bm25_profile as check_profile
     from ..index.ann import parse_assignments
     from ..index.build import check_index_out
     from ..index.presets import get_preset
     from ..index.vectors import STORAGES
     from ..lock import output_lock
 
-    check_profile(bm25_profile)  # before anything is read
-    _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size)
+    _check_engine(bm25_engine, profile=bm25_profile, dense=dense, shard_size=shard_size, impacts=bm25_impacts)
     if shard_size is not None and dense:
         raise WinnowError("--dense cannot be combined with --shard-size yet",
                           "build the sharded index, then embed its passages: `winnow embed DIR`")
@@ -117,7 +124,8 @@ def index(
         embedder = load_encoder(encoder) if dense else None  # before reading the corpus: a missing model fails fast
         corpus = open_corpus(source, chunk_words=chunk_words)
         _build(corpus, source, out_dir, chunk_words=chunk_words, shard_size=shard_size, profile=bm25_profile,
-               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray, bm25_engine=bm25_engine)
+               overwrite=overwrite, embedder=embedder, storage=storage, ray=ray, bm25_engine=bm25_engine,
+               impacts=bm25_impacts)
         err.print(corpus.report.summary(), soft_wrap=True)
     kept = corpus.report.kept
     for settings in wanted:
@@ -177,16 +185,23 @@ def embed(
         err.print(f"built the {built['kind']} index in {built['seconds']:.1f} s ({built['settings']})")
 
 
-def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None) -> None:
-    """``--bm25-engine`` and what it cannot be combined with, then (for lucene) Java and the extra,
-    before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop words), and a
-    Lucene index is searched by Lucene alone."""
+def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: int | None,
+                  impacts: str = "float32") -> None:
+    """``--bm25-engine`` and ``--bm25-impacts`` and what they cannot be combined with, then (for lucene) Java
+    and the extra, before anything is read: Lucene's analysis is its own (Porter stemmer, Lucene's stop
+    words), and a Lucene index is searched by Lucene alone."""
+    from ..index.analysis import bm25_profile
+    from ..index.impacts import check_impacts
+
+    bm25_profile(profile)  # before anything is read
+    check_impacts(impacts)
     if bm25_engine not in ("winnow", "lucene"):
         raise WinnowError(f"--bm25-engine {bm25_engine!r} is not one of winnow, lucene")
     if bm25_engine != "lucene":
         return
     given = [flag for flag, value in (("--bm25-profile", profile != "default"), ("--dense", dense),
-                                      ("--shard-size", shard_size is not None)) if value]
+                                      ("--shard-size", shard_size is not None),
+                                      ("--bm25-impacts", impacts != "float32")) if value]
     if given:
         raise WinnowError(f"{', '.join(given)} cannot be combined with --bm25-engine lucene",
                           "Lucene analyses text its own way (Anserini's DefaultEnglishAnalyzer) and is searched "
@@ -198,7 +213,7 @@ def _check_engine(bm25_engine: str, *, profile: str, dense: bool, shard_size: in
 
 def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int, shard_size: int | None, profile: str,
            overwrite: bool, embedder: DenseEncoder | None, storage: Storage, ray: RayEncoding | None,
-           bm25_engine: str = "winnow") -> None:
+           bm25_engine: str = "winnow", impacts: str = "float32") -> None:
     """Read the corpus once into the index at ``out_dir``, in shards with ``shard_size``; a corpus
     whose every record was skipped is named as the reason the index is empty."""
     from ..corpus import source_checksum
@@ -220,14 +235,14 @@ def _build(corpus: CorpusStream, source: str, out_dir: Path, *, chunk_words: int
                                 source_checksum=_checksum(source, corpus.files), shard_size=shard_size,
                                 load_report=lambda: corpus.report.to_dict(),
                                 source_options={"chunk_words": chunk_words}, profile=profile,
-                                overwrite=overwrite, progress=True, report=err.print)
+                                overwrite=overwrite, progress=True, report=err.print, impacts=impacts)
         else:
             # The corpus is read once, passage by passage, straight into the index's passage store.
             build_index(corpus.passages(progress=True), out_dir, source=str(source),
                         source_checksum=lambda: source_checksum(corpus.files),
                         load_report=lambda: corpus.report.to_dict(), source_options={"chunk_words": chunk_words},
                         embedder=embedder, profile=profile, overwrite=overwrite, progress=True,
-                        dense_storage=storage, ray=ray)
+                        dense_storage=storage, ray=ray, impacts=impacts)
     except WinnowError as error:
         if corpus.report.read and not corpus.report.kept:
             raise WinnowError(f"{source}: no passages to index ({corpus.report.summary()})",

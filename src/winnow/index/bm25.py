@@ -26,6 +26,7 @@ from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Passage, Query, StageScore
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
+from .impacts import SCALES, check_arrays, index_impacts, load_scales
 from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .pruning import pruned_top_k
 from .scoring import MAXIMA, Hits, TermScoreMatrix
@@ -84,10 +85,12 @@ class BM25Index:
             except (OSError, ValueError, KeyError, EOFError) as exc:
                 raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
             check_vocabulary(path, model, hint)
-            scores = model.scores
-            maxima = load_maxima(path, manifest, f"{BM25_DIR}/{MAXIMA}", len(scores["indptr"]) - 1, hint)
+            scores, impacts, terms = model.scores, index_impacts(manifest), len(model.scores["indptr"]) - 1
+            check_arrays(str(path / BM25_DIR), scores["data"], scores["indices"], scores["num_docs"], impacts, hint)
+            maxima = load_maxima(path, manifest, f"{BM25_DIR}/{MAXIMA}", terms, hint)
             scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
-                                     model.vocab_dict, maxima)
+                                     model.vocab_dict, maxima, load_scales(path, f"{BM25_DIR}/{SCALES}", impacts,
+                                                                           terms, hint))
         passages = PassageStore.open(path, recorded, hint)
         if recorded != scorer.num_docs:
             raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "

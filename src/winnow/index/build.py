@@ -34,6 +34,7 @@ from .analysis import (
 )
 from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
+from .impacts import DEFAULT_IMPACTS, SCALES, check_impacts, encode, quantised_scales, row_dtype, widen_all
 from .manifest import MANIFEST, write_manifest
 from .scoring import MAXIMA, term_maxima
 from .store import PassageStore, PassageStoreWriter
@@ -57,7 +58,7 @@ def build_bm25_index(passages: Iterable[Passage], out: str | Path, *, source: st
                      source_checksum: str | Callable[[], str],
                      load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
                      profile: str = "default", k1: float | None = None, b: float | None = None,
-                     overwrite: bool = False, progress: bool = True) -> Path:
+                     overwrite: bool = False, progress: bool = True, impacts: str = DEFAULT_IMPACTS) -> Path:
     """Index ``passages`` (title and text) into the folder ``out`` and return ``out``.
 
     ``passages`` may be any iterable (a :class:`~winnow.corpus.CorpusStream`'s ``passages()``): it is
@@ -66,11 +67,12 @@ def build_bm25_index(passages: Iterable[Passage], out: str | Path, *, source: st
     source is read first and checksummed after); ``load_report`` (the corpus loader's account of skipped records,
     or a function giving it once the passages are read) and
     ``source_options`` (e.g. chunk size) are recorded if given. An existing ``out`` is refused
-    unless ``overwrite``, and then replaced only once the new index is complete.
+    unless ``overwrite``, and then replaced only once the new index is complete. ``impacts``: how
+    the score arrays store impacts, float32 (exact), float16 or uint8 (:mod:`.impacts`).
     """
     return build_index(passages, out, source=source, source_checksum=source_checksum, load_report=load_report,
                        source_options=source_options, profile=profile, k1=k1, b=b, overwrite=overwrite,
-                       progress=progress)
+                       progress=progress, impacts=impacts)
 
 
 def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
@@ -78,7 +80,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                 load_report: LoadReportSource | None = None, source_options: dict[str, Any] | None = None,
                 profile: str = "default", k1: float | None = None, b: float | None = None,
                 embedder: DenseEncoder | None = None, overwrite: bool = False, progress: bool = True,
-                dense_storage: Storage = DEFAULT_STORAGE, ray: RayEncoding | None = None) -> Path:
+                dense_storage: Storage = DEFAULT_STORAGE, ray: RayEncoding | None = None,
+                impacts: str = DEFAULT_IMPACTS) -> Path:
     """:func:`build_bm25_index`, plus passage embeddings in ``dense/`` when ``embedder`` is given.
 
     Both go into the same temporary folder, so the index appears with its embeddings or not at all
@@ -90,11 +93,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     int8 or float32 (:mod:`.vectors`); with ``ray`` they are computed on a Ray cluster
     (:mod:`.ray_encoding`).
     """
-    out = Path(out)
-    chosen = bm25_profile(profile)
-    k1 = chosen.k1 if k1 is None else k1
-    b = chosen.b if b is None else b
-    stemmer = make_stemmer(chosen.stemmer)
+    out, impacts, chosen = Path(out), check_impacts(impacts), bm25_profile(profile)
+    k1, b = chosen.k1 if k1 is None else k1, chosen.b if b is None else b
     # stderr, so that `--json` output on stdout stays clean.
     with progress_bar(*Progress.get_default_columns(), MofNCompleteColumn(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar, \
@@ -111,7 +111,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
                               "check the corpus: it is empty or every record was skipped")
         store_section = writer.finish()  # refuses a repeated id
         bar.update(task, advance=1, description="tokenising")
-        tokens = tokenize_corpus(texts, stemmer, stopword_list(chosen.stopwords))
+        tokens = tokenize_corpus(texts, make_stemmer(chosen.stemmer), stopword_list(chosen.stopwords))
         del texts
         require_indexable_words(tokens, source)
         bar.update(task, advance=1, description="indexing")
@@ -119,8 +119,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
         model.index(tokens, show_progress=False)
         bar.update(task, advance=1, description="saving")
         model.save(temp / BM25_DIR, show_progress=False)
-        np.save(temp / BM25_DIR / MAXIMA, term_maxima(model.scores["data"], model.scores["indptr"]))
         rows = store_section["rows"]
+        store_score_arrays(temp / BM25_DIR, model.scores, rows, impacts)
         counts = {"passages": rows, "vocabulary": len(tokens.vocab), "tokens": sum(len(doc) for doc in tokens.ids)}
         del model, tokens
         dense = None
@@ -140,7 +140,8 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
             "counts": counts,
             "store": store_section,
             "bm25": {"method": METHOD, "k1": k1, "b": b, "stopwords": chosen.stopwords, "stemmer": chosen.stemmer,
-                     "fields": list(FIELDS), "profile": chosen.name, "library": f"bm25s {bm25s.__version__}"},
+                     "fields": list(FIELDS), "profile": chosen.name, "impacts": impacts,
+                     "library": f"bm25s {bm25s.__version__}"},
         }
         if dense is not None:
             fields["dense"] = dense
@@ -153,6 +154,23 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     if embedder is not None:
         discard_work(work_folder(out))  # the index, with its embeddings, is in place
     return out
+
+
+def store_score_arrays(folder: Path, scores: dict[str, Any], rows: int, impacts: str) -> None:
+    """Rewrite bm25s's saved impacts in the format ``impacts`` and its passage rows as uint16 when
+    they fit (:mod:`.impacts`), beside the per-term maxima of the impacts as stored (and uint8's scales)."""
+    data, indptr = scores["data"], scores["indptr"]
+    maxima = term_maxima(data, indptr)
+    scales = quantised_scales(maxima) if impacts == "uint8" else None
+    if impacts != DEFAULT_IMPACTS:
+        data = encode(data, indptr, impacts, scales)
+        np.save(folder / "data.csc.index.npy", data)
+        if scales is not None:
+            np.save(folder / SCALES, scales)
+        maxima = term_maxima(widen_all(data, indptr, scales), indptr)
+    if row_dtype(rows) != scores["indices"].dtype:
+        np.save(folder / "indices.csc.index.npy", scores["indices"].astype(row_dtype(rows)))
+    np.save(folder / MAXIMA, maxima)
 
 
 def looks_like_index(folder: Path) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 from ..atomic import write_json
 from ..errors import IndexLoadError
 from ..version import __version__
+from .impacts import SCALES
 from .signature import SIGNATURE, check_signature, index_key, sign_manifest
 from .store_layout import STORE_FILES
 from .verified import VERIFIED, file_states, record_verified, was_verified
@@ -38,6 +39,7 @@ BM25_FILES = tuple(f"bm25/{name}" for name in ("data.csc.index.npy", "indices.cs
 REQUIRED_FILES = (*BM25_FILES, *STORE_FILES)
 DENSE_FILES = ("dense/embeddings.npy", "dense/model.json")
 SHARD_FILES = ("data.npy", "indices.npy", "indptr.npy")
+SCALES_FILE = f"bm25/{SCALES}"
 
 
 def sharded_bm25_files(bm25: Any) -> list[str]:
@@ -63,6 +65,8 @@ def required_files(manifest: dict[str, Any]) -> list[str]:
         files = [*lucene_files(bm25), *STORE_FILES]
     else:
         files = list(REQUIRED_FILES)
+    if isinstance(bm25, dict) and bm25.get("impacts") == "uint8":
+        files.append(SCALES_FILE)  # uint8 impacts are read through their per-term scales (.impacts)
     return files + (list(DENSE_FILES) if "dense" in manifest else [])
 
 
@@ -203,6 +207,8 @@ def _build_flags(manifest: dict[str, Any]) -> str:
         flags += " --bm25-engine lucene"
     if bm25.get("layout") == "sharded" and isinstance(bm25.get("shard_size"), int):
         flags += f" --shard-size {bm25['shard_size']}"
+    if isinstance(bm25.get("impacts"), str) and bm25["impacts"] != "float32":
+        flags += f" --bm25-impacts {shlex.quote(bm25['impacts'])}"
     return flags
 
 

@@ -27,9 +27,16 @@ builds its own index with its own quantised scores, so its hits cannot equal the
 document-at-a-time loop but brings LLVM into the core dependencies and a compile at the first query.
 The cost here is numpy's per-call overhead (a few µs a call, tens of calls a query and shard), so
 pruning pays where floors from earlier shards make most calls unnecessary: by default only sharded
-indexes are pruned (:class:`.bm25.BM25Index`). The impacts stay float32: quantising them would make
-the hits exact only against quantised scores and change the index format, for a saving in bytes,
-not in calls.
+indexes are pruned (:class:`.bm25.BM25Index`).
+
+Impacts are read through the matrix (:meth:`.scoring.TermScoreMatrix.impacts`), widened to float32
+from their stored format (:mod:`.impacts`: float32, the default, bm25s's own values; float16; or
+uint8 codes times a per-term step), so whatever the format this search and the exhaustive product
+add the same float32 numbers and return the same hits to the bit; the bounds are the maxima of the
+widened impacts. A lossy format is exact against its own scores, not against float32's: it trades
+some ranking (top-100 overlap in docs/benchmarks.md) for bytes, never for calls, and costs a
+widening pass over every posting read. Passage rows may be uint16 (a matrix of at most 65,536
+passages): the rows found keep the postings' type, so ``searchsorted`` copies none.
 """
 
 from __future__ import annotations
@@ -51,8 +58,9 @@ DENSE_LOOKUP = 4
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    """One query term in one score matrix: its postings' span, its count as a float32 weight, its bound."""
+    """One query term in one score matrix: its id, its postings' span, its count as a float32 weight, its bound."""
 
+    term: int
     start: int
     end: int
     weight: np.float32
@@ -96,7 +104,7 @@ def query_maxima(matrix: TermScoreMatrix, term_ids: np.ndarray) -> list[float]:
         if value != value:  # NaN: not computed yet
             term = int(term_ids[at])
             start, end = int(matrix.indptr[term]), int(matrix.indptr[term + 1])
-            found[at] = float(matrix.data[start:end].max()) if end > start else 0.0
+            found[at] = float(matrix.impacts(term, start, end).max()) if end > start else 0.0
             matrix.maxima[term] = found[at]  # the same value from any thread: a race only repeats the work
     return found
 
@@ -120,8 +128,8 @@ def maxscore_top_k(matrix: TermScoreMatrix, term_ids: np.ndarray, counts: np.nda
     if not len(term_ids):
         return _nothing()
     spans = matrix.indptr[term_ids].tolist(), matrix.indptr[term_ids + 1].tolist()
-    terms = [Term(start, end, np.float32(count), count * maximum) for start, end, count, maximum in
-             zip(*spans, counts.tolist(), query_maxima(matrix, term_ids), strict=True)]  # alphabetical
+    terms = [Term(term, start, end, np.float32(count), count * maximum) for term, start, end, count, maximum in
+             zip(term_ids.tolist(), *spans, counts.tolist(), query_maxima(matrix, term_ids), strict=True)]
     ranked = sorted(terms, key=lambda term: -term.bound)
     after = [0.0] * len(ranked)  # after[j]: what the terms ranked after the j-th can add at most
     for j in range(len(ranked) - 2, -1, -1):
@@ -159,6 +167,7 @@ def _estimate(matrix: TermScoreMatrix, terms: list[Term], ranked: list[Term], k:
     for term in ranked:
         length = term.end - term.start
         if length > wanted:
+            # stored values: in a term's postings they order as its impacts do, in every format
             top = np.argpartition(matrix.data[term.start:term.end], length - wanted)[length - wanted:]
             picked.append(matrix.indices[term.start + top])
         else:
@@ -180,9 +189,11 @@ def _accumulate(matrix: TermScoreMatrix, terms: list[Term]) -> tuple[np.ndarray,
     """Every passage the terms list (sorted rows, the postings' dtype) and its partial score over them (float64)."""
     if len(terms) == 1:
         term, = terms
-        return matrix.indices[term.start:term.end], (matrix.data[term.start:term.end] * term.weight).astype(np.float64)
+        return matrix.indices[term.start:term.end], (_impacts(matrix, term) * term.weight).astype(np.float64)
     docs = np.concatenate([matrix.indices[term.start:term.end] for term in terms])
-    values = np.concatenate([matrix.data[term.start:term.end] * term.weight for term in terms])
+    values = np.concatenate([_impacts(matrix, term) * term.weight for term in terms])
+    if not len(docs):  # none of the terms in this matrix (a small shard), and no floor to skip it by
+        return docs, values.astype(np.float64)
     if len(docs) * 8 < matrix.num_docs:  # few: sort them; many: one pass over a dense array
         order = np.argsort(docs, kind="stable")  # np.unique's hash path is several times slower here
         docs, values = docs[order], values[order].astype(np.float64)
@@ -193,6 +204,10 @@ def _accumulate(matrix: TermScoreMatrix, terms: list[Term]) -> tuple[np.ndarray,
     # or searchsorted would copy a whole posting to int64 at every lookup.
     rows = np.flatnonzero(dense > 0).astype(matrix.indices.dtype)
     return rows, dense[rows]
+
+
+def _impacts(matrix: TermScoreMatrix, term: Term) -> np.ndarray:
+    return matrix.impacts(term.term, term.start, term.end)
 
 
 def _kth_of(values: np.ndarray, k: int) -> float:
@@ -208,12 +223,13 @@ def _lookup(matrix: TermScoreMatrix, term: Term, rows: np.ndarray) -> np.ndarray
     few beside the posting; else the posting spread over a dense array and the rows read from it."""
     if term.end == term.start:
         return np.zeros(len(rows), dtype=np.float32)
-    posting, impacts = matrix.indices[term.start:term.end], matrix.data[term.start:term.end]
+    posting, stored = matrix.indices[term.start:term.end], matrix.data[term.start:term.end]
     if len(rows) * DENSE_LOOKUP > term.end - term.start:
         spread = np.zeros(matrix.num_docs, dtype=np.float32)
-        spread[posting] = impacts
+        spread[posting] = matrix.widen(term.term, stored)
         values: np.ndarray = spread[rows]
     else:
-        at = posting.searchsorted(rows)
-        values = np.where(posting.take(at, mode="clip") == rows, impacts.take(at, mode="clip"), np.float32(0))
+        at = posting.searchsorted(rows)  # only the values found are widened: the same floats as all of them
+        values = np.where(posting.take(at, mode="clip") == rows, matrix.widen(term.term, stored.take(at, mode="clip")),
+                          np.float32(0))
     return values if term.weight == 1 else values * term.weight  # x × 1 is x: skip the pass

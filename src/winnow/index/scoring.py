@@ -13,6 +13,10 @@ at most once, so a plain fancy-indexed ``+=`` is exact). The sums run in float32
 other in alphabetical order, the order a scipy CSR product of the same arrays takes, so the scores
 are bit for bit those of the earlier scipy product (and of any batch, and of a sharded index).
 
+An index may store its impacts as float16 or uint8 codes and its passage rows as uint16
+(:mod:`.impacts`, chosen at build): the product widens the impacts it gathers to the float32 values
+:mod:`.pruning` reads too, so both searches sum the same numbers in every format.
+
 Only passages sharing at least one term with the query are scored, so a passage with no query term
 is never returned: bm25s's ``retrieve`` would pad the top k with score-0 passages.
 """
@@ -24,6 +28,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from .impacts import widen
 
 # Upper bound on one chunk's query × passage buffer of sums (float32, 16 MB), so a big batch over a big
 # corpus is cut into chunks instead of exhausting memory.
@@ -44,7 +50,8 @@ class TermScoreMatrix:
     """bm25s's term × passage score arrays, read in place (no copy: memory-mapped stays so)."""
 
     def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int,
-                 vocabulary: dict[str, int], maxima: np.ndarray | None = None) -> None:
+                 vocabulary: dict[str, int], maxima: np.ndarray | None = None,
+                 scales: np.ndarray | None = None) -> None:
         if len(data) != len(indices) or len(indptr) < 1:
             raise ValueError(f"score arrays of {len(data)} values, {len(indices)} passage rows and "
                              f"{len(indptr)} term offsets do not form a matrix")
@@ -56,6 +63,17 @@ class TermScoreMatrix:
         # mapped), or NaN until a query first needs it (an index built before the bounds were stored).
         self.stored_maxima = maxima is not None
         self.maxima: np.ndarray = maxima if maxima is not None else np.full(len(indptr) - 1, np.nan, dtype=np.float32)
+        # Impacts as stored (:mod:`.impacts`): float32, float16, or uint8 codes with a float32 step per term.
+        self.scales = None if scales is None else np.asarray(scales)
+
+    def impacts(self, term: int, start: int, end: int) -> np.ndarray:
+        """The float32 impacts of postings ``start:end``, those of term ``term``, as every search adds them."""
+        return self.widen(term, self.data[start:end])
+
+    def widen(self, term: int, stored: np.ndarray) -> np.ndarray:
+        """Stored impacts of term ``term`` as float32 (:func:`.impacts.widen`): the same values whichever
+        of them are read, so the exhaustive product and the pruned search add the same numbers."""
+        return widen(stored, None if self.scales is None else self.scales[term])
 
     def query_terms(self, terms: Sequence[str]) -> tuple[list[int], list[int]]:
         """A query's indexed terms (ids) and how often each occurs in it (a repeated term counts once
@@ -103,9 +121,10 @@ class TermScoreMatrix:
         positions = np.repeat(begins - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
         width = self.num_docs
         keys = np.repeat(np.asarray(owners, dtype=np.int64) * width, lengths) + self.indices[positions]
-        dtype = self.data.dtype
-        values = self.data[positions] * np.repeat(np.asarray(counts, dtype=dtype), lengths)
-        sums = np.zeros(len(queries) * width, dtype=dtype)  # calloc: untouched pages cost nothing
+        values = widen(self.data[positions], None if self.scales is None else np.repeat(self.scales[ids], lengths))
+        if any(count != 1 for count in counts):  # x × 1 is x: skip the pass when no term repeats
+            values = values * np.repeat(np.asarray(counts, dtype=np.float32), lengths)
+        sums = np.zeros(len(queries) * width, dtype=np.float32)  # calloc: untouched pages cost nothing
         np.add.at(sums, keys, values)
         # The cells with a positive sum (a zero is no evidence: not retrieved), by query then passage:
         # one scan of the buffer, or sorting the keys where they are few beside it (a big corpus).

@@ -43,6 +43,18 @@ from ..progress import progress_bar
 from ..records import Passage
 from .analysis import FIELDS, bm25_profile, indexed_text, make_stemmer, stopword_list, tokenize_corpus
 from .build import WHAT, LoadReportSource, looks_like_index
+from .impacts import (
+    DEFAULT_IMPACTS,
+    SCALES,
+    check_arrays,
+    check_impacts,
+    encode,
+    index_impacts,
+    load_scales,
+    quantised_scales,
+    row_dtype,
+    widen_all,
+)
 from .manifest import SHARD_FILES, write_manifest
 from .scoring import MAXIMA, Hits, TermScoreMatrix, highest, term_maxima
 from .store import PassageStoreWriter, merge_stores
@@ -63,11 +75,13 @@ def build_sharded_index(passages: Iterable[Passage], out: str | Path, *, source:
                         shard_size: int = DEFAULT_SHARD_SIZE, load_report: LoadReportSource | None = None,
                         source_options: dict[str, Any] | None = None, profile: str = "default",
                         overwrite: bool = False, progress: bool = True,
-                        report: Callable[[str], None] | None = None) -> Path:
+                        report: Callable[[str], None] | None = None, impacts: str = DEFAULT_IMPACTS) -> Path:
     """Index ``passages`` into ``out`` in shards of ``shard_size`` (see the module notes); resumes a
-    build of the same source killed part-way. Returns ``out``."""
+    build of the same source killed part-way. ``impacts``: the score arrays' impact format
+    (:mod:`.impacts`; a shard of at most 65,536 passages stores its rows as uint16). Returns ``out``."""
     if shard_size < 1:
         raise WinnowError(f"--shard-size must be at least 1, got {shard_size}")
+    check_impacts(impacts)
     out = Path(out).expanduser()
     chosen = bm25_profile(profile)
     say = report or Console(stderr=True).print
@@ -106,12 +120,13 @@ def build_sharded_index(passages: Iterable[Passage], out: str | Path, *, source:
         raise WinnowError("there are no passages to index", "check the corpus: it is empty or every record was skipped")
     with atomic_folder(out, overwrite=overwrite, looks_ours=looks_like_index, what=WHAT, report=say) as temp:
         store = merge_stores(shards, temp)
-        counts, bm25 = _score_shards(shards, temp / BM25_DIR, k1=chosen.k1, b=chosen.b)
+        counts, bm25 = _score_shards(shards, temp / BM25_DIR, k1=chosen.k1, b=chosen.b, impacts=impacts)
         fields: dict[str, Any] = {
             "source": source, "source_checksum": source_checksum, "counts": counts, "store": store,
             "bm25": {"method": "lucene", "k1": chosen.k1, "b": chosen.b, "stopwords": chosen.stopwords,
                      "stemmer": chosen.stemmer, "fields": list(FIELDS), "profile": chosen.name, "layout": LAYOUT,
-                     "shard_size": shard_size, **bm25, "library": "winnow shards (bm25s tokenizer)"},
+                     "shard_size": shard_size, **bm25, "impacts": impacts,
+                     "library": "winnow shards (bm25s tokenizer)"},
         }
         if source_options:
             fields["source_options"] = source_options
@@ -156,8 +171,10 @@ def _write_shard(folder: Path, chunk: list[Passage], stemmer: Any, stopwords: st
     write_json(folder / DONE, {"rows": len(chunk)})
 
 
-def _score_shards(shards: list[Path], bm25: Path, *, k1: float, b: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write each shard's score matrix (rows: global vocabulary) under ``bm25``; global statistics first."""
+def _score_shards(shards: list[Path], bm25: Path, *, k1: float, b: float,
+                  impacts: str = DEFAULT_IMPACTS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write each shard's score matrix (rows: global vocabulary) under ``bm25``; global statistics first,
+    then, for a lossy impact format, the impacts re-encoded with the whole index's per-term maxima."""
     vocabulary: dict[str, int] = {}
     maps = []
     for shard in shards:
@@ -184,6 +201,7 @@ def _score_shards(shards: list[Path], bm25: Path, *, k1: float, b: float) -> tup
                    dtype=np.float32)[inverse]
     bm25.mkdir(parents=True)
     rows = []
+    largest = np.zeros(size, dtype=np.float32)  # each term's largest impact over every shard
     for number, (shard, mapping) in enumerate(zip(shards, maps, strict=True)):
         docs, terms = _pairs(shard, mapping)
         shard_docs = len(np.load(shard / "doc_indptr.npy")) - 1
@@ -198,13 +216,31 @@ def _score_shards(shards: list[Path], bm25: Path, *, k1: float, b: float) -> tup
         folder = bm25 / f"shard-{number:04d}"
         folder.mkdir()
         np.save(folder / "data.npy", data)
-        np.save(folder / "indices.npy", doc_ids.astype(np.int32))
+        np.save(folder / "indices.npy", doc_ids.astype(row_dtype(shard_docs)))
         np.save(folder / "indptr.npy", indptr)
-        np.save(folder / MAXIMA, term_maxima(data, indptr))
+        np.save(folder / MAXIMA, maxima := term_maxima(data, indptr))
+        np.maximum(largest, maxima, out=largest)
         rows.append(shard_docs)
+    if impacts != DEFAULT_IMPACTS:
+        _encode_shards(bm25, len(shards), impacts, largest)
     (bm25 / VOCABULARY).write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
     counts = {"passages": total, "vocabulary": size, "tokens": int(all_lengths.sum())}
     return counts, {"shards": rows, "avg_length": float(avg_length)}
+
+
+def _encode_shards(bm25: Path, count: int, impacts: str, largest: np.ndarray) -> None:
+    """Each shard's float32 impacts rewritten as ``impacts``, uint8 with one scale per term for the
+    whole index (``bm25/scales.npy``: a shard and one matrix of the same corpus quantise alike), and
+    its maxima those of the impacts as stored."""
+    scales = quantised_scales(largest) if impacts == "uint8" else None
+    if scales is not None:
+        np.save(bm25 / SCALES, scales)
+    for number in range(count):
+        folder = bm25 / f"shard-{number:04d}"
+        data, indptr = np.load(folder / "data.npy"), np.load(folder / "indptr.npy")
+        stored = encode(data, indptr, impacts, scales)
+        np.save(folder / "data.npy", stored)
+        np.save(folder / MAXIMA, term_maxima(widen_all(stored, indptr, scales), indptr))
 
 
 def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -250,8 +286,10 @@ class ShardedScorer:
     @classmethod
     def open(cls, index: Path, manifest: dict[str, Any], hint: str) -> ShardedScorer:
         folder = index / BM25_DIR
+        impacts = index_impacts(manifest)
         try:
             vocabulary = json.loads((folder / VOCABULARY).read_text(encoding="utf-8"))
+            scales = load_scales(index, f"{BM25_DIR}/{SCALES}", impacts, len(vocabulary), hint)
             shards = []
             for number, rows in enumerate(manifest["bm25"]["shards"]):
                 data, indices, indptr = (np.load(folder / f"shard-{number:04d}" / name, mmap_mode="r",
@@ -259,8 +297,9 @@ class ShardedScorer:
                 if len(indptr) != len(vocabulary) + 1:
                     raise IndexLoadError(f"{index} is inconsistent: {BM25_DIR}/{VOCABULARY} has {len(vocabulary)} "
                                          f"terms, shard {number}'s score arrays {len(indptr) - 1} rows", hint)
+                check_arrays(f"{folder}/shard-{number:04d}", data, indices, int(rows), impacts, hint)
                 maxima = load_maxima(index, manifest, f"{BM25_DIR}/shard-{number:04d}/{MAXIMA}", len(vocabulary), hint)
-                shards.append(TermScoreMatrix(data, indices, indptr, int(rows), vocabulary, maxima))
+                shards.append(TermScoreMatrix(data, indices, indptr, int(rows), vocabulary, maxima, scales))
         except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
             raise IndexLoadError(f"{folder} is corrupt: {exc}", hint) from exc
         return cls(shards)
