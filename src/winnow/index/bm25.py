@@ -23,7 +23,7 @@ import numpy as np
 import Stemmer
 
 from ..errors import IndexLoadError, WinnowError
-from ..records import Candidate, CandidateList, Passage, Query, StageScore
+from ..records import Candidate, CandidateList, Query, StageScore
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .impacts import SCALES, check_arrays, index_impacts, load_scales
@@ -31,15 +31,16 @@ from .manifest import read_manifest, rebuild_hint, verify_checksums
 from .pruning import pruned_top_k
 from .scoring import MAXIMA, Hits, TermScoreMatrix
 from .shards import LAYOUT, ShardedScorer, load_maxima
-from .store import PassageStore
+from .store import PassagesById, PassageStore
 
 TERMS_PER_ROW = 4
 
 
-class BM25Index:
+class BM25Index(PassagesById):
     """A built index, opened read-only: ``search`` one query or ``search_many`` in a batch."""
 
     name = "bm25"  # the stage name on every candidate's StageScore
+    passages: PassageStore  # Winnow's own store: read by row too
 
     def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
                  passages: PassageStore, *, exhaustive: bool | None = None) -> None:
@@ -103,16 +104,6 @@ class BM25Index:
         """Check every file against its recorded sha256 (reads every byte, unlike ``open``'s size checks)."""
         verify_checksums(self.path, self.manifest)
 
-    def __len__(self) -> int:
-        return len(self.passages)
-
-    def get(self, passage_id: str) -> Passage:
-        """The passage ``passage_id`` (read from the store); WinnowError if the index has none."""
-        passage = self.passages.get(passage_id)
-        if passage is None:
-            raise WinnowError(f"no passage with id {passage_id!r} in the index {self.path}",
-                              "ids are those of the corpus the index was built from")
-        return passage
 
     def search(self, query: str | Query, k: int = 10) -> CandidateList:
         """The top ``k`` passages for ``query``, best first; fewer if fewer share a term with it.

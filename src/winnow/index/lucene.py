@@ -36,14 +36,14 @@ from ..records import Candidate, CandidateList, Passage, Query, StageScore
 from .lucene_build import K1, LAYOUT, LUCENE_DIR, B
 from .lucene_jvm import anserini
 from .manifest import MANIFEST, read_manifest, rebuild_hint, verify_checksums
-from .store import PassageStore
+from .store import PassagesById, PassageStore
 
 PREBUILT = "pyserini:"
 FEATURE = "--retriever lucene"
 BUILD_ONE = "build one with `winnow index SOURCE --out DIR --bm25-engine lucene`"
 
 
-class LuceneIndex:
+class LuceneIndex(PassagesById):
     """A Lucene index opened for search: ``search`` one query, ``search_many`` a batch."""
 
     name = "lucene"  # the stage name on every candidate's StageScore
@@ -92,16 +92,6 @@ class LuceneIndex:
         if self.manifest:
             verify_checksums(self.path, self.manifest)
 
-    def __len__(self) -> int:
-        return len(self.passages)
-
-    def get(self, passage_id: str) -> Passage:
-        """The passage ``passage_id``; WinnowError if the index has none."""
-        passage = self.passages.get(passage_id)
-        if passage is None:
-            raise WinnowError(f"no passage with id {passage_id!r} in the index {self.path}",
-                              "ids are those of the corpus the index was built from")
-        return passage
 
     def search(self, query: str | Query, k: int = 10) -> CandidateList:
         """The top ``k`` passages for ``query`` by Lucene's BM25, best first (``SimpleSearcher.search``)."""

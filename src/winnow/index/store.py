@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Container, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, Protocol, overload
 
 import numpy as np
 
@@ -252,3 +252,30 @@ def merge_stores(parts: list[Path], index: Path) -> dict[str, Any]:
     check_unique(table, folder / RECORDS, all_offsets)
     np.save(folder / IDS, table)
     return {"rows": base_rows, "id_hash": ID_HASH, "bytes": base_bytes}
+
+
+class PassageLookup(Protocol):
+    """Passages by id: Winnow's store, or what another engine stores (a Lucene index of Pyserini's)."""
+
+    def __len__(self) -> int: ...
+
+    def get(self, passage_id: str) -> Passage | None: ...
+
+
+class PassagesById:
+    """``len`` and ``get`` of an index whose passages come from ``self.passages``; an id it lacks is
+    refused naming the index."""
+
+    path: Path
+    passages: PassageLookup
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def get(self, passage_id: str) -> Passage:
+        """The passage ``passage_id``; WinnowError if the index has none."""
+        passage = self.passages.get(passage_id)
+        if passage is None:
+            raise WinnowError(f"no passage with id {passage_id!r} in the index {self.path}",
+                              "ids are those of the corpus the index was built from")
+        return passage
