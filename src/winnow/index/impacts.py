@@ -115,10 +115,13 @@ def check_arrays(where: str, data: np.ndarray, indices: np.ndarray, num_docs: in
 
 def load_scales(index: Path, name: str, impacts: str, terms: int, hint: str) -> np.ndarray | None:
     """uint8's per-term scales ``name`` (memory-mapped), one float32 per term; None for other formats."""
-    if impacts != "uint8":
-        return None
-    scales: np.ndarray = np.load(index / name, mmap_mode="r", allow_pickle=False)
-    if scales.shape != (terms,) or scales.dtype != np.float32:
-        raise IndexLoadError(f"{index} is inconsistent: {name} holds {scales.shape} {scales.dtype} values, not one "
+    return load_per_term(index, name, terms, hint) if impacts == "uint8" else None
+
+
+def load_per_term(index: Path, name: str, terms: int, hint: str) -> np.ndarray:
+    """The file ``name`` of one float32 per term (scales, maxima), memory-mapped, its shape checked."""
+    values: np.ndarray = np.load(index / name, mmap_mode="r", allow_pickle=False)
+    if values.shape != (terms,) or values.dtype != np.float32:
+        raise IndexLoadError(f"{index} is inconsistent: {name} holds {values.shape} {values.dtype} values, not one "
                              f"float32 per term ({terms})", hint)
-    return scales
+    return values

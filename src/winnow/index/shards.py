@@ -50,6 +50,7 @@ from .impacts import (
     check_impacts,
     encode,
     index_impacts,
+    load_per_term,
     load_scales,
     quantised_scales,
     row_dtype,
@@ -265,13 +266,7 @@ def load_maxima(index: Path, manifest: dict[str, Any], name: str, terms: int, hi
     """The stored per-term maxima ``name`` (memory-mapped), when the manifest lists the file (so it
     was size-checked and hashed like the others); None for an index built before they were stored,
     whose maxima are then found per term on first use (:mod:`.pruning`)."""
-    if name not in manifest["files"]:
-        return None
-    maxima: np.ndarray = np.load(index / name, mmap_mode="r", allow_pickle=False)
-    if maxima.shape != (terms,) or maxima.dtype != np.float32:
-        raise IndexLoadError(f"{index} is inconsistent: {name} holds {maxima.shape} {maxima.dtype} values, not one "
-                             f"float32 per term ({terms})", hint)
-    return maxima
+    return load_per_term(index, name, terms, hint) if name in manifest["files"] else None
 
 
 class ShardedScorer:
