@@ -19,13 +19,14 @@ each in a fresh process, one after the other against that one server:
 For each: calls, the batch's wall seconds (the API call to its return, in a fresh process; imports,
 reading the lists and building the reranker before it), the server's floor for that work (busy
 slot-seconds / C: calls x latency / C at a fixed latency; never under one question's dependent
-windows x latency), wall / floor, seconds from the process's
-start to its first call, the client's CPU ms a call over the batch (all its threads), and a digest of
-every question's final order (equal digests: byte-identical rankings). The server ranks a window by
-a hash of each passage; rank_llm sends a passage through ftfy (’ becomes ') and writes "[3]" in it as
-"(3)", Winnow sends it as it is, so by default (``--rank-key alnum``) the hash is over its ASCII
-letters and digits: equal digests then say both apply the same windows in the same order with the
-same answers. Then Winnow / floor and Winnow / rank_llm. ``uptime`` is printed before and after
+windows x latency), wall / floor, seconds to the first call from the process's start and from the
+batch's, seconds from the last answer to the batch's return, the client's CPU ms a call over the
+batch (all its threads), the most calls in slots at once, and a digest of every question's final
+order (equal digests: byte-identical rankings). The server ranks a window by a hash of each
+passage; rank_llm sends a passage through ftfy (’ becomes ') and writes "[3]" in it as "(3)",
+Winnow sends it as it is, so by default (``--rank-key alnum``) the hash is over its ASCII letters
+and digits: equal digests then say both apply the same windows in the same order with the same
+answers. Then Winnow / floor and Winnow / rank_llm. ``uptime`` is printed before and after
 (another job may share the cores).
 
 rank_llm lives in its own virtual environment, never in Winnow's (it is only this benchmark's
@@ -182,7 +183,9 @@ def run_client(name: str, python: str, code: str, server: LoadServer, lists: Pat
     chain = len(windows(args.depth, args.window, args.step)) * args.latency  # a question's windows wait on each other
     floor = max(stats["busy_slot_seconds"] / args.capacity, chain)
     return {"calls": stats["calls"], "wall": wall, "floor": floor, "max_in_slots": stats["max_in_slots"],
-            "to_first_call": stats["first_start"] - client["started"] if stats["first_start"] else float("nan"),
+            "start_to_first": stats["first_start"] - client["started"],
+            "batch_to_first": stats["first_start"] - client["ready"],
+            "after_last": client["ended"] - stats["last_end"],
             "cpu_ms_per_call": 1000 * client["cpu"] / max(1, stats["calls"]), "digest": client["digest"],
             "load": os.getloadavg()[0]}
 
@@ -219,18 +222,22 @@ def main() -> None:
     server = LoadServer(args.capacity, argparse.Namespace(base_latency=args.latency, prefill_rate=args.prefill_rate,
                                                           decode_rate=args.decode_rate),
                         extra=("--rank-key", args.rank_key))
+    tokens = "" if args.prefill_rate >= 1e12 and args.decode_rate >= 1e12 else (
+        f" + prompt tokens / {args.prefill_rate:g} + completion tokens / {args.decode_rate:g} s")
     print(f"RankGPT listwise, window {args.window} step {args.step}, BM25 top {args.depth} of {count} questions; "
-          f"server C={args.capacity}, {args.latency * 1000:.0f} ms a call; best of {args.repeats}", flush=True)
+          f"server C={args.capacity}, {args.latency * 1000:.0f} ms a call{tokens}; best of {args.repeats}", flush=True)
     print(f"before: {uptime()}", flush=True)
-    print(f"{'client':>8} {'calls':>6} {'wall s':>7} {'floor s':>7} {'/floor':>6} {'to 1st call s':>13} "
-          f"{'CPU ms/call':>11} {'max in slots':>12} {'load':>5} {'rankings':>17}", flush=True)
+    print(f"{'client':>8} {'calls':>6} {'wall s':>7} {'floor s':>7} {'/floor':>6} {'start→1st s':>11} "
+          f"{'batch→1st s':>11} {'after last s':>12} {'CPU ms/call':>11} {'max in slots':>12} {'load':>5} "
+          f"{'rankings':>17}", flush=True)
     best: dict[str, dict] = {}
     try:
         for _ in range(args.repeats):
             for name, (python, code) in clients.items():
                 row = run_client(name, python, code, server, lists, args)
                 print(f"{name:>8} {row['calls']:>6} {row['wall']:>7.2f} {row['floor']:>7.2f} "
-                      f"{row['wall'] / row['floor']:>5.2f}x {row['to_first_call']:>13.2f} "
+                      f"{row['wall'] / row['floor']:>5.2f}x {row['start_to_first']:>11.2f} "
+                      f"{row['batch_to_first']:>11.2f} {row['after_last']:>12.2f} "
                       f"{row['cpu_ms_per_call']:>11.2f} {row['max_in_slots']:>12} {row['load']:>5.1f} "
                       f"{row['digest']:>17}", flush=True)
                 if name not in best or row["wall"] < best[name]["wall"]:
