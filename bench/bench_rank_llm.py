@@ -27,7 +27,7 @@ passage; rank_llm sends a passage through ftfy (’ becomes ') and writes "[3]" 
 Winnow sends it as it is, so by default (``--rank-key alnum``) the hash is over its ASCII letters
 and digits: equal digests then say both apply the same windows in the same order with the same
 answers. Then Winnow / floor and Winnow / rank_llm. ``uptime`` is printed before and after
-(another job may share the cores).
+(another job may share the cores); ``--trace 0.25`` prints the share of the slots busy per 0.25 s.
 
 rank_llm lives in its own virtual environment, never in Winnow's (it is only this benchmark's
 dependency, not in pyproject.toml). rank-llm 0.26.0 needs Python >= 3.12; its ``openai`` extra is all
@@ -43,7 +43,10 @@ answers at ``/v1/responses``; Winnow calls ``/v1/chat/completions``. Without ``-
 (or when its rank_llm does not import) one line says so and Winnow runs alone.
 
 Usage: PYTHONPATH=src .venv/bin/python bench/bench_rank_llm.py [--questions 277] [--capacity 64]
-       [--latency 0.2] [--rank-llm-python /work/wt/rankllm-venv/bin/python] [--repeats 1]
+       [--latency 0.2] [--rank-llm-python /work/wt/rankllm-venv/bin/python] [--repeats 1] [--trace 0.25]
+
+The figures in docs/benchmarks.md (2026-11-29): ``--questions 277 --repeats 3 --rank-llm-python
+/work/wt/rankllm-venv/bin/python``, then the same with ``--prefill-rate 4000 --decode-rate 40``.
 """
 
 from __future__ import annotations
@@ -178,7 +181,7 @@ def run_client(name: str, python: str, code: str, server: LoadServer, lists: Pat
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-3000:]}")
     client = json.loads(done.stdout.strip().splitlines()[-1])
-    stats = server.stats()
+    stats = server.stats(args.trace)
     wall = client["ended"] - client["ready"]
     chain = len(windows(args.depth, args.window, args.step)) * args.latency  # a question's windows wait on each other
     floor = max(stats["busy_slot_seconds"] / args.capacity, chain)
@@ -187,7 +190,7 @@ def run_client(name: str, python: str, code: str, server: LoadServer, lists: Pat
             "batch_to_first": stats["first_start"] - client["ready"],
             "after_last": client["ended"] - stats["last_end"],
             "cpu_ms_per_call": 1000 * client["cpu"] / max(1, stats["calls"]), "digest": client["digest"],
-            "load": os.getloadavg()[0]}
+            "load": os.getloadavg()[0], "occupancy": stats.get("occupancy", [])}
 
 
 def uptime() -> str:
@@ -208,6 +211,8 @@ def main() -> None:
     parser.add_argument("--rank-key", choices=("alnum", "text"), default="alnum",
                         help="the server ranks a window by a hash of each passage's ASCII letters and digits "
                              "(alnum: rank_llm's ftfy and [n]->(n) rewrites then change no ranking) or its text")
+    parser.add_argument("--trace", type=float, default=None, metavar="SECONDS",
+                        help="also print the share of the slots busy in each bin of this width, under each row")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each, alternating; the fastest is kept")
     parser.add_argument("--work", type=Path, default=Path("/tmp/winnow-bench-rankllm"))
     args = parser.parse_args()
@@ -240,6 +245,8 @@ def main() -> None:
                       f"{row['batch_to_first']:>11.2f} {row['after_last']:>12.2f} "
                       f"{row['cpu_ms_per_call']:>11.2f} {row['max_in_slots']:>12} {row['load']:>5.1f} "
                       f"{row['digest']:>17}", flush=True)
+                if row["occupancy"]:
+                    print("         busy: " + " ".join(f"{b:.0%}" for b in row["occupancy"]), flush=True)
                 if name not in best or row["wall"] < best[name]["wall"]:
                     best[name] = row
     finally:
