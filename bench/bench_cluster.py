@@ -68,13 +68,13 @@ def prepare(work: Path) -> tuple[Path, Path]:
 
 
 class LoadServer:
-    def __init__(self, capacity: int, args: argparse.Namespace) -> None:
+    def __init__(self, capacity: int, args: argparse.Namespace, extra: tuple[str, ...] = ()) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "loadtest_server.py"), "--port", str(self.port),
              "--capacity", str(capacity), "--base-latency", str(args.base_latency),
-             "--prefill-rate", str(args.prefill_rate), "--decode-rate", str(args.decode_rate)])
+             "--prefill-rate", str(args.prefill_rate), "--decode-rate", str(args.decode_rate), *extra])
         for _ in range(200):
             try:
                 httpx.get(f"{self.url}/stats", timeout=1)

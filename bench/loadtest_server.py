@@ -10,7 +10,9 @@ completion: a short text for generations, and for ``logprobs`` requests ``top_lo
 "True"/"False", "Yes"/"No" and the digits 1-5, so that every Winnow method can score with it. The
 scores are a function of the prompt (deterministic), so rankings differ from passage to passage. A
 listwise (RankGPT) prompt is answered with a ranking, its passages ordered by a hash of their text,
-so windows reorder their passages as a ranking model's would.
+so windows reorder their passages as a ranking model's would. ``POST /v1/responses`` (OpenAI's
+Responses API, which rank_llm's ``SafeOpenai`` calls; bench/bench_rank_llm.py) answers the same way:
+its ``input`` is read as the chat's ``messages``, its text comes back as one ``output_text`` item.
 
 ``GET /stats`` reports calls, busy slot-seconds (the sum over calls of their time in a slot), the
 span from the first slot taken to the last released, and the most calls in slots and in queue at
@@ -19,7 +21,7 @@ once; ``POST /stats/reset`` zeroes them. Utilisation over a span is busy / (C x 
 from the first slot taken (where a run loses its slots: the start, a dip, the end).
 
 Usage: python bench/loadtest_server.py --port 8100 --capacity 64 [--base-latency 0.4]
-       [--prefill-rate 4000] [--decode-rate 40]
+       [--prefill-rate 4000] [--decode-rate 40] [--rank-key text|alnum]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import asyncio
 import hashlib
 import math
+import re
 import time
 from typing import Any
 
@@ -119,25 +122,32 @@ def _choice_logprobs(prompt: str) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: -e["logprob"])
 
 
-def _ranking(messages: list[dict[str, Any]]) -> str | None:
+#: What a passage's hash is taken over: its text as sent ("text"), or only its ASCII letters and digits
+#: ("alnum": two clients that clean text differently, e.g. rank_llm's ftfy turning ’ into ', still get
+#: the same ranking for the same passage; bench/bench_rank_llm.py).
+RANK_KEYS = {"text": lambda text: text, "alnum": lambda text: re.sub(r"[^0-9A-Za-z]+", "", text)}
+
+
+def _ranking(messages: list[dict[str, Any]], key: str = "text") -> str | None:
     """"[3] > [1] > …" for a listwise prompt (its passages are user turns "[n] text"), else None."""
     if not messages or "passages above" not in str(messages[-1].get("content", "")):
         return None
     passages = [str(m.get("content", "")) for m in messages
                 if m.get("role") == "user" and str(m.get("content", "")).startswith("[")]
+    keyed = RANK_KEYS[key]
     order = sorted(range(len(passages)),
-                   key=lambda i: hashlib.sha256(passages[i].split("] ", 1)[-1].encode()).hexdigest())
+                   key=lambda i: hashlib.sha256(keyed(passages[i].split("] ", 1)[-1]).encode()).hexdigest())
     return " > ".join(f"[{i + 1}]" for i in order)
 
 
-def make_app(model: GpuModel) -> Starlette:
+def make_app(model: GpuModel, rank_key: str = "text") -> Starlette:
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens = _tokens(prompt)
         wants_scores = bool(body.get("logprobs"))
         max_tokens = int(body.get("max_tokens") or 16)
-        ranking = None if wants_scores else _ranking(body.get("messages", []))
+        ranking = None if wants_scores else _ranking(body.get("messages", []), rank_key)
         completion_tokens = 1 if wants_scores else min(max_tokens, _tokens(ranking or ANSWER))
         await model.run(prompt_tokens, completion_tokens)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
@@ -155,6 +165,21 @@ def make_app(model: GpuModel) -> Starlette:
                              "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                        "total_tokens": prompt_tokens + completion_tokens}})
 
+    async def responses(request: Request) -> JSONResponse:
+        body = await request.json()
+        given = body.get("input", "")
+        messages = given if isinstance(given, list) else [{"role": "user", "content": str(given)}]
+        prompt_tokens = _tokens("\n".join(str(m.get("content", "")) for m in messages))
+        text = _ranking(messages, rank_key) or ANSWER
+        completion_tokens = min(int(body.get("max_output_tokens") or 10_000), _tokens(text))
+        await model.run(prompt_tokens, completion_tokens)
+        item = {"id": "msg_loadtest", "type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        return JSONResponse({"id": "resp_loadtest", "object": "response", "created_at": int(time.time()),
+                             "status": "completed", "model": body.get("model", ""), "output": [item],
+                             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
+                                       "total_tokens": prompt_tokens + completion_tokens}})
+
     async def stats(request: Request) -> JSONResponse:
         found = model.stats()
         if "bins" in request.query_params:
@@ -166,6 +191,7 @@ def make_app(model: GpuModel) -> Starlette:
         return JSONResponse({"reset": True})
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                             Route("/v1/responses", responses, methods=["POST"]),
                              Route("/stats", stats, methods=["GET"]),
                              Route("/stats/reset", reset, methods=["POST"])])
 
@@ -178,9 +204,11 @@ def main() -> None:
     parser.add_argument("--base-latency", type=float, default=0.4, help="seconds per call")
     parser.add_argument("--prefill-rate", type=float, default=4000.0, help="prompt tokens per second per call")
     parser.add_argument("--decode-rate", type=float, default=40.0, help="completion tokens per second per call")
+    parser.add_argument("--rank-key", choices=sorted(RANK_KEYS), default="text",
+                        help="listwise answers: hash each passage's text as sent, or its ASCII letters and digits")
     args = parser.parse_args()
     model = GpuModel(args.capacity, args.base_latency, args.prefill_rate, args.decode_rate)
-    uvicorn.run(make_app(model), host=args.host, port=args.port, log_level="warning", backlog=4096)
+    uvicorn.run(make_app(model, args.rank_key), host=args.host, port=args.port, log_level="warning", backlog=4096)
 
 
 if __name__ == "__main__":
