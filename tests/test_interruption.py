@@ -52,3 +52,5 @@ def test_the_study_storage_finishes_a_write_that_a_stop_interrupts(tmp_path):
     again = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'study.sqlite'}")
     assert again.get_study_user_attrs(study_id) == {"session": 1.5}  # the write landed whole
     assert storage.set_study_user_attr.__wrapped__ is SignalledStorage.set_study_user_attr
+    # Optuna's cache calls some private operations directly: they run whole too.
+    assert storage._get_trials.__wrapped__ is optuna.storages.RDBStorage._get_trials

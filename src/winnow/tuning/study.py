@@ -477,10 +477,12 @@ def _storage(optuna: Any, url: str) -> Any:
 
 
 def _uninterruptible_storage(base: type) -> type:
-    """``base`` (Optuna's RDBStorage) with every public operation run as one uninterruptible block.
-    A Ctrl-C raised between the steps of a write could leave SQLite's write lock held by a
-    connection back in the pool; the session's time written on the way out then failed after
-    waiting 60 s for it. A subclass, not a wrapper: Optuna caches an RDBStorage it recognises."""
+    """``base`` (Optuna's RDBStorage) with every operation run as one uninterruptible block: the
+    public ones and the private ones Optuna's cache calls directly (``_get_trials``,
+    ``_create_new_trial``, …). A Ctrl-C raised inside one left its SQLAlchemy session mid-statement,
+    held by the stop's traceback, with SQLite's lock: the session's time written on the way out then
+    waited 60 s for it and failed (reproduced with the suite's load). A subclass, not a wrapper:
+    Optuna caches an RDBStorage it recognises."""
     def shielded(method: Any) -> Any:
         @functools.wraps(method)
         def run_whole(*args: Any, **kwargs: Any) -> Any:
@@ -488,8 +490,8 @@ def _uninterruptible_storage(base: type) -> type:
                 return method(*args, **kwargs)
         return run_whole
 
-    operations = {name: shielded(member) for name, member in vars(base).items()
-                  if not name.startswith("_") and inspect.isfunction(member)}
+    operations = {name: shielded(member) for name, member in inspect.getmembers(base, inspect.isfunction)
+                  if not name.startswith("__") and inspect.isfunction(inspect.getattr_static(base, name))}
     return type(f"Uninterruptible{base.__name__}", (base,), operations)
 
 
