@@ -37,6 +37,8 @@ from winnow.llm import LLM, CallCache
 from winnow.llm.llamacpp import LlamaCppBackend
 from winnow.models import resolve_model
 
+ROOT = Path(__file__).resolve().parents[1]
+
 #: Fixtures known to hold a loaded model, and those seen loading one during this session, each named
 #: by where it is defined and its name ("tests/test_cli.py::built", "tests::llama_backend" for this
 #: file): two test files may each define a fixture of one name, and only the one that did it is to blame.
@@ -215,17 +217,38 @@ def pytest_runtest_makereport(item, call):
 #: Cache folders that hold what Winnow derives from a GGUF once per sha256 (transformers' dequantised
 #: weights, about a minute of a core; its tokenizer, about 15 s): the same for every test.
 DERIVED_FROM_MODELS = ("transformers", "tokenizers")
+#: The modules that derive them: a change to either makes the suite derive them afresh.
+DERIVING_MODULES = ("src/winnow/models/loading.py", "src/winnow/llm/hf_tokens.py")
+
+
+def derived_models_folder() -> Path | None:
+    """Where the suite keeps the models Winnow derives from a GGUF, from one run to the next (like the
+    model packages pip caches): ``$WINNOW_TEST_DERIVED_MODELS``, else ``~/.cache/winnow-tests``, in a
+    folder named for the deriving code and the transformers release, so new code derives them again.
+    ``WINNOW_TEST_DERIVED_MODELS=off``: derive them in every run (the session's folder)."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    root = os.environ.get("WINNOW_TEST_DERIVED_MODELS", str(Path.home() / ".cache" / "winnow-tests"))
+    if root == "off":
+        return None
+    digest = hashlib.sha256()
+    for module in DERIVING_MODULES:
+        digest.update((ROOT / module).read_bytes())
+    try:
+        digest.update(version("transformers").encode())
+    except PackageNotFoundError:
+        pass
+    return Path(root) / f"derived-models-{digest.hexdigest()[:12]}"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def derived_models_shared_by_the_workers(tmp_path_factory):
-    """Under xdist each worker has its own cache folder; its folders of models derived from a GGUF
-    point to one folder of the session, so the workers convert a model once between them, not once
-    each (Winnow makes them under a lock and renames them into place)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
+def derived_models_shared(tmp_path_factory):
+    """The cache's folders of models derived from a GGUF point to one folder that the workers share and
+    later runs find (:func:`derived_models_folder`), so a model is converted once, not once per worker
+    and run (Winnow makes them under a lock and renames them into place)."""
     cache = tmp_path_factory.getbasetemp() / "winnow-cache"
-    shared = tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
+    shared = derived_models_folder() or tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
     for name in DERIVED_FROM_MODELS:
         (shared / name).mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)

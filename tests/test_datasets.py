@@ -362,6 +362,7 @@ def built(tmp_path_factory):
     return folder / "full", result
 
 
+@pytest.mark.slow  # a whole build or export: seconds of CPU
 def test_full_build_counts_and_summary(built):
     out, result = built
     manifest = json.loads((out / "manifest.json").read_text())
@@ -383,6 +384,7 @@ def test_full_build_counts_and_summary(built):
     assert not [path for path in out.parent.iterdir() if path.name.startswith(".")]
 
 
+@pytest.mark.slow  # reads the whole build
 def test_every_kept_question_obeys_the_rules(built, names):
     out, _ = built
     corpus = {passage.id: passage for passage in load_corpus(out / "corpus.jsonl").passages}
@@ -405,6 +407,7 @@ def test_every_kept_question_obeys_the_rules(built, names):
     assert len(seen) == sum(sum(split.values()) for split in EXPECTED_WIKI_VITAL_QA.values())
 
 
+@pytest.mark.slow  # a whole build or export: seconds of CPU
 def test_limited_build_is_deterministic_atomic_and_guarded(tmp_path):
     first = build_wiki_vital_qa(tmp_path / "a", limit=150)
     assert first.manifest["limit_per_source"] == 150
@@ -428,6 +431,7 @@ def test_limited_build_is_deterministic_atomic_and_guarded(tmp_path):
 
 # --- command line -----------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a whole build or export: seconds of CPU
 def test_data_list_and_export(tmp_path):
     rows = json.loads(winnow("data", "list", "--json", env_dir=tmp_path).stdout)
     by_name = {row["name"]: row for row in rows}

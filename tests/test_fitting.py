@@ -26,7 +26,19 @@ LONG = Passage("long", (SENTENCE * 250)[:20_000], "Mona Lisa")
 @pytest.fixture(scope="module")
 def small_llm(smollm2):
     backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256,
-                              context_size=CONTEXT, threads=2)
+                              context_size=CONTEXT)
+    yield LLM(backend)
+    backend.close()
+
+
+#: The smallest context llama.cpp allocates: the methods' prompts are cut hardest, and cost least.
+TIGHT_CONTEXT = 256
+
+
+@pytest.fixture(scope="module")
+def tight_llm(smollm2):
+    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256,
+                              context_size=TIGHT_CONTEXT)
     yield LLM(backend)
     backend.close()
 
@@ -167,21 +179,21 @@ METHOD_SETTINGS = {"vanilla": {"k": 3}, "rankrag": {"n": 3, "k": 2}, "mainrag": 
 
 
 @pytest.mark.parametrize("method", list(METHOD_SETTINGS))
-def test_every_stage_of_every_method_fits_long_documents(small_llm, long_index, method):
+def test_every_stage_of_every_method_fits_long_documents(tight_llm, long_index, method):
     from winnow.methods import build_method
 
-    answer = build_method(method, index=long_index, llm=small_llm, **METHOD_SETTINGS[method]).ask(
+    answer = build_method(method, index=long_index, llm=tight_llm, **METHOD_SETTINGS[method]).ask(
         "what is the capital of france")
     llm_stages = [s for s in answer.trace.stages if s.llm_calls]
     assert llm_stages and answer.passages and answer.trace.stages[0].output  # the question finds passages
     for stage in llm_stages:
         for call in stage.llm_calls:
             # Every prompt the model received fitted with room for the answer asked for.
-            assert small_llm.count_prompt_tokens(call.messages) <= CONTEXT, (stage.name, call.prompt_tokens)
+            assert tight_llm.count_prompt_tokens(call.messages) <= TIGHT_CONTEXT, (stage.name, call.prompt_tokens)
         if any(len(c.get("text", "")) > 10_000 for c in stage.input):
             assert stage.details.fitted, f"{method}: {stage.name} recorded no cut"
             cut = stage.details.fitted[0]
-            assert cut["chars_before"] > cut["chars_after"] and cut["context_size"] == CONTEXT
+            assert cut["chars_before"] > cut["chars_after"] and cut["context_size"] == TIGHT_CONTEXT
     # The candidates keep their whole text: only what was sent was cut.
     assert all(len(c.passage.text) >= 14_000 for c in answer.passages)  # as indexed (the shortest is 14,000)
 

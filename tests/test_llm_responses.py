@@ -143,6 +143,7 @@ READERS = {
 }
 
 
+@pytest.mark.slow  # 10,000 generated responses per reader
 @pytest.mark.parametrize("name", READERS)
 def test_fuzzed_responses_raise_only_backend_errors(name):
     template, reader, check = READERS[name]

@@ -29,13 +29,15 @@ values (small, so the run takes seconds). What is checked:
   ``roles``), an unknown role is refused, and every leaf of the recipe is a
   :class:`~winnow.stages.Stage`.
 
-Each check wraps the backend in an LLM with a call cache of its own, empty when the check starts
-(:func:`contract_llm`): the batch really asks the model, and a question run alone afterwards gets the
-model's answers back for the prompts it shares with the batch. What is compared is the method's
-part: the prompts it builds (every call's messages are compared), the calls it needs and what it
-makes of the answers. Whether the backend itself answers a prompt alike in a batch and alone is the
-backend's own test (tests/test_slots.py); without the cache each check paid for its model calls
-twice, the largest cost in the suite.
+Each check wraps the backend in an LLM behind one call cache in memory per backend (:func:`contract_llm`),
+shared by the checks: a prompt is answered by the model once, the first time any check sends it, and
+given back to every later one. So the batch really asks the model (or a check before it did, with the
+same prompt), and a question run alone afterwards gets the model's answers back for the prompts it
+shares with the batch: a prompt the method builds differently alone misses the cache and is asked.
+What is compared is the method's part: the prompts it builds (every call's messages are compared), the
+calls it needs and what it makes of the answers. Whether the backend itself answers a prompt alike in
+a batch and alone is the backend's own test (tests/test_slots.py); without the cache each check paid
+for its model calls again, the largest cost in the suite.
 
 The checks are functions too (``check_*``), for a caller without pytest; each raises
 :class:`ContractError` naming the method, stage and question at fault.
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import json
+import weakref
 from typing import Any, Iterator, Sequence
 
 from .details import DETAILS_BY_KIND
@@ -79,9 +82,19 @@ def contract_settings(method: str) -> MethodSettings:
     return resolve_settings(method, [SettingsLayer("contract run", values)]).settings
 
 
+#: The contract checks' call cache of each backend (in memory; gone with the backend).
+_CONTRACT_CACHES: weakref.WeakKeyDictionary[Any, CallCache] = weakref.WeakKeyDictionary()
+
+
 def contract_llm(backend: Any) -> LLM:
-    """``backend`` behind a call cache of its own in memory, empty: see the module notes."""
-    return LLM(backend, cache=CallCache(":memory:"))
+    """``backend`` behind the call cache in memory the contract checks share for it: see the module notes."""
+    try:
+        cache = _CONTRACT_CACHES.get(backend)
+        if cache is None:
+            cache = _CONTRACT_CACHES[backend] = CallCache(":memory:")
+    except TypeError:  # a backend that cannot be a weak key (unhashable, or no weak references): its own
+        cache = CallCache(":memory:")
+    return LLM(backend, cache=cache)
 
 
 def build_for_contract(method: str, index: SearchIndex, llm: LLM, **given: Any) -> Method:
@@ -246,7 +259,7 @@ def check_roles(method: str, index: SearchIndex, backend: Any) -> None:
 class MethodContract:
     """The checks every method passes (see the module notes): subclass it in a test module that
     defines the fixtures ``contract_method`` (a registered method's name), ``contract_index`` and
-    ``contract_backend`` (a real model backend; each check wraps it in an LLM with no call cache)."""
+    ``contract_backend`` (a real model backend; the checks share a call cache in memory in front of it)."""
 
     questions: Sequence[str] = QUESTIONS
 
