@@ -152,6 +152,14 @@ def _fixtures_of(item: pytest.Item) -> set[str]:
     return {_fixture_key(defs[-1]) for defs in info.name2fixturedefs.values() if defs}
 
 
+def pytest_configure(config):
+    """pytest-xdist hands files out in the order of :func:`pytest_collection_modifyitems` below:
+    by default (``--loadscope-reorder``) it sorts them by their number of tests instead, which sent a
+    file of two tests that take 80 s out among the last, with one worker busy on it and the other idle."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Files in order of the seconds they took in a full run (tests/file_costs.json), costliest
     first, each file's tests in their own order. Under ``--dist loadfile`` a worker takes a whole
