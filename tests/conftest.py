@@ -37,8 +37,6 @@ from winnow.llm import LLM, CallCache
 from winnow.llm.llamacpp import LlamaCppBackend
 from winnow.models import resolve_model
 
-ROOT = Path(__file__).resolve().parents[1]
-
 #: Fixtures known to hold a loaded model, and those seen loading one during this session, each named
 #: by where it is defined and its name ("tests/test_cli.py::built", "tests::llama_backend" for this
 #: file): two test files may each define a fixture of one name, and only the one that did it is to blame.
@@ -226,7 +224,7 @@ def pytest_runtest_makereport(item, call):
 #: weights, about a minute of a core; its tokenizer, about 15 s): the same for every test.
 DERIVED_FROM_MODELS = ("transformers", "tokenizers")
 #: The modules that derive them: a change to either makes the suite derive them afresh.
-DERIVING_MODULES = ("src/winnow/models/loading.py", "src/winnow/llm/hf_tokens.py")
+DERIVING_MODULES = ("winnow.models.loading", "winnow.llm.hf_tokens")
 
 
 def derived_models_folder() -> Path | None:
@@ -242,7 +240,7 @@ def derived_models_folder() -> Path | None:
         return None
     digest = hashlib.sha256()
     for module in DERIVING_MODULES:
-        digest.update((ROOT / module).read_bytes())
+        digest.update(Path(importlib.util.find_spec(module).origin).read_bytes())
     try:
         digest.update(version("transformers").encode())
     except PackageNotFoundError:
