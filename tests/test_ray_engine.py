@@ -68,11 +68,12 @@ def bench(tmp_path_factory):
     return make_bench(tmp_path_factory.mktemp("ray-bench"), CORPUS, QUESTIONS)
 
 
-def eval_args(bench, out, *extra, server=None):
-    """rankrag over the bench with no call cache, so every answer is computed (and a kill lands mid-run):
-    on SmolLM2 through llama.cpp in each worker, or with ``server`` on that loopback server."""
+def eval_args(bench, out, *extra, server=None, queries=None):
+    """rankrag over the bench (or ``queries``) with no call cache, so every answer is computed (and a
+    kill lands mid-run): on SmolLM2 through llama.cpp in each worker, or with ``server`` on that
+    loopback server."""
     model = ["--backend", "openai", "--model", "m", "--base-url", server.url] if server else ["--model", "smollm2-135m"]
-    return ["eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", *model,
+    return ["eval", "--index", bench / "idx", "--queries", queries or bench / "qa.jsonl", *model,
             "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out, *extra]
 
 
@@ -101,14 +102,18 @@ def answers_of(folder: Path) -> dict[str, tuple]:
 @pytest.mark.llm
 def test_ray_workers_give_the_answers_of_the_single_process_engine(cluster, bench, tmp_path):
     local, sharded = tmp_path / "local", tmp_path / "ray"
-    winnow(*eval_args(bench, local))
+    # Four of the questions, one a batch: each worker takes more than one batch, for 16 model calls a run.
+    asked = QUESTIONS[:4]
+    queries = tmp_path / "four.jsonl"
+    queries.write_text("".join(json.dumps(q) + "\n" for q in asked))
+    winnow(*eval_args(bench, local, queries=queries))
     result = winnow(*eval_args(bench, sharded, "--engine", "ray", "--ray-address", cluster, "--ray-workers", "2",
-                               "--batch-size", "2"))
-    assert "Ray: 2 worker(s)" in result.stderr and "6 questions answered" in result.stderr
-    assert sorted(answers_of(sharded)) == [q["id"] for q in QUESTIONS]  # each once, in the order batches returned
+                               "--batch-size", "1", queries=queries))
+    assert "Ray: 2 worker(s)" in result.stderr and "4 questions answered" in result.stderr
+    assert sorted(answers_of(sharded)) == [q["id"] for q in asked]  # each once, in the order batches returned
     assert answers_of(sharded) == answers_of(local)
     metrics = [json.loads((folder / "metrics.json").read_text()) for folder in (local, sharded)]
-    assert metrics[0]["answer"] == metrics[1]["answer"] and metrics[1]["questions"]["answered"] == 6
+    assert metrics[0]["answer"] == metrics[1]["answer"] and metrics[1]["questions"]["answered"] == 4
     config = json.loads((sharded / "config.json").read_text())
     # The workers' model is checked and recorded as the single-process engine records its own.
     assert config["models"] == json.loads((local / "config.json").read_text())["models"]

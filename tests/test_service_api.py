@@ -577,16 +577,16 @@ def test_the_server_log_has_no_tracebacks(client, server_log):
 
 @pytest.fixture(scope="module")
 def small_context_client(tmp_path_factory):
-    """A server whose model holds 1,024 tokens of context, so that a document too long for it costs
-    seconds of prefill rather than the half-minute of one too long for the default 4,096."""
+    """A server whose model holds 256 tokens of context (llama.cpp's least), so that a document too long
+    for it costs seconds of prefill rather than the half-minute of one too long for the default 4,096."""
     folder = tmp_path_factory.mktemp("service-small-context")
-    with running_server(build_small_index(folder), folder / "cache", "--context-size", "1024") as base:
+    with running_server(build_small_index(folder), folder / "cache", "--context-size", "256") as base:
         with httpx.Client(base_url=base, timeout=120) as http:
             yield http
 
 
 def test_rerank_fits_a_document_longer_than_the_model_context(small_context_client):
-    """A 5,000-character document (about 1,250 SmolLM2 tokens; the context is 1,024) used to be a
+    """A 5,000-character document (about 1,250 SmolLM2 tokens; the context is 256) used to be a
     502 from the model; its text is now cut to fit, and the trace says what was cut."""
     long = ("Rome is the capital city of Italy and of the Lazio region. " * 90)[:5_000]
     response = small_context_client.post("/v1/rerank", json={
@@ -598,5 +598,5 @@ def test_rerank_fits_a_document_longer_than_the_model_context(small_context_clie
     [stage] = body["trace"]["stages"]
     [cut] = stage["details"]["fitted"]
     assert cut["passage_id"] == "0" and cut["chars_before"] == 5_000 > cut["chars_after"]
-    assert cut["context_size"] == 1024
+    assert cut["context_size"] == 256
     assert all(call["prompt_tokens"] <= cut["context_size"] for call in stage["llm_calls"])
