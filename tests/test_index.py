@@ -159,6 +159,31 @@ def test_scores_agree_with_bm25s(index):
                                                     rel=1e-5)
 
 
+def test_the_matrix_read_for_searching_is_the_one_bm25s_loads(index):
+    from winnow.index.bm25 import read_bm25s_matrix
+
+    model = bm25s.BM25.load(index.path / "bm25", mmap=True)
+    data, indices, indptr, num_docs, vocabulary = read_bm25s_matrix(index.path / "bm25")
+    for ours, theirs in ((data, model.scores["data"]), (indices, model.scores["indices"]),
+                         (indptr, model.scores["indptr"])):
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+    assert num_docs == model.scores["num_docs"] == len(passages()) and vocabulary == model.vocab_dict
+
+
+@pytest.mark.subprocess
+def test_opening_and_searching_an_index_imports_neither_bm25s_nor_scipy(index):
+    """bm25s imports scipy.sparse where it is installed: a quarter of a second of every query
+    process's start, which only building an index needs."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; from winnow.index import BM25Index; "
+            f"hits = BM25Index.open({str(index.path)!r}).search('ice planet', k=3); "
+            f"print(len(hits), sorted(m for m in ('bm25s', 'scipy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split(maxsplit=1) == ["3", "[]\n"], done.stdout + done.stderr
+
+
 def test_search_many_equals_search(index):
     queries = [p.title for p in passages()] + ["coffee beans", "largest cat", "river span", "the", "", "ice ice"]
     batch = index.search_many(queries, k=3)

@@ -18,17 +18,20 @@ profiles (:data:`PROFILES`), chosen at ``winnow index --bm25-profile``:
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
-import bm25s
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
 from ..errors import IndexLoadError, WinnowError
 from .passage_text import indexed_text as indexed_text  # where BM25 modules and tests have always found it
+
+if TYPE_CHECKING:
+    import bm25s
 
 STOPWORDS = "en"
 STEMMER = "english"
@@ -86,6 +89,8 @@ def make_stemmer(label: str = STEMMER_LABEL) -> Stemmer.Stemmer:
 def tokenize_corpus(texts: Sequence[str], stemmer: Stemmer.Stemmer,
                     stopwords: str | list[str] = STOPWORDS) -> bm25s.tokenization.Tokenized:
     """Term ids per text plus the vocabulary (term → id), the form ``bm25s.BM25.index`` takes."""
+    import bm25s  # building only: see bm25s_english_stopwords
+
     return bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=stemmer, return_ids=True,
                           show_progress=False)
 
@@ -103,12 +108,29 @@ def require_indexable_words(tokens: bm25s.tokenization.Tokenized, source: str) -
 WORD_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 
 
+@lru_cache(maxsize=1)
+def bm25s_english_stopwords() -> frozenset[str]:
+    """bm25s's English stop words (what ``stopwords="en"`` removes when bm25s tokenises), read from
+    its ``stopwords`` module alone (a list, no imports). Importing it the usual way runs bm25s's
+    ``__init__``, which imports scipy.sparse where it is installed: a quarter of a second of every
+    query process's start, for a list of words."""
+    spec = importlib.util.find_spec("bm25s")
+    if spec is None or not spec.submodule_search_locations:
+        raise WinnowError("bm25s is not installed", "pip install 'winnow-rag' installs it")
+    location = Path(next(iter(spec.submodule_search_locations))) / "stopwords.py"
+    module_spec = importlib.util.spec_from_file_location("winnow._bm25s_stopwords", location)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return frozenset(module.STOPWORDS_EN)
+
+
 @lru_cache(maxsize=16)
 def _stopword_set(stopwords: str | tuple[str, ...]) -> frozenset[str]:
     if isinstance(stopwords, str):
         if stopwords not in ("en", "english"):
             raise WinnowError(f"unknown stop-word list {stopwords!r}", "name en, or give the words as a list")
-        return frozenset(STOPWORDS_EN)
+        return bm25s_english_stopwords()
     return frozenset(stopwords)
 
 

@@ -13,12 +13,12 @@ product (:mod:`.scoring`), the same hits either way; both return
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
 
-import bm25s
 import numpy as np
 import Stemmer
 
@@ -82,16 +82,15 @@ class BM25Index(PassagesById):
             scorer = ShardedScorer.open(path, manifest, hint)
         else:
             try:
-                model = bm25s.BM25.load(path / BM25_DIR, mmap=True, show_progress=False)
-            except (OSError, ValueError, KeyError, EOFError) as exc:
+                data, indices, indptr, num_docs, vocabulary = read_bm25s_matrix(path / BM25_DIR)
+            except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
                 raise IndexLoadError(f"{path / BM25_DIR} is corrupt: {exc}", hint) from exc
-            check_vocabulary(path, model, hint)
-            scores, impacts, terms = model.scores, index_impacts(manifest), len(model.scores["indptr"]) - 1
-            check_arrays(str(path / BM25_DIR), scores["data"], scores["indices"], scores["num_docs"], impacts, hint)
+            check_vocabulary(path, indptr, vocabulary, hint)
+            impacts, terms = index_impacts(manifest), len(indptr) - 1
+            check_arrays(str(path / BM25_DIR), data, indices, num_docs, impacts, hint)
             maxima = load_maxima(path, manifest, f"{BM25_DIR}/{MAXIMA}", terms, hint)
-            scorer = TermScoreMatrix(scores["data"], scores["indices"], scores["indptr"], scores["num_docs"],
-                                     model.vocab_dict, maxima, load_scales(path, f"{BM25_DIR}/{SCALES}", impacts,
-                                                                           terms, hint))
+            scorer = TermScoreMatrix(data, indices, indptr, num_docs, vocabulary, maxima,
+                                     load_scales(path, f"{BM25_DIR}/{SCALES}", impacts, terms, hint))
         passages = PassageStore.open(path, recorded, hint)
         if recorded != scorer.num_docs:
             raise IndexLoadError(f"{path} is inconsistent: {recorded} passages in the store and the manifest, "
@@ -175,12 +174,29 @@ class RecentHits:
                 self._entries.popitem(last=False)
 
 
-def check_vocabulary(path: Path, model: bm25s.BM25, hint: str) -> None:
+#: The files of bm25s's save format (``BM25.save``) that searching reads, and the names it gives them.
+BM25S_ARRAYS = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy")
+BM25S_VOCABULARY, BM25S_PARAMS = "vocab.index.json", "params.index.json"
+
+
+def read_bm25s_matrix(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]]:
+    """The score matrix bm25s saved in ``folder`` (data, indices, indptr; memory-mapped), its number of
+    documents and its vocabulary (term → row): what ``bm25s.BM25.load(folder, mmap=True)`` reads for
+    searching, read without importing bm25s, which imports scipy.sparse where it is installed (a
+    quarter of a second of every `winnow ask` and `eval` start) and is needed only to build."""
+    data, indices, indptr = (np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in BM25S_ARRAYS)
+    params = json.loads((folder / BM25S_PARAMS).read_text(encoding="utf-8"))
+    vocabulary = json.loads((folder / BM25S_VOCABULARY).read_text(encoding="utf-8"))
+    if not isinstance(vocabulary, dict):
+        raise ValueError(f"{BM25S_VOCABULARY} holds no term → row mapping")
+    return data, indices, indptr, int(params["num_docs"]), vocabulary
+
+
+def check_vocabulary(path: Path, indptr: np.ndarray, vocabulary: dict[str, int], hint: str) -> None:
     """The vocabulary has one term per row of the score arrays (bm25s also maps "" to the id just
     past them, or to a last, empty row), every id in range: a vocabulary from another index has
     another size or other ids. One vectorised pass over the ids, no per-term Python work."""
-    rows = len(model.scores["indptr"]) - 1
-    vocabulary = model.vocab_dict
+    rows = len(indptr) - 1
     terms = len(vocabulary) - ("" in vocabulary)
     ids = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(vocabulary))
     if rows not in (terms, len(vocabulary)) or (len(ids) and not (int(ids.min()) >= 0 and int(ids.max()) <= rows)):

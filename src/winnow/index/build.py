@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
@@ -93,6 +92,7 @@ def build_index(passages: Iterable[Passage], out: str | Path, *, source: str,
     int8 or float32 (:mod:`.vectors`); with ``ray`` they are computed on a Ray cluster
     (:mod:`.ray_encoding`).
     """
+    import bm25s  # here: searching never needs it (bm25.read_bm25s_matrix), and it imports scipy.sparse
     out, impacts, chosen = Path(out), check_impacts(impacts), bm25_profile(profile)
     k1, b = chosen.k1 if k1 is None else k1, chosen.b if b is None else b
     # stderr, so that `--json` output on stdout stays clean.
