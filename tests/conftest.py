@@ -254,7 +254,13 @@ def derived_models_shared(tmp_path_factory):
     later runs find (:func:`derived_models_folder`), so a model is converted once, not once per worker
     and run (Winnow makes them under a lock and renames them into place)."""
     cache = tmp_path_factory.getbasetemp() / "winnow-cache"
-    shared = derived_models_folder() or tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
+    session = tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
+    shared = derived_models_folder() or session
+    try:
+        for name in DERIVED_FROM_MODELS:
+            (shared / name).mkdir(parents=True, exist_ok=True)
+    except OSError:  # a home that cannot be written: derive them in this run, as =off does
+        shared = session
     for name in DERIVED_FROM_MODELS:
         (shared / name).mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)
