@@ -27,7 +27,7 @@ from ..records import Candidate, CandidateList, Query, StageScore
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .impacts import SCALES, check_arrays, index_impacts, load_scales
-from .manifest import read_manifest, rebuild_hint, verify_checksums
+from .manifest import BM25S_ARRAYS, BM25S_PARAMS, BM25S_VOCABULARY, read_manifest, rebuild_hint, verify_checksums
 from .pruning import pruned_top_k
 from .scoring import MAXIMA, Hits, TermScoreMatrix
 from .shards import LAYOUT, ShardedScorer, load_maxima
@@ -172,11 +172,6 @@ class RecentHits:
             self._entries.move_to_end(key)
             while len(self._entries) > self.SIZE:
                 self._entries.popitem(last=False)
-
-
-#: The files of bm25s's save format (``BM25.save``) that searching reads, and the names it gives them.
-BM25S_ARRAYS = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy")
-BM25S_VOCABULARY, BM25S_PARAMS = "vocab.index.json", "params.index.json"
 
 
 def read_bm25s_matrix(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, int]]:

@@ -34,7 +34,7 @@ from .analysis import (
 from .embedding_shards import discard_work, work_folder
 from .embeddings import DENSE_DIR, write_dense_folder
 from .impacts import DEFAULT_IMPACTS, SCALES, check_impacts, encode, quantised_scales, row_dtype, widen_all
-from .manifest import MANIFEST, write_manifest
+from .manifest import BM25S_ARRAYS, MANIFEST, write_manifest
 from .scoring import MAXIMA, term_maxima
 from .store import PassageStore, PassageStoreWriter
 from .store_layout import STORE_DIR
@@ -164,12 +164,12 @@ def store_score_arrays(folder: Path, scores: dict[str, Any], rows: int, impacts:
     scales = quantised_scales(maxima) if impacts == "uint8" else None
     if impacts != DEFAULT_IMPACTS:
         data = encode(data, indptr, impacts, scales)
-        np.save(folder / "data.csc.index.npy", data)
+        np.save(folder / BM25S_ARRAYS[0], data)
         if scales is not None:
             np.save(folder / SCALES, scales)
         maxima = term_maxima(widen_all(data, indptr, scales), indptr)
     if row_dtype(rows) != scores["indices"].dtype:
-        np.save(folder / "indices.csc.index.npy", scores["indices"].astype(row_dtype(rows)))
+        np.save(folder / BM25S_ARRAYS[1], scores["indices"].astype(row_dtype(rows)))
     np.save(folder / MAXIMA, maxima)
 
 

@@ -32,8 +32,10 @@ FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 REBUILD = "rebuild it with `winnow index SOURCE --out DIR --overwrite`"
 SELF_CHECKSUM = "manifest_sha256"
-BM25_FILES = tuple(f"bm25/{name}" for name in ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
-                                               "params.index.json", "vocab.index.json"))
+#: bm25s's save format (``BM25.save``): its score matrix (data, indices, indptr), vocabulary and parameters.
+BM25S_ARRAYS = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy")
+BM25S_VOCABULARY, BM25S_PARAMS = "vocab.index.json", "params.index.json"
+BM25_FILES = tuple(f"bm25/{name}" for name in (*BM25S_ARRAYS, BM25S_PARAMS, BM25S_VOCABULARY))
 # Every file an index needs must be listed (so checked): dropping a file's entry from the manifest
 # must not drop its check. The dense files are required when the manifest has a dense section.
 REQUIRED_FILES = (*BM25_FILES, *STORE_FILES)
