@@ -256,14 +256,18 @@ def derived_models_shared(tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "winnow-cache"
     session = tmp_path_factory.getbasetemp().parent / "winnow-derived-models"
     shared = derived_models_folder() or session
-    try:
+
+    def make_folders() -> None:
         for name in DERIVED_FROM_MODELS:
             (shared / name).mkdir(parents=True, exist_ok=True)
+
+    try:
+        make_folders()
     except OSError:  # a home that cannot be written: derive them in this run, as =off does
         shared = session
+        make_folders()
+    cache.mkdir(parents=True, exist_ok=True)
     for name in DERIVED_FROM_MODELS:
-        (shared / name).mkdir(parents=True, exist_ok=True)
-        cache.mkdir(parents=True, exist_ok=True)
         if not (cache / name).exists():
             (cache / name).symlink_to(shared / name, target_is_directory=True)
 

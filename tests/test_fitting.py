@@ -6,6 +6,8 @@ fitted prompt is counted by the model's own tokenizer and then really sent to it
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from winnow.errors import WinnowError
@@ -23,12 +25,20 @@ SENTENCE = "The Mona Lisa is a half-length portrait painting by the Italian arti
 LONG = Passage("long", (SENTENCE * 250)[:20_000], "Mona Lisa")
 
 
+@contextmanager
+def model_with_context(smollm2, context_size):
+    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256,
+                              context_size=context_size)
+    try:
+        yield LLM(backend)
+    finally:
+        backend.close()
+
+
 @pytest.fixture(scope="module")
 def small_llm(smollm2):
-    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256,
-                              context_size=CONTEXT)
-    yield LLM(backend)
-    backend.close()
+    with model_with_context(smollm2, CONTEXT) as llm:
+        yield llm
 
 
 #: The smallest context llama.cpp allocates: the methods' prompts are cut hardest, and cost least.
@@ -37,10 +47,8 @@ TIGHT_CONTEXT = 256
 
 @pytest.fixture(scope="module")
 def tight_llm(smollm2):
-    backend = LlamaCppBackend(smollm2.path, model_name=smollm2.name, model_sha256=smollm2.sha256,
-                              context_size=TIGHT_CONTEXT)
-    yield LLM(backend)
-    backend.close()
+    with model_with_context(smollm2, TIGHT_CONTEXT) as llm:
+        yield llm
 
 
 def _fits(llm, messages, output_tokens):
