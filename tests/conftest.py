@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fast_model import prepare_test_model, suite_model
 from small_corpus import PASSAGES
 
 # A rich Console keeps the width COLUMNS gave when it was made; Winnow's module-level consoles are made
@@ -156,6 +157,13 @@ def pytest_configure(config):
     file of two tests that take 80 s out among the last, with one worker busy on it and the other idle."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # Derived here, before pytest-xdist starts its workers: they and every process a test starts
+    # inherit WINNOW_TEST_MODEL (tests/fast_model.py).
+    root = derived_models_root()
+    try:
+        prepare_test_model(root)
+    except OSError:  # a home that cannot be written: this run's own copy
+        prepare_test_model(None)
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -227,6 +235,12 @@ DERIVED_FROM_MODELS = ("transformers", "tokenizers")
 DERIVING_MODULES = ("winnow.models.loading", "winnow.llm.hf_tokens")
 
 
+def derived_models_root() -> Path | None:
+    """``$WINNOW_TEST_DERIVED_MODELS``, else ``~/.cache/winnow-tests``; None for ``off``."""
+    root = os.environ.get("WINNOW_TEST_DERIVED_MODELS", str(Path.home() / ".cache" / "winnow-tests"))
+    return None if root == "off" else Path(root)
+
+
 def derived_models_folder() -> Path | None:
     """Where the suite keeps the models Winnow derives from a GGUF, from one run to the next (like the
     model packages pip caches): ``$WINNOW_TEST_DERIVED_MODELS``, else ``~/.cache/winnow-tests``, in a
@@ -235,8 +249,8 @@ def derived_models_folder() -> Path | None:
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
-    root = os.environ.get("WINNOW_TEST_DERIVED_MODELS", str(Path.home() / ".cache" / "winnow-tests"))
-    if root == "off":
+    root = derived_models_root()
+    if root is None:
         return None
     digest = hashlib.sha256()
     for module in DERIVING_MODULES:
@@ -245,7 +259,7 @@ def derived_models_folder() -> Path | None:
         digest.update(version("transformers").encode())
     except PackageNotFoundError:
         pass
-    return Path(root) / f"derived-models-{digest.hexdigest()[:12]}"
+    return root / f"derived-models-{digest.hexdigest()[:12]}"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -305,7 +319,8 @@ def read_only():
 
 @pytest.fixture(scope="session")
 def smollm2():
-    return resolve_model("smollm2-135m", progress=False)
+    """The suite's SmolLM2 (tests/fast_model.py: the registry's weights at Q8_0)."""
+    return resolve_model(suite_model(), progress=False)
 
 
 @pytest.fixture(scope="session")

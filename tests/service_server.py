@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 from winnow.corpus import load_corpus
 from winnow.index import build_bm25_index
+
+MODEL = suite_model()
 
 LISTENING = re.compile(r"listening on (http://[^/\s]+)/")
 
@@ -35,7 +38,7 @@ def build_small_index(folder: Path) -> Path:
 @contextmanager
 def running_server(index_dir: Path, cache_dir: Path, *args: str, api_key: str = "",
                    startup_timeout: float = 120.0, log: list[str] | None = None,
-                   model: str | None = "smollm2-135m") -> Iterator[str]:
+                   model: str | None = MODEL) -> Iterator[str]:
     """Start `winnow serve` with smollm2-135m (or ``model``; None: the one ``args`` name, a
     ``--config`` file's say) on one llama.cpp thread; yield its base URL.
     The server's stderr lines are appended to ``log`` as they arrive, when one is given."""

@@ -15,12 +15,15 @@ import time
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 from winnow.atomic import check_replaceable, staged_file, write_json, write_lines, write_text
 from winnow.errors import WinnowError
 from winnow.index import BM25Index
 from winnow.lock import lock_path, output_lock, process_alive
+
+MODEL = suite_model()
 
 # A corpus big enough that its build takes a few seconds, so a test can act while it runs.
 BIG_PASSAGES = 10_000
@@ -314,7 +317,7 @@ def eval_inputs(corpora, tmp_path_factory):
 
 
 def eval_args(inputs, out):
-    return ("eval", "--index", inputs / "idx", "--queries", inputs / "qa.jsonl", "--model", "smollm2-135m",
+    return ("eval", "--index", inputs / "idx", "--queries", inputs / "qa.jsonl", "--model", MODEL,
             "--method", "vanilla", "--k", "2", "--out", out)
 
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from fast_model import suite_model
 from test_evaluation import CORPUS, QUESTIONS, make_bench, read_lines, winnow
 
 from winnow.commands.fusion import fusion_toml
@@ -21,6 +22,8 @@ from winnow.run_spec import RunSpec
 from winnow.settings import SettingError
 from winnow.stages import ScoreFusion
 from winnow.stages.fusion import calibrated, sigmoid
+
+MODEL = suite_model()
 
 
 def test_the_fit_is_the_penalised_maximum_likelihood():
@@ -81,7 +84,7 @@ def test_the_weights_are_a_typed_setting_marked_as_not_the_papers(tmp_path):
 @pytest.mark.llm
 def test_fit_on_a_run_then_run_from_the_file_it_wrote(tmp_path):
     bench = make_bench(tmp_path, CORPUS, QUESTIONS)
-    common = ("--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m", "--method",
+    common = ("--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", MODEL, "--method",
               "rankrag", "--n", "3", "--k", "1", "--limit", "2")
     winnow("eval", *common, "--out", tmp_path / "tuning")
     # The reranker passed on its top 1 and still recorded every retrieved passage's P("True").

@@ -10,11 +10,14 @@ import sys
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 from winnow.commands.common import dialogue_from
 from winnow.errors import InputError, WinnowError
 from winnow.records import Turn
+
+MODEL = suite_model()
 
 
 def winnow(*args, env_dir, check=True, input=None):
@@ -44,7 +47,7 @@ def test_search_json(built):
 
 @pytest.mark.llm
 def test_ask_json_and_human_output(built):
-    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--n", "4", "--k", "2")
+    args = ("ask", "--index", str(built / "idx"), "--model", MODEL, "--n", "4", "--k", "2")
     data = json.loads(winnow(*args, "--json", "what is the capital of france", env_dir=built / "cache").stdout)
     assert data["method"] == "rankrag" and data["answer"]
     assert len(data["passages"]) == 2
@@ -58,7 +61,7 @@ def test_ask_json_and_human_output(built):
 
 @pytest.mark.llm
 def test_no_cache_calls_the_model_again(built):
-    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "vanilla", "--k", "2",
+    args = ("ask", "--index", str(built / "idx"), "--model", MODEL, "--method", "vanilla", "--k", "2",
             "--json", "--no-cache", "where is the nile")
     first = json.loads(winnow(*args, env_dir=built / "cache").stdout)
     second = json.loads(winnow(*args, env_dir=built / "cache").stdout)
@@ -128,7 +131,7 @@ def test_methods_lists_every_method_with_its_defaults(built):
 def test_every_method_answers_from_the_cli(built, method):
     extra = {"rrr": ["--set", "rewrites=2", "--set", "window=3", "--set", "step=2"],
              "rankgpt": ["--set", "window=3", "--set", "step=2", "--set", "second_pass_depth=3"], "mainrag": []}[method]
-    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", method, "--n", "4",
+    result = winnow("ask", "--index", str(built / "idx"), "--model", MODEL, "--method", method, "--n", "4",
                     "--k", "2", *extra, "--json", "capital of france", env_dir=built / "cache")
     data = json.loads(result.stdout)
     assert data["method"] == method and data["answer"]
@@ -142,7 +145,7 @@ def test_every_method_answers_from_the_cli(built, method):
 @pytest.mark.llm
 def test_config_file_and_flags_merge(built):
     config = built / "run.toml"
-    config.write_text('method = "rankgpt"\nmodel = "smollm2-135m"\nn = 3\n\n[rankgpt]\nwindow = 2\nstep = 1\n')
+    config.write_text(f'method = "rankgpt"\nmodel = "{MODEL}"\nn = 3\n\n[rankgpt]\nwindow = 2\nstep = 1\n')
     data = json.loads(winnow("ask", "--index", str(built / "idx"), "--config", str(config), "--k", "1", "--json",
                              "capital of france", env_dir=built / "cache").stdout)
     assert data["method"] == "rankgpt"
@@ -158,7 +161,7 @@ def test_unknown_config_key_is_named(built):
 
 
 def test_judge_model_for_a_method_without_a_judge_is_refused(built):
-    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "rankrag",
+    result = winnow("ask", "--index", str(built / "idx"), "--model", MODEL, "--method", "rankrag",
                     "--judge-model", "qwen2.5-coder-0.5b", "q", env_dir=built / "cache", check=False)
     assert result.returncode == 2 and "method 'rankrag' has no agent role(s) ['judge']" in result.stderr
 
@@ -166,7 +169,7 @@ def test_judge_model_for_a_method_without_a_judge_is_refused(built):
 @pytest.mark.llm
 @pytest.mark.parametrize("method", ["pointwise", "graded", "listwise"])
 def test_rerank_a_jsonl_file(built, method):
-    data = json.loads(winnow("rerank", "--model", "smollm2-135m", "--method", method, "--top-n", "3", "--window", "4",
+    data = json.loads(winnow("rerank", "--model", MODEL, "--method", method, "--top-n", "3", "--window", "4",
                              "--step", "2", "--json", "capital of france", str(built / "corpus.jsonl"),
                              env_dir=built / "cache").stdout)
     assert data["method"] == method and len(data["results"]) == 3
@@ -260,7 +263,7 @@ def test_set_and_its_own_flag_must_agree(built):
 def test_set_values_are_honoured(built, method):
     """--set n/k/max_answer_tokens/fusion_alpha used to be dropped by the unset flags' None."""
     fusion = ["--set", "fusion_alpha=0.5"] if method == "rankrag" else []
-    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", method,
+    result = winnow("ask", "--index", str(built / "idx"), "--model", MODEL, "--method", method,
                     "--set", "k=1", "--set", "n=3", "--set", "max_answer_tokens=4", *fusion,
                     "--json", "what is the capital of france", env_dir=built / "cache")
     data = json.loads(result.stdout)
@@ -276,7 +279,7 @@ def test_set_values_are_honoured(built, method):
 
 
 def test_an_agent_role_the_method_lacks_is_refused_naming_its_roles(built):
-    result = winnow("ask", "--index", str(built / "idx"), "--method", "rrr", "--agent", "judge=smollm2-135m", "q",
+    result = winnow("ask", "--index", str(built / "idx"), "--method", "rrr", "--agent", f"judge={MODEL}", "q",
                     env_dir=built / "cache", check=False)
     assert result.returncode == 2
     assert "method 'rrr' has no agent role(s) ['judge']" in result.stderr and "rewrite, relevance, rerank" in result.stderr
@@ -284,7 +287,7 @@ def test_an_agent_role_the_method_lacks_is_refused_naming_its_roles(built):
 
 def test_max_inflight_on_an_in_process_backend_is_refused(built):
     """The in-process llama.cpp schedules its own calls (--slots): a bound it would ignore is refused."""
-    result = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--max-inflight", "4", "q",
+    result = winnow("ask", "--index", str(built / "idx"), "--model", MODEL, "--max-inflight", "4", "q",
                     env_dir=built / "cache", check=False)
     assert result.returncode == 2 and "max_inflight applies to the openai backend, not 'llama.cpp'" in result.stderr
 
@@ -302,7 +305,7 @@ def test_slots_on_an_http_backend_are_refused(built):
 
 @pytest.mark.llm
 def test_ask_takes_a_dialogue_history_into_the_plain_prompt(built, tmp_path):
-    args = ("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--method", "vanilla", "--k", "1",
+    args = ("ask", "--index", str(built / "idx"), "--model", MODEL, "--method", "vanilla", "--k", "1",
             "--max-answer-tokens", "2", "--task", "conversational", "--framing", "plain", "--json")
     data = json.loads(winnow(*args, "--turn", "user:who painted the mona lisa", "--turn",
                              "assistant:Leonardo da Vinci", "when was it painted", env_dir=built / "cache").stdout)
@@ -323,7 +326,7 @@ def test_a_bad_dialogue_history_names_what_is_wrong(built, tmp_path):
         dialogue_from(None, history)
     assert dialogue_from(["user: hi", "assistant:hello"], None) == (Turn("user", "hi"), Turn("assistant", "hello"))
     # Refused before a model is loaded: the qa task has no place for the turns.
-    refused = winnow("ask", "--index", str(built / "idx"), "--model", "smollm2-135m", "--turn", "user:hi", "--turn",
+    refused = winnow("ask", "--index", str(built / "idx"), "--model", MODEL, "--turn", "user:hi", "--turn",
                      "assistant:hello", "q", env_dir=built / "cache", check=False)
     assert refused.returncode == 2 and "set the task setting to 'conversational'" in refused.stderr
 

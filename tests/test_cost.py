@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 import winnow
@@ -24,6 +25,8 @@ from winnow.methods import METHODS, build_method
 from winnow.models import resolve_model
 from winnow.pipeline import Pipeline, RunSpec
 from winnow.records import Usage
+
+MODEL = suite_model()
 
 PACKAGE = Path(winnow.__file__).parent
 COUNTERS = [f.name for f in fields(Usage)]
@@ -96,7 +99,7 @@ def split_run(tmp_path_factory):
     prices = folder / "prices.toml"
     prices.write_text(f'[models."smollm2-135m"]\nprompt = 0.5\ncompletion = 1.5\n\n[models."{judge.stem}"]\n'
                       'prompt = 30\ncompletion = 60\n')
-    spec = RunSpec.resolve(run={"method": "mainrag", "model": "smollm2-135m", "agents": {"judge": str(judge)}},
+    spec = RunSpec.resolve(run={"method": "mainrag", "model": MODEL, "agents": {"judge": str(judge)}},
                            settings={"n": 2, "max_answer_tokens": 6, "max_document_answer_tokens": 6})
     run = EvalRun(spec, folder / "idx", questions, folder / "run", prices=read_prices(prices))
     pending = run.prepare()

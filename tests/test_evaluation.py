@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from fast_model import suite_model
 from run_records import line, run_info
 from run_records import metrics as run_metrics
 
@@ -39,6 +40,8 @@ from winnow.evaluation.runfolder import RunFolder
 from winnow.evaluation.runner import select_questions
 from winnow.index import build_bm25_index
 from winnow.models import resolve_model
+
+MODEL = suite_model()
 
 # --- answer metrics --------------------------------------------------------------------------------
 
@@ -455,7 +458,7 @@ def bench(tmp_path_factory):
 
 
 def eval_args(bench, out, *extra):
-    return ("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", "smollm2-135m",
+    return ("eval", "--index", bench / "idx", "--queries", bench / "qa.jsonl", "--model", MODEL,
             "--out", out, *extra)
 
 
@@ -477,14 +480,14 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     rankrag = tmp_path / "rankrag"
     result = winnow(*eval_args(bench, rankrag, "--method", "rankrag", "--n", "4", "--k", "2", "--qrels",
                                bench / "qrels.txt"))
-    assert "4 questions answered" in result.stderr and "rankrag smollm2-135m N=4 k=2" in result.stdout
+    assert "4 questions answered" in result.stderr and f"rankrag {MODEL} N=4 k=2" in result.stdout
     # llama.cpp in process decodes one sequence at a time: a batch of more questions would ask no
     # faster and lose all its work when stopped, so by default each question is its own batch.
     assert "4 questions, 0 already answered, 4 to ask in batches of 1" in result.stderr
 
     config = json.loads((rankrag / "config.json").read_text())
     assert config["identity"]["settings"]["n"] == 4 and config["identity"]["spec"]["method"] == "rankrag"
-    assert config["models"]["model"]["sha256"] == resolve_model("smollm2-135m", progress=False).sha256
+    assert config["models"]["model"]["sha256"] == resolve_model(MODEL, progress=False).sha256
     assert config["identity"]["queries"]["questions"] == 4 and config["versions"]["winnow"]
 
     records = read_lines(rankrag / "answers.jsonl")
@@ -537,8 +540,8 @@ def test_eval_writes_answers_metrics_and_run_files_then_report(bench, tmp_path):
     # Two question sets (all four, a seeded two), so two first-stage baseline rows.
     assert "*first stage: bm25 top-20 alone (question set 1)*" in text
     assert "*first stage: bm25 top-20 alone (question set 2)*" in text
-    assert "| rankrag smollm2-135m N=4 k=2 (question set 1) | 4/4 |" in text
-    assert "| mainrag smollm2-135m N=4 (question set 2) | 2/2 |" in text
+    assert f"| rankrag {MODEL} N=4 k=2 (question set 1) | 4/4 |" in text
+    assert f"| mainrag {MODEL} N=4 (question set 2) | 2/2 |" in text
     assert "| adaptive_bar |" in text and "nDCG@10" in text
     images = sorted(p.name for p in report_md.parent.glob("*.png"))
     assert images == ["report-answer-recall.png", f"report-judge-mainrag-{chosen[0]}.png"]
@@ -604,7 +607,7 @@ def test_a_question_the_backend_refuses_is_recorded_skipped_and_retried(tmp_path
     queries.write_text(json.dumps({"id": "a1", "question": too_long, "golden_answers": ["burrow"]})
                        + "\n" + json.dumps({"id": "a2", "question": "capital of France", "golden_answers": ["Paris"]})
                        + "\n")
-    args = ("eval", "--index", tmp_path / "idx", "--queries", queries, "--model", "smollm2-135m", "--method", "vanilla",
+    args = ("eval", "--index", tmp_path / "idx", "--queries", queries, "--model", MODEL, "--method", "vanilla",
             "--k", "1", "--out", tmp_path / "run")
     result = winnow(*args, check=False)
     assert result.returncode == 3, result.stderr  # finished, but a chosen question is unanswered: not a success
@@ -625,7 +628,7 @@ def test_eval_takes_the_fusion_weight_and_labels_the_run_with_it(bench, tmp_path
     fused = tmp_path / "fused"
     result = winnow(*eval_args(bench, fused, "--method", "rankrag", "--n", "4", "--k", "2", "--limit", "2",
                                "--fusion-alpha", "0.5", "--max-answer-tokens", "8"))
-    assert "rankrag smollm2-135m N=4 k=2 max_answer_tokens=8 α=0.5" in result.stdout
+    assert f"rankrag {MODEL} N=4 k=2 max_answer_tokens=8 α=0.5" in result.stdout
     metrics = json.loads((fused / "metrics.json").read_text())
     assert metrics["run"]["settings"]["fusion_alpha"] == 0.5 and metrics["run"]["settings"]["max_answer_tokens"] == 8
     for record in read_lines(fused / "answers.jsonl"):
@@ -710,8 +713,8 @@ def test_qrels_outside_the_index_are_counted_and_runs_of_one_setting_get_distinc
     report_md = tmp_path / "report.md"
     winnow("report", *folders, "--out", report_md)
     rows = [line.split(" | ")[0] for line in report_md.read_text().splitlines() if line.startswith("| vanilla")]
-    assert rows[:3] == ["| vanilla smollm2-135m k=5 (first)", "| vanilla smollm2-135m k=5 (second)",
-                        "| vanilla smollm2-135m k=5 (third)"]
+    assert rows[:3] == [f"| vanilla {MODEL} k=5 (first)", f"| vanilla {MODEL} k=5 (second)",
+                        f"| vanilla {MODEL} k=5 (third)"]
 
 
 def test_runs_of_one_setting_in_folders_of_one_name_are_told_apart_by_path(tmp_path):

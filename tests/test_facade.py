@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 import winnow
@@ -141,7 +142,7 @@ def readme_python_example() -> str:
 def test_the_readme_python_example_runs_as_written(corpus, tmp_path, monkeypatch, capsys):
     example = readme_python_example()
     # The README's corpus and model, swapped for the small corpus and the test model; each must be there.
-    for named, used in (('"wiki-vital"', json.dumps(str(corpus))), ('"qwen2.5-coder-1.5b"', '"smollm2-135m"')):
+    for named, used in (('"wiki-vital"', json.dumps(str(corpus))), ('"qwen2.5-coder-1.5b"', json.dumps(suite_model()))):
         assert named in example, f"the README example no longer uses {named}: update this test"
         example = example.replace(named, used)
     monkeypatch.chdir(tmp_path)  # the example writes ./wiki-index

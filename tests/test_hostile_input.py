@@ -17,10 +17,13 @@ import sys
 
 import pytest
 from cli_runner import winnow as winnow_in_process
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 from winnow.errors import WinnowError
 from winnow.text import check_text, text_problem
+
+MODEL = suite_model()
 
 PR_CAPBSET_DROP = 24  # prctl(2)
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2  # capability(7): what lets root read a chmod 000 file
@@ -69,7 +72,7 @@ def eval_with(index_dir, tmp_path, qa_text: str):
     queries = tmp_path / "qa.jsonl"
     queries.write_text(qa_text, encoding="utf-8")
     return winnow("eval", "--index", str(index_dir), "--queries", str(queries), "--out", str(tmp_path / "run"),
-                  "--model", "smollm2-135m")
+                  "--model", MODEL)
 
 
 # --- corpora -------------------------------------------------------------------------------------

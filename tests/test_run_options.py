@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import anyio
 import pytest
+from fast_model import suite_model
 from typer.testing import CliRunner
 
 import winnow
@@ -32,6 +33,8 @@ from winnow.methods.vanilla import VanillaRAG
 from winnow.pipeline import Pipeline, load_run_llm
 from winnow.run_spec import RunOptions, RunSpec
 from winnow.settings import ModelPath
+
+MODEL = suite_model()
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens: a backend built for it contacts no server until called
 OPENAI = {"backend": "openai", "base_url": (DEAD,)}
@@ -443,7 +446,7 @@ def test_mainrag_k_caps_the_survivors_in_the_langchain_and_haystack_retrievers(i
 @pytest.mark.llm
 def test_winnow_ask_mainrag_k_answers_from_at_most_k(index, tmp_path, monkeypatch):
     monkeypatch.setenv("WINNOW_CACHE_DIR", str(tmp_path))
-    result = CliRunner().invoke(app, ["ask", "--index", str(index.path), "--model", "smollm2-135m", "--method",
+    result = CliRunner().invoke(app, ["ask", "--index", str(index.path), "--model", MODEL, "--method",
                                       "mainrag", "--n", "4", "--k", "2", "--set", "judge_n=3", "--set",
                                       "max_document_answer_tokens=8", "--max-answer-tokens", "4", "--json", QUERY])
     assert result.exit_code == 0, result.output

@@ -17,11 +17,13 @@ import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from fast_model import suite_model
 from service_server import build_small_index, queue_stats, running_server, wait_for
 from small_corpus import PASSAGES
 
@@ -30,6 +32,8 @@ from winnow.service.engine import Plan
 from winnow.service.limits import ApiError
 from winnow.service.runner import _on_worker
 from winnow.service.worker import LLMWorker
+
+MODEL = suite_model()
 
 pytestmark = [pytest.mark.llm, pytest.mark.subprocess]  # `winnow serve` in a process of its own
 
@@ -88,11 +92,11 @@ def scores_by_text(body: dict[str, Any], documents: list[Any]) -> dict[str, floa
 
 def test_health_models_methods_and_schema(client):
     health = client.get("/healthz").json()
-    assert health["status"] == "ok" and health["model"] == "smollm2-135m" and health["method"] == "rankrag"
+    assert health["status"] == "ok" and health["model"] == MODEL and health["method"] == "rankrag"
     assert health["auth"] is False and health["call_cache"] is True
     models = client.get("/v1/models").json()
     assert models["object"] == "list"
-    assert {m["id"]: m["role"] for m in models["data"]}["smollm2-135m"] == "default"
+    assert {m["id"]: m["role"] for m in models["data"]}[Path(MODEL).stem] == "default"
     assert "all-MiniLM-L6-v2" in [m["id"] for m in models["data"]]
     methods = client.get("/v1/methods").json()
     assert {"vanilla", "rankrag", "mainrag", "rrr", "rankgpt"} <= {m["name"] for m in methods["methods"]}
@@ -255,7 +259,7 @@ def test_rerank_has_the_shape_of_hosted_rerank_apis(first_rerank):
         assert r["document"]["text"] == text_of(RERANK_DOCS[r["index"]])
     fruit = next(r["document"] for r in results if r["index"] == 1)
     assert fruit["id"] == "fruit-1" and fruit["title"] == "Banana"
-    assert body["method"] == "pointwise" and body["model"] == "smollm2-135m"
+    assert body["method"] == "pointwise" and body["model"] == MODEL
     assert body["id"] == body["trace_id"] and body["served_from"] == "llm"
     assert body["usage"]["calls"] == 3
     assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]

@@ -12,6 +12,7 @@ import threading
 
 import httpx
 import pytest
+from fast_model import suite_model
 
 from winnow.errors import WinnowError
 from winnow.llm import LLM, load_llm
@@ -20,6 +21,8 @@ from winnow.methods import build_method
 from winnow.pipeline import Pipeline, RunSpec
 from winnow.records import StageTrace
 from winnow.settings import SettingError
+
+MODEL = suite_model()
 
 COUNTRIES = ["France", "Italy", "Spain", "Japan", "Egypt", "Peru"]
 
@@ -113,7 +116,7 @@ def test_bad_slot_values_are_refused_naming_the_option(value):
         RunSpec.resolve(run={"method": "vanilla", "slots": value})
     assert caught.value.setting == "slots"
     with pytest.raises(WinnowError, match="slots"):
-        load_llm("smollm2-135m", slots=value, cache=False)
+        load_llm(MODEL, slots=value, cache=False)
 
 
 @pytest.mark.parametrize("backend", ["openai", "transformers"])

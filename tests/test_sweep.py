@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fast_model import suite_model
 from run_records import line
 from test_evaluation import bench, read_lines, winnow  # noqa: F401  (bench is a fixture)
 
@@ -20,7 +21,9 @@ from winnow.evaluation.sweep import parse_sweep, sweep_specs
 from winnow.pipeline import RunSpec
 from winnow.settings import SettingError
 
-FAST = ("--model", "smollm2-135m", "--limit", "2", "--set", "max_answer_tokens=4")
+MODEL = suite_model()
+
+FAST = ("--model", MODEL, "--limit", "2", "--set", "max_answer_tokens=4")
 
 
 def sweep_args(bench, out, *extra):  # noqa: F811

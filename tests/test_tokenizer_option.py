@@ -97,7 +97,9 @@ def test_a_server_without_a_tokenizer_gets_the_local_counts_unchecked(smollm2_to
 def test_a_ggufs_tokenizer_is_converted_once_and_kept(smollm2_tokenizer):
     from winnow.paths import cache_root
 
-    [kept] = (cache_root() / "tokenizers").glob("smollm2-135m-*")
+    from winnow.models.registry import REGISTRY
+
+    [kept] = (cache_root() / "tokenizers").glob(f"smollm2-135m-{REGISTRY['smollm2-135m'].sha256[:16]}")
     assert (kept / "tokenizer.json").is_file()
     again, _ = load_tokenizer.__wrapped__("smollm2-135m")  # past the per-process memo: read from the cache
     assert again.prompt_length(PROBE_PROMPT) == smollm2_tokenizer[0].prompt_length(PROBE_PROMPT)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fast_model import suite_model
 from service_server import running_server
 
 from winnow.corpus import load_corpus
@@ -33,6 +34,8 @@ from winnow.tuning.halving import Point, can_reach_front, pareto_front, promoted
 from winnow.tuning.objectives import parse_objective
 from winnow.tuning.runfile import run_file_text
 from winnow.tuning.space import parse_space, read_space
+
+MODEL = suite_model()
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ("amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor", "iris", "jade", "kelp", "lumen",
@@ -401,7 +404,7 @@ def test_a_small_search_on_smollm2_and_its_best_run_file_answer_alike(tmp_path):
     space = tmp_path / "space.toml"
     space.write_text("max_answer_tokens = 8\n[vanilla]\nk = [1]\n[rankrag]\nn = [2]\nk = [1]\n")
     study = tmp_path / "study"
-    result = winnow("tune", "--index", tmp_path / "idx", "--queries", qa, "--space", space, "--model", "smollm2-135m",
+    result = winnow("tune", "--index", tmp_path / "idx", "--queries", qa, "--space", space, "--model", MODEL,
                     "--study", study, "--trials", "2", "--confirm-share", "0.5", "--objective", "accuracy",
                     timeout=1500)
     summary = json.loads((study / "summary.json").read_text())
