@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fast_model import prepare_test_model, suite_model
+from fast_model import discard_run_copies, prepare_test_model, suite_model
 from small_corpus import PASSAGES
 
 # A rich Console keeps the width COLUMNS gave when it was made; Winnow's module-level consoles are made
@@ -164,6 +164,10 @@ def pytest_configure(config):
         prepare_test_model(root)
     except OSError:  # a home that cannot be written: this run's own copy
         prepare_test_model(None)
+
+
+def pytest_unconfigure(config):
+    discard_run_copies()
 
 
 def pytest_collection_modifyitems(session, config, items):

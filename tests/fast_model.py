@@ -27,6 +27,8 @@ from pathlib import Path
 TEST_MODEL_VARIABLE = "WINNOW_TEST_MODEL"
 #: The registry model the test model is derived from.
 SOURCE_MODEL = "smollm2-135m"
+#: Folders this process derived the test model into for this run only (removed when it ends).
+_RUN_FOLDERS: list[Path] = []
 
 
 def suite_model() -> str:
@@ -48,13 +50,24 @@ def prepare_test_model(root: Path | None) -> str:
     if source is None:  # the registry's tests say how to install it
         return SOURCE_MODEL
     digest = hashlib.sha256(Path(__file__).read_bytes() + version("gguf").encode() + spec.sha256.encode())
-    folder = (root or Path(tempfile.mkdtemp(prefix="winnow-test-model-"))) / f"test-model-{digest.hexdigest()[:12]}"
+    if root is None:
+        root = Path(tempfile.mkdtemp(prefix="winnow-test-model-"))
+        _RUN_FOLDERS.append(root)
+    folder = root / f"test-model-{digest.hexdigest()[:12]}"
     target = folder / f"{SOURCE_MODEL}.gguf"
     if not target.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         requantise_to_q8_0(source, target)
     os.environ[TEST_MODEL_VARIABLE] = str(target)
     return str(target)
+
+
+def discard_run_copies() -> None:
+    """Remove the copies :func:`prepare_test_model` made for this run only (no folder to keep them)."""
+    import shutil
+
+    for folder in _RUN_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def requantise_to_q8_0(source: Path, target: Path) -> None:
