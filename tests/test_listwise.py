@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -372,6 +373,33 @@ def test_a_batch_flows_question_by_question_with_the_lock_steps_rankings():
     # wire; in lock-step no question's second window was sent before it returned.
     assert [i for i, prompt in enumerate(flowing.finished) if "slowly" in prompt][0] > 8
     assert [i for i, prompt in enumerate(lockstep.finished) if "slowly" in prompt][0] < 8
+
+
+def test_every_question_of_a_batch_flows_at_once_so_the_last_wave_is_of_last_windows():
+    """A question's windows are a chain: a question started late makes the batch's tail. With every
+    question of the batch flowing (16, four times the server's 4 slots), the dispatcher sends all the
+    first windows before any last one; with twice the slots in progress the last eight questions
+    started only as the first ones finished their chains."""
+    from fakes import ScriptedServer
+
+    from winnow.llm.openai_http import OpenAICompatibleBackend
+    from winnow.stages.contract import QuestionState
+
+    server = ScriptedServer(delay=0.02, ranking=True)
+    try:
+        backend = OpenAICompatibleBackend("m", base_url=server.url, max_inflight=4, timeout=10)
+        batch = [QuestionState(Query(f"q{q}"), candidates=candidate_list(20, f"q{q}")) for q in range(16)]
+        with LLM(backend) as llm:
+            ListwiseReranker(llm, window=10, step=5, template=listwise_prompt("rrr.listwise_rankgpt")).run(batch)
+    finally:
+        server.stop()
+    assert len(server.finished) == 48 and server.max_inflight <= 4
+    # A question's k-th prompt on the server is its k-th window (its windows are sent one at a time).
+    asked = [re.match(r"Search Query: (q[0-9]+)\.", prompt).group(1) for prompt in server.finished]
+    first = [i for i, question in enumerate(asked) if asked[:i].count(question) == 0]
+    last = [i for i, question in enumerate(asked) if asked[:i].count(question) == 2]
+    assert len(first) == len(last) == 16
+    assert max(first) < min(last)
 
 
 def test_progress_over_a_flowing_batch_counts_the_batchs_windows():

@@ -128,13 +128,20 @@ def unchanged_warning(details: ListwiseDetails) -> None:
 def flowing_questions(llm: LLM, questions: int) -> int:
     """How many of ``questions`` to keep flowing at once through a listwise stage on ``llm``: 1 (the
     lock-step of a model in process, which decodes a window of every question as one batch) unless
-    the backend takes concurrent callers; then twice the calls its dispatcher keeps in flight, so
-    the slots stay full while some questions are between calls (parsing an answer, fitting the next
-    window), as :mod:`winnow.evaluation.flow` keeps whole questions."""
+    the backend takes concurrent callers; then all of them (up to :data:`MAX_FLOWING`).
+
+    All, not a multiple of the server's slots: the batch is in memory already, and a question's
+    windows are a chain of dependent calls, so the end of a batch is set by the questions that
+    started last. With every question started at once, the dispatcher's queue (first come, first
+    served) sends every question's first window before any second one, and the last wave is of
+    last windows that are all ready. With twice the slots in progress (128 of 277 questions at 64
+    slots), a question admitted late still had three windows to go when the others were done: the
+    slots were a third busy for the last 2.5 s, 1.18x the server's floor against 1.05x now
+    (bench/bench_rank_llm.py, docs/benchmarks.md)."""
     backend = llm.backend
     if questions < 2 or not getattr(backend, "concurrent_callers", False):
         return 1
-    return max(1, min(questions, 2 * int(getattr(backend, "max_inflight", 1)), MAX_FLOWING))
+    return max(1, min(questions, MAX_FLOWING))
 
 
 @dataclass
