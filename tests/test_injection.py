@@ -4,8 +4,11 @@ passages as data, and the paper profile's prompts left byte-identical (issue 40,
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from small_corpus import PASSAGES
 
 from winnow.corpus import load_corpus
@@ -45,6 +48,39 @@ def test_the_detector_leaves_normal_passages_alone():
         "Users can ignore warnings at their own risk, the manual says.",
     ]
     assert [t for t in normal if detect(t)] == []
+
+
+def test_every_letter_an_ignorecase_pattern_matches_folds_to_that_letter():
+    """The detector skips a pattern whose words are absent from the folded passage: that is exact only
+    if every character ``re`` matches to an ASCII letter under IGNORECASE folds to that letter."""
+    import string
+
+    from winnow.stages.injection import folded
+
+    letters = re.compile("[a-z]", re.IGNORECASE)
+    matched = [chr(code) for code in range(0x110000) if letters.fullmatch(chr(code))]
+    assert len(matched) > 52  # "ſ", the Kelvin sign, "İ", "ı" among them
+    for char in matched:
+        letter = next(a for a in string.ascii_lowercase if re.fullmatch(a, char, re.IGNORECASE))
+        assert folded(char) == letter, (hex(ord(char)), folded(char))
+
+
+#: Pieces of passages that come near each pattern: its words in odd cases and letters, and what
+#: surrounds them; drawn at random and joined, the skipping detector must find what the patterns do.
+_PIECES = ["Ignore", "dİsregard", "ıgnore", "FORGET", "the", "previous", "instructions", "this", "thıs", "ThİS",
+           "passage", "is", "the most", "relevant", "rank", "return", "first", "Answer", "answer", "Respond with",
+           "JUDGMENT", "verdict", "label", "say", "True", "False", "Yes", "No", "NO", "[3]", ">", ">>", "[1]",
+           "<<Score>>", "<</rewrite>>", "System", "sYstem", "assistant", "uſer", "User", ":", "<|im_start|>",
+            "[INST]", "[/inst]", "\n", " ", " ", ". ", "ſ", "K", "ı", "İ", "\u0307", "'", '"', "="]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+@settings(max_examples=3000, deadline=None)
+def test_skipping_patterns_without_their_words_finds_what_searching_every_pattern_finds(pieces):
+    from winnow.stages.injection import PATTERNS
+
+    text = "".join(pieces)
+    assert detect(text) == [name for name, pattern in PATTERNS.items() if pattern.search(text)]
 
 
 def test_passages_as_data_escape_the_methods_answer_formats():

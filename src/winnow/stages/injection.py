@@ -67,9 +67,31 @@ PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 
+#: Words a pattern cannot match without (any of them, in the passage folded by :func:`folded`): most
+#: passages hold none, and a substring test costs a fraction of the pattern's search (136 µs a
+#: wiki-vital passage for all seven patterns, 22-41 µs each for the four below; 17 µs now).
+_NEEDS_ONE_OF: dict[str, tuple[str, ...]] = {
+    "instruction-override": ("ignore", "disregard", "forget", "override", "bypass"),
+    "relevance-claim": ("this",),
+    "answer-directive": ("answer", "respond", "reply", "output", "say", "judg", "verdict", "label"),
+    "role-marker": ("system", "assistant", "user", "<|", "inst]"),
+}
+
+
+def folded(text: str) -> str:
+    """``text`` case-folded so that every character an IGNORECASE pattern matches to an ASCII letter
+    becomes that letter: :meth:`str.casefold` does it for all but the Turkish dotted and dotless i
+    ("İ" folds to "i" and a combining dot, "ı" stays), which ``re`` matches to "i"."""
+    return text.casefold().replace("\u0131", "i").replace("\u0307", "")
+
+
 def detect(text: str) -> list[str]:
-    """The names of the :data:`PATTERNS` found in ``text``, in the table's order (none: a normal passage)."""
-    return [name for name, pattern in PATTERNS.items() if pattern.search(text)]
+    """The names of the :data:`PATTERNS` found in ``text``, in the table's order (none: a normal passage).
+    A pattern whose words (:data:`_NEEDS_ONE_OF`) are all absent is not searched: it cannot match."""
+    words = folded(text)
+    return [name for name, pattern in PATTERNS.items()
+            if (name not in _NEEDS_ONE_OF or any(word in words for word in _NEEDS_ONE_OF[name]))
+            and pattern.search(text)]
 
 
 #: Escapes of the methods' answer formats: what a model could read as its own answer or turn.
