@@ -133,18 +133,28 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/winnow-scale"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--gzip", action="store_true", help="write the corpus as .tsv.gz (DPR ships psgs_w100.tsv.gz)")
+    parser.add_argument("--index-args", default="",
+                        help='more options for winnow index, e.g. "--bm25-impacts float16 --bm25-profile pyserini"')
+    parser.add_argument("--skip-build", action="store_true",
+                        help="search the index the last run built in --workdir (its build figures are not repeated)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     pool = sentences()
     corpus = args.workdir / f"corpus-{args.passages}.tsv{'.gz' if args.gzip else ''}"
     write_corpus(corpus, args.passages, args.seed, pool)
     index = args.workdir / ("index-single" if args.single else "index-sharded")
-    shutil.rmtree(index, ignore_errors=True)
-    command = [sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index)]
-    if not args.single:
-        command += ["--shard-size", str(args.shard_size)]
-    _, build = timed(command)
-    console.print(f"built in {build['seconds']:.0f} s, peak {build['peak_rss_mb']:,.0f} MB")
+    if args.skip_build:
+        if not (index / "manifest.json").is_file():
+            raise SystemExit(f"--skip-build: no finished index at {index}; run once without --skip-build")
+        build: dict[str, Any] = {"seconds": None, "peak_rss_mb": None}
+    else:
+        shutil.rmtree(index, ignore_errors=True)
+        command = [sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index),
+                   *args.index_args.split()]
+        if not args.single:
+            command += ["--shard-size", str(args.shard_size)]
+        _, build = timed(command)
+        console.print(f"built in {build['seconds']:.0f} s, peak {build['peak_rss_mb']:,.0f} MB")
     rng = random.Random(args.seed + 1)
     queries = [" ".join(rng.choice(pool).split()[:rng.randint(4, 10)]) for _ in range(args.queries)]
     queries_file = args.workdir / "queries.json"
@@ -167,8 +177,8 @@ def main() -> None:
     after_open, after = serve["after_open_mb"], serve["after_queries_mb"]
     for measure, value in [
         ("corpus (TSV)", f"{figures['corpus_mb']:,.0f} MB"),
-        ("build wall time", f"{build['seconds']:,.0f} s"),
-        ("build peak RSS", f"{build['peak_rss_mb']:,.0f} MB"),
+        ("build wall time", "-" if build["seconds"] is None else f"{build['seconds']:,.0f} s"),
+        ("build peak RSS", "-" if build["peak_rss_mb"] is None else f"{build['peak_rss_mb']:,.0f} MB"),
         ("index on disk", f"{figures['index_mb']:,.0f} MB"),
         ("open", f"{serve['open_seconds']:.2f} s"),
         ("RSS after open: anonymous / file-backed", f"{after_open['RssAnon']:,.0f} / {after_open['RssFile']:,.0f} MB"),

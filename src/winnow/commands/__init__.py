@@ -1,1 +1,2 @@
-"""The ``winnow`` commands, a module per group; :mod:`winnow.cli` imports them all (see there)."""
+"""The ``winnow`` commands, a module per group; :mod:`winnow.cli` imports the one a command line
+names, or all of them (see there)."""

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from ..errors import WinnowError
 from ..interruption import defer
+from ..startup import resume_collection
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -47,6 +48,9 @@ class WinnowGroup(typer.core.TyperGroup):
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
+        # The command's own options are read with the collector running again (winnow.startup):
+        # from here on, what a command makes may be garbage.
+        resume_collection()
         if command is not None and any(arg in ("--help", "-h") for arg in rest):
             for parameter in command.params:
                 if not isinstance(parameter, typer.core.TyperOption):
