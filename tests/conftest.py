@@ -157,6 +157,12 @@ def pytest_configure(config):
     file of two tests that take 80 s out among the last, with one worker busy on it and the other idle."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # A large search_many batch is scored on every core, in worker processes (winnow.index.parallel):
+    # only where a test says so (tests/test_parallel_scoring.py, marked subprocess), so that a run of
+    # the suite without xdist's one core per worker starts no process a test did not ask for.
+    from winnow.index import parallel
+
+    parallel.PARALLEL_MIN_QUERIES = 10**9
     # Derived here, before pytest-xdist starts its workers: they and every process a test starts
     # inherit WINNOW_TEST_MODEL (tests/fast_model.py).
     root = derived_models_root()

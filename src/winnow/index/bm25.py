@@ -22,8 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 import Stemmer
 
+from ..cores import available_cores
 from ..errors import IndexLoadError, WinnowError
 from ..records import Candidate, CandidateList, Query, StageScore
+from . import parallel
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
 from .build import BM25_DIR
 from .impacts import SCALES, check_arrays, index_impacts, load_scales
@@ -43,7 +45,9 @@ class BM25Index(PassagesById):
     passages: PassageStore  # Winnow's own store: read by row too
 
     def __init__(self, path: Path, manifest: dict[str, Any], scorer: TermScoreMatrix | ShardedScorer,
-                 passages: PassageStore, *, exhaustive: bool | None = None) -> None:
+                 passages: PassageStore, *, exhaustive: bool | None = None, workers: int | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise WinnowError(f"workers must be at least 1 (got {workers})")
         self.path = path
         self.manifest = manifest
         self.passages = passages
@@ -57,15 +61,22 @@ class BM25Index(PassagesById):
         # shards, docs/benchmarks.md) and one bm25s matrix, the layout of smaller indexes, is scored in
         # one sparse product (pruning it measured 0.95x single, 0.84x batched at 20,000 passages).
         self.exhaustive = not isinstance(scorer, ShardedScorer) if exhaustive is None else exhaustive
+        # Processes that score a large batch beside this one (:mod:`.parallel`), started at the first.
+        self.workers = available_cores() if workers is None else workers
+        self._pool: parallel.ScoringPool | None = None
 
     @classmethod
-    def open(cls, path: str | Path, *, exhaustive: bool | None = None) -> BM25Index:
+    def open(cls, path: str | Path, *, exhaustive: bool | None = None, workers: int | None = None) -> BM25Index:
         """Open the index folder ``path`` (made by ``winnow index`` or :func:`build_bm25_index`).
 
         ``exhaustive``: True scores every posting of every query term; False prunes (MaxScore,
         :mod:`.pruning`: the same hits, most postings of common terms unread); None (the default)
         prunes a sharded index and scores a single bm25s matrix exhaustively, the faster of the two
         for each (docs/benchmarks.md).
+
+        ``workers``: the cores a large ``search_many`` batch is scored on (:mod:`.parallel`: this
+        process and ``workers - 1`` worker processes); None (the default) is every core this
+        process may use, 1 keeps it in this process.
 
         Raises IndexLoadError, naming the folder or file and how to rebuild, if it is missing,
         incomplete, truncated, from another format version, or inconsistent.
@@ -97,7 +108,7 @@ class BM25Index(PassagesById):
                                  f"{scorer.num_docs} in {BM25_DIR}/", hint)
         check_postings(path, scorer, passages, make_stemmer(manifest["bm25"]["stemmer"]),
                        stopword_list(manifest["bm25"].get("stopwords", "en")), hint)
-        return cls(path, manifest, scorer, passages, exhaustive=exhaustive)
+        return cls(path, manifest, scorer, passages, exhaustive=exhaustive, workers=workers)
 
     def verify(self) -> None:
         """Check every file against its recorded sha256 (reads every byte, unlike ``open``'s size checks)."""
@@ -125,13 +136,29 @@ class BM25Index(PassagesById):
         ]
 
 
+    def score(self, queries: list[list[str]], k: int) -> list[Hits]:
+        """The top ``k`` rows and scores of each tokenised query, scored here (no recent hits, no workers)."""
+        return self._scorer.top_k(queries, k) if self.exhaustive else pruned_top_k(self._scorer, queries, k)
+
+    def close(self) -> None:
+        """Stop the scoring workers, if a large batch started them (the index stays usable)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
     def _top_k(self, queries: list[list[str]], k: int) -> list[Hits]:
-        """The scorer's top ``k`` per query, answered from :class:`RecentHits` where it can."""
+        """The scorer's top ``k`` per query, answered from :class:`RecentHits` where it can, a large
+        batch scored on every core (:mod:`.parallel`)."""
         found = [self._recent.get(terms, k) for terms in queries]
         missing = [i for i, hits in enumerate(found) if hits is None]
         if missing:
             asked = [queries[i] for i in missing]
-            scored = self._scorer.top_k(asked, k) if self.exhaustive else pruned_top_k(self._scorer, asked, k)
+            if self.workers > 1 and len(asked) >= parallel.PARALLEL_MIN_QUERIES:
+                if self._pool is None or not self._pool.alive:
+                    self._pool = parallel.ScoringPool(self.path, exhaustive=self.exhaustive, workers=self.workers - 1)
+                scored = self._pool.top_k(asked, k, self.score)
+            else:
+                scored = self.score(asked, k)
             for i, hits in zip(missing, scored, strict=True):
                 self._recent.put(queries[i], k, hits)
                 found[i] = hits
