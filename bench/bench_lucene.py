@@ -7,8 +7,9 @@ layout TSV); the queries are 4-10 words of random sentences, k = 100. Each engin
 pyserini``, Lucene's parameters; ``--shard-size`` optional; Lucene's with ``--bm25-engine lucene``, on
 the cores this process may use), then searched in a fresh process per engine and mode (no result cache
 carried from one to the other): every query alone, then all as one batch (``search_many``: Winnow's
-batched scoring, Lucene's ``batch_search`` on one Java thread per core). Queries per CPU-second count
-every thread of the process (the JVM's compiler and collector threads included). The top-100 overlap
+batched scoring on every core (this process and worker processes), Lucene's ``batch_search`` on one
+Java thread per core). Queries per CPU-second count every thread of the process (the JVM's compiler
+and collector threads included) and Winnow's scoring workers. The top-100 overlap
 is over the single-query lists: the mean share of Lucene's top 100 that Winnow's top 100 holds, and
 how many lists are identical (ids and order) and how many scores agree to 3 decimals.
 
@@ -19,7 +20,7 @@ passage store, and the whole folder; the target of issue 42 is Winnow's whole in
 postings plus the passage store.
 
 Usage: .venv/bin/python bench/bench_lucene.py --passages 100000 --workdir /tmp/winnow-lucene [--queries 1000]
-       [--shard-size N] [--bm25-impacts float32,float16,uint8] [--json]
+       [--shard-size N] [--bm25-impacts float32,float16,uint8] [--json] [--skip-build]
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from bench_scale import sentences, write_corpus  # noqa: E402  (the same corpus 
 
 console = Console(stderr=True)
 SERVE = r"""
-import json, sys, time
+import json, os, sys, time
 path, engine, queries_file, k, mode, out = sys.argv[1:7]
 queries, k = json.load(open(queries_file)), int(k)
 if engine == "lucene":
@@ -51,12 +52,18 @@ else:
     from winnow.index import BM25Index as Index
 index = Index.open(path)
 index.search(queries[0], k=k)  # opened and warmed once: the JVM's start is not a query's cost
-started, cpu = time.perf_counter(), time.process_time()
+def cpu_seconds():  # this process and its ended children (Winnow's scoring workers, once closed)
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+started, cpu = time.perf_counter(), cpu_seconds()
 if mode == "single":
     lists = [index.search(query, k=k) for query in queries]
 else:
     lists = index.search_many(queries, k=k)
-wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+wall = time.perf_counter() - started
+getattr(index, "close", lambda: None)()  # Winnow's workers end (and are counted) before the CPU is read
+cpu = cpu_seconds() - cpu
 json.dump([[[c.passage.id, c.score] for c in found] for found in lists], open(out, "w"))
 print(json.dumps({"qps": len(queries) / wall, "cpu_qps": len(queries) / cpu}))
 """
@@ -109,6 +116,8 @@ def main() -> None:
     parser.add_argument("--bm25-impacts", default="float32", help="Winnow's impact formats to build, comma-separated")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/winnow-lucene"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--skip-build", action="store_true",
+                        help="search the indexes the last run built in --workdir again (no build figures)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     pool = sentences()
@@ -143,8 +152,13 @@ def measure_engine(engine: str, flags: list[str], corpus: Path, queries_file: Pa
                    lists: dict[tuple[str, str], Any]) -> dict[str, Any]:
     """Build ``engine``'s index with ``flags`` in a fresh process, then search it single and batched."""
     index = args.workdir / f"index-{engine}"
-    shutil.rmtree(index, ignore_errors=True)
-    _, build = timed([sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index), *flags])
+    if args.skip_build:
+        if not (index / "manifest.json").is_file():
+            raise SystemExit(f"--skip-build: no finished index at {index}; run once without --skip-build")
+        build: dict[str, float] = {"seconds": float("nan"), "cpu_seconds": float("nan"), "peak_rss_mb": float("nan")}
+    else:
+        shutil.rmtree(index, ignore_errors=True)
+        _, build = timed([sys.executable, "-m", "winnow.cli", "index", str(corpus), "--out", str(index), *flags])
     postings = index / ("lucene" if engine == "lucene" else "bm25")
     row: dict[str, Any] = {"build": build, "postings_mb": mb(postings), "store_mb": mb(index / "passages"),
                            "index_mb": mb(index)}
