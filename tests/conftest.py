@@ -162,7 +162,7 @@ def pytest_configure(config):
     # the suite without xdist's one core per worker starts no process a test did not ask for.
     from winnow.index import parallel
 
-    parallel.PARALLEL_MIN_QUERIES = 10**9
+    parallel.PARALLEL_MIN_WORK = 10**18
     # Derived here, before pytest-xdist starts its workers: they and every process a test starts
     # inherit WINNOW_TEST_MODEL (tests/fast_model.py).
     root = derived_models_root()

@@ -31,7 +31,7 @@ def indexes(tmp_path_factory):
 @pytest.fixture
 def shared_out(monkeypatch):
     """Batches of 40 queries and more shared out (conftest.py shares none by default), in chunks of 3."""
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_QUERIES", 40)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_WORK", 40 * len(corpus()))
     monkeypatch.setattr(parallel, "CHUNK_QUERIES", 3)
 
 
@@ -76,7 +76,7 @@ def test_workers_do_not_run_the_callers_script_again(indexes, tmp_path):
     script.write_text(textwrap.dedent(f"""
         print("script started", flush=True)
         from winnow.index import BM25Index, parallel
-        parallel.PARALLEL_MIN_QUERIES = 2
+        parallel.PARALLEL_MIN_WORK = 2
         index = BM25Index.open({str(indexes / "sharded")!r}, workers=2)
         print(len(index.search_many(["kalap morek"] * 3 + ["tenim", "vixos druut"] * 20, k=5)), flush=True)
     """))

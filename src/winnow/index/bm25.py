@@ -153,7 +153,7 @@ class BM25Index(PassagesById):
         missing = [i for i, hits in enumerate(found) if hits is None]
         if missing:
             asked = [queries[i] for i in missing]
-            if self.workers > 1 and len(asked) >= parallel.PARALLEL_MIN_QUERIES:
+            if self.workers > 1 and len(asked) * self._scorer.num_docs >= parallel.PARALLEL_MIN_WORK:
                 if self._pool is None or not self._pool.alive:
                     self._pool = parallel.ScoringPool(self.path, exhaustive=self.exhaustive, workers=self.workers - 1)
                 scored = self._pool.top_k(asked, k, self.score)

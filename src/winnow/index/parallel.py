@@ -33,9 +33,11 @@ from typing import IO, Any
 
 from .scoring import Hits
 
-#: Fewest queries (not already in the index's recent hits) a batch needs to be shared out: a worker
-#: costs about 0.3 s of a core to start and open the index, some 30 queries' scoring at 2M passages.
-PARALLEL_MIN_QUERIES = 128
+#: The work a batch needs to be shared out, in queries (not already among the index's recent hits)
+#: times passages: 128 queries at 2M passages, about a second of scoring on one core. A worker costs
+#: about 0.3 s of a core to start and open the index (once per open index), so a batch over a small
+#: index (1,000 queries over 10,000 passages: 0.2 s) stays in this process.
+PARALLEL_MIN_WORK = 128 * 2_000_000
 #: Queries per chunk: small enough that the cores finish together, large enough that sending a
 #: chunk (a few hundred bytes out, its hits back) is a small part of scoring it.
 CHUNK_QUERIES = 8
