@@ -14,6 +14,7 @@ product (:mod:`.scoring`), the same hits either way; both return
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -48,6 +49,9 @@ class BM25Index(PassagesById):
                  passages: PassageStore, *, exhaustive: bool | None = None, workers: int | None = None) -> None:
         if workers is not None and workers < 1:
             raise WinnowError(f"workers must be at least 1 (got {workers})")
+        if workers is not None and workers > 1 and os.name != "posix":
+            raise WinnowError("scoring workers need a POSIX system (their replies are waited on with select)",
+                              "leave workers out: a batch is then scored in this process")
         self.path = path
         self.manifest = manifest
         self.passages = passages
@@ -62,7 +66,7 @@ class BM25Index(PassagesById):
         # one sparse product (pruning it measured 0.95x single, 0.84x batched at 20,000 passages).
         self.exhaustive = not isinstance(scorer, ShardedScorer) if exhaustive is None else exhaustive
         # Processes that score a large batch beside this one (:mod:`.parallel`), started at the first.
-        self.workers = available_cores() if workers is None else workers
+        self.workers = (available_cores() if os.name == "posix" else 1) if workers is None else workers
         self._pool: parallel.ScoringPool | None = None
 
     @classmethod
