@@ -200,6 +200,8 @@ def show(figures: dict[str, Any], args: argparse.Namespace, engines: list[str]) 
             ("batched queries per CPU-second", ("batched", "cpu_qps"), "", 1),
             ("batched queries per second", ("batched", "qps"), "", 1)):
         theirs = pick(lucene, path)
+        if theirs != theirs:  # NaN: not measured (--skip-build's build rows)
+            continue
         cells = []
         for engine in engines:
             mine = pick(figures[engine], path)
