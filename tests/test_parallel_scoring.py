@@ -13,6 +13,7 @@ import textwrap
 import pytest
 from test_pruning import corpus, queries, same
 
+from winnow.errors import WinnowWarning
 from winnow.index import BM25Index, build_bm25_index, parallel
 from winnow.index.shards import build_sharded_index
 
@@ -88,3 +89,14 @@ def test_workers_do_not_run_the_callers_script_again(indexes, tmp_path):
 def test_workers_below_one_are_refused(indexes):
     with pytest.raises(Exception, match="workers must be at least 1"):
         BM25Index.open(indexes / "sharded", workers=0)
+
+
+def test_workers_that_cannot_start_leave_the_batch_to_this_process_with_a_warning(indexes, shared_out, monkeypatch):
+    alone = BM25Index.open(indexes / "sharded", workers=1)
+    shared = BM25Index.open(indexes / "sharded", workers=2)
+    monkeypatch.setattr(sys, "executable", str(indexes / "no-such-python"))  # a real failure to start one
+    asked = queries(count=80, seed=41)
+    with pytest.warns(WinnowWarning, match="scoring workers could not start"):
+        found = shared.search_many(asked, k=10)
+    same(found, alone.search_many(asked, k=10))
+    assert shared.workers == 1 and shared._pool is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,7 +25,7 @@ import numpy as np
 import Stemmer
 
 from ..cores import available_cores
-from ..errors import IndexLoadError, WinnowError
+from ..errors import IndexLoadError, WinnowError, WinnowWarning
 from ..records import Candidate, CandidateList, Query, StageScore
 from . import parallel
 from .analysis import indexed_text, make_stemmer, stopword_list, tokenize_queries
@@ -150,6 +151,19 @@ class BM25Index(PassagesById):
             self._pool.close()
             self._pool = None
 
+    def _score_on_every_core(self, queries: list[list[str]], k: int) -> list[Hits]:
+        """:meth:`score` shared with the scoring workers, started at the first large batch; if they
+        cannot start (no interpreter to run: an embedded Python), a warning, and this process alone."""
+        if self._pool is None or not self._pool.alive:
+            try:
+                self._pool = parallel.ScoringPool(self.path, exhaustive=self.exhaustive, workers=self.workers - 1)
+            except OSError as exc:
+                warnings.warn(f"BM25 scoring workers could not start ({exc}): batches are scored in this "
+                              "process", WinnowWarning, stacklevel=4)
+                self.workers = 1
+                return self.score(queries, k)
+        return self._pool.top_k(queries, k, self.score)
+
     def _top_k(self, queries: list[list[str]], k: int) -> list[Hits]:
         """The scorer's top ``k`` per query, answered from :class:`RecentHits` where it can, a large
         batch scored on every core (:mod:`.parallel`)."""
@@ -158,9 +172,7 @@ class BM25Index(PassagesById):
         if missing:
             asked = [queries[i] for i in missing]
             if self.workers > 1 and len(asked) * self._scorer.num_docs >= parallel.PARALLEL_MIN_WORK:
-                if self._pool is None or not self._pool.alive:
-                    self._pool = parallel.ScoringPool(self.path, exhaustive=self.exhaustive, workers=self.workers - 1)
-                scored = self._pool.top_k(asked, k, self.score)
+                scored = self._score_on_every_core(asked, k)
             else:
                 scored = self.score(asked, k)
             for i, hits in zip(missing, scored, strict=True):

@@ -125,7 +125,14 @@ class ScoringPool:
     """``workers`` worker processes with the index at ``path`` open, and a batch shared with them."""
 
     def __init__(self, path: Path, *, exhaustive: bool, workers: int) -> None:
-        self._workers = [ScoringWorker(path, exhaustive) for _ in range(workers)]
+        """Start the workers (OSError: one could not be started; none is left running)."""
+        self._workers: list[ScoringWorker] = []
+        try:
+            for _ in range(workers):
+                self._workers.append(ScoringWorker(path, exhaustive))
+        except OSError:
+            _close_all(self._workers)
+            raise
         # Ended with the index, or at the interpreter's exit.
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
 
