@@ -63,14 +63,14 @@ def read_frame(read: Callable[[int], bytes]) -> Any:
 
     Exactly: the replies are read from the pipe itself, not a buffer that could read a second frame
     ahead, where waiting for the pipe to be readable would then wait for ever."""
-    return pickle.loads(_exactly(read, _exactly(read, FRAME_LENGTH.size, header=True)))
+    (length,) = FRAME_LENGTH.unpack(_exactly(read, FRAME_LENGTH.size))
+    return pickle.loads(_exactly(read, length))
 
 
-def _exactly(read: Callable[[int], bytes], size: int | bytes, *, header: bool = False) -> Any:
-    wanted = FRAME_LENGTH.unpack(size)[0] if isinstance(size, bytes) else size
+def _exactly(read: Callable[[int], bytes], size: int) -> bytes:
     parts, got = [], 0
-    while got < wanted:
-        part = read(wanted - got)
+    while got < size:
+        part = read(size - got)
         if not part:
             raise EOFError("the worker's replies ended")
         parts.append(part)
@@ -158,9 +158,13 @@ class ScoringPool:
                     found[start] = score_here(chunk, k)
                 timeout = 0 if chunks else None
                 for key, _ in ready.select(timeout) if self._workers else []:
-                    worker = key.data
-                    self._use(worker, lambda w: found.__setitem__(*w.receive()), chunks, ready)
+                    self._use(key.data, lambda w: self._keep(w.receive(), found), chunks, ready)
         return [hits for start in sorted(found) for hits in found[start]]
+
+    @staticmethod
+    def _keep(reply: tuple[int, list[Hits]], found: dict[int, list[Hits]]) -> None:
+        start, hits = reply
+        found[start] = hits
 
     def _use(self, worker: ScoringWorker, action: Callable[[ScoringWorker], Any], chunks: deque[Chunk],
              ready: selectors.BaseSelector) -> bool:
