@@ -160,39 +160,51 @@ def write_run(run: Mapping[str, Sequence[tuple[str, float]]], path: str | Path, 
     order than the one given: that is refused unless ``scores_from_rank``, which writes
     ``score = length - rank + 1`` so the written order is the order scored.
     """
+    check_tag(tag, path)
+    checked: set[str] = set()  # document ids already checked: a corpus's ids recur over queries
+    return write_lines(path, (line for query_id, ranking in run.items()
+                              for line in ranking_lines(query_id, ranking, path, tag=tag,
+                                                        scores_from_rank=scores_from_rank, checked=checked)))
+
+
+def check_tag(tag: str, path: str | Path) -> None:
+    """Refuse a run tag that cannot be one column of ``path``."""
     _check_id(tag, "tag", path)
 
-    def lines() -> Iterator[str]:
-        writable: set[str] = set()  # document ids already checked: a corpus's ids recur over queries
-        for query_id, ranking in run.items():
-            _check_id(query_id, "query id", path)
-            listed: set[str] = set()
-            for doc_id, _ in ranking:
-                if doc_id in listed:
-                    raise WinnowError(f"{path}: query {query_id!r}: document {doc_id!r} is ranked twice",
-                                      "a ranking lists each document once")
-                listed.add(doc_id)
-                if doc_id not in writable:
-                    _check_id(doc_id, "document id", path)
-                    writable.add(doc_id)
-            if scores_from_rank:  # length - rank + 1: finite and falling by construction
-                length = len(ranking)
-                for rank, (doc_id, _) in enumerate(ranking, start=1):
-                    yield f"{query_id} Q0 {doc_id} {rank} {float(length - rank + 1)!r} {tag}"
-                continue
-            previous: float | None = None
-            for rank, (doc_id, given) in enumerate(ranking, start=1):
-                score = float(given)
-                if not math.isfinite(score):
-                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} is not finite")
-                if previous is not None and score >= previous:
-                    raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} does not fall "
-                                      f"below the score above it ({previous!r}), so trec_eval would reorder it",
-                                      "pass scores_from_rank=True to write scores that keep the given order")
-                previous = score
-                yield f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}"  # repr: the float reads back exactly
 
-    return write_lines(path, lines())
+def ranking_lines(query_id: str, ranking: Sequence[tuple[str, float]], path: str | Path, *, tag: str,
+                  scores_from_rank: bool = False, checked: set[str] | None = None) -> list[str]:
+    """One query's lines of the TREC run file ``path`` (see :func:`write_run`; ``tag`` already
+    checked), or the error that names the query and rank at fault. ``checked`` holds document ids
+    known to be writable, shared over the queries of one file."""
+    _check_id(query_id, "query id", path)
+    writable = set() if checked is None else checked
+    listed: set[str] = set()
+    for doc_id, _ in ranking:
+        if doc_id in listed:
+            raise WinnowError(f"{path}: query {query_id!r}: document {doc_id!r} is ranked twice",
+                              "a ranking lists each document once")
+        listed.add(doc_id)
+        if doc_id not in writable:
+            _check_id(doc_id, "document id", path)
+            writable.add(doc_id)
+    if scores_from_rank:  # length - rank + 1: finite and falling by construction
+        length = len(ranking)
+        return [f"{query_id} Q0 {doc_id} {rank} {float(length - rank + 1)!r} {tag}"
+                for rank, (doc_id, _) in enumerate(ranking, start=1)]
+    lines = []
+    previous: float | None = None
+    for rank, (doc_id, given) in enumerate(ranking, start=1):
+        score = float(given)
+        if not math.isfinite(score):
+            raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} is not finite")
+        if previous is not None and score >= previous:
+            raise WinnowError(f"{path}: query {query_id!r}, rank {rank}: score {score!r} does not fall "
+                              f"below the score above it ({previous!r}), so trec_eval would reorder it",
+                              "pass scores_from_rank=True to write scores that keep the given order")
+        previous = score
+        lines.append(f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}")  # repr: the float reads back exactly
+    return lines
 
 
 def run_scores(run: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, dict[str, float]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -209,36 +208,6 @@ class RunFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def write_run_files(folder: Path, records: Sequence[QuestionRecord], rows: Sequence[str], method: str) -> str:
-    """``folder/<row>.trec`` for every row, each list with the scores its stage (or retriever) gave
-    (:func:`~winnow.datasets.trec.scores_in_order`: its rank where it has none, or they do not give
-    its order); returns "" or why they could not be written (an id with white space cannot go in a
-    TREC file), so a finished run is never lost over its run files."""
-    from ..datasets.trec import scores_in_order, write_run
-
-    try:
-        for row in rows:
-            run = {}
-            for record in records:
-                scores: list[float] | None
-                if row == "first_stage":
-                    ids, scores = record.first_stage.ids, record.first_stage.scores
-                elif row == "final":
-                    ids, scores = record.final.ids, record.final.scores
-                else:
-                    entry = record.stage(row)
-                    if entry is None:
-                        continue  # the stage did not run for this question: no line rather than a guess
-                    ids, scores = entry.ids, entry.scores
-                if len(set(ids)) < len(ids):  # a document listed twice: its first place, rank scores
-                    ids, scores = list(dict.fromkeys(ids)), None
-                run[record.id] = list(zip(ids, scores_in_order(scores, len(ids)), strict=True))
-            write_run(run, folder / f"{row}.trec", tag=f"winnow.{method}.{row}")
-    except WinnowError as exc:
-        return str(exc)
-    return ""
 
 
 def _read_json(path: Path, hint: str) -> Any:

@@ -36,7 +36,8 @@ from .identity import run_identity
 from .labels import resolved_settings, run_deviations, run_label
 from .metrics import cited_accuracy, compute_metrics
 from .qrels_coverage import read_run_qrels
-from .runfolder import RunFolder, library_versions, now, write_run_files
+from .run_files import RunFiles
+from .runfolder import RunFolder, library_versions, now
 from .schema import Metrics, QuestionRecord, RunInfo
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class EvalRun:
         self.items: list[QAItem] = []
         self.selected: list[QAItem] = []
         self.records: dict[str, QuestionRecord] = {}
+        self.run_files = RunFiles(self.folder.runs_path, self.spec.method)
         self.metrics: Metrics | None = None  # set by finish()
         self.config: dict[str, Any] = {}
         self.new_answers = 0
@@ -188,6 +190,7 @@ class EvalRun:
         self._in_a_row = 0
         self.folder.append(record, durable=durable)
         self.records[record.id] = record
+        self.run_files.add(record)  # its TREC lines made now, while the server is busy, not after the last call
         self.new_answers += 1
         if on_answer:
             on_answer(record)
@@ -262,7 +265,7 @@ class EvalRun:
         self.folder.close()
         written = metrics.to_json()
         write_json(self.folder.metrics_path, written)
-        self.run_files_error = write_run_files(self.folder.runs_path, records, metrics.rows, spec.method)
+        self.run_files_error = self.run_files.write(records, metrics.rows)
         self.release()
         return written
 
