@@ -178,3 +178,28 @@ def test_slots_are_shared_out_exactly_and_endpoint_statistics_summed():
         "calls": 9, "retries": 3, "failovers": 1, "hedges": 2, "hedges_won": 1,
         "endpoints": {"a": {"requests": 12, "failures": 3, "breaker_opened": 1, "open": True},
                       "b": {"requests": 0, "failures": 0, "breaker_opened": 0, "open": False}}}
+
+
+def test_the_first_process_ready_is_checked_against_the_run_and_each_later_one_against_it():
+    # The first ready process starts asking at once; the others are checked as their word comes
+    # (a process that loads other model files, or dies opening the run, still stops the run).
+    from types import SimpleNamespace
+
+    from winnow.errors import WinnowError
+    from winnow.evaluation.process_engine import ProcessEngine
+
+    checked = []
+    run = SimpleNamespace(spec=RunSpec(model="m", backend="openai", max_inflight=8), token_counting={},
+                          check_model_identities=checked.append)
+    engine = ProcessEngine(run, 3)
+    ready = {"models": {"model": "m sha256:1"}, "token_counting": {"model": "estimated"}}
+    engine._opening("ready", 2, ready)
+    assert checked == [ready["models"]] and run.token_counting == ready["token_counting"] and list(engine.opened) == [2]
+    engine._opening("ready", 0, dict(ready))
+    assert checked == [ready["models"]] and set(engine.opened) == {0, 2}  # the run was checked once
+    with pytest.raises(WinnowError, match="the client processes loaded different model files"):
+        engine._opening("ready", 1, {**ready, "models": {"model": "m sha256:2"}})
+    with pytest.raises(WinnowError, match=r"client process 1 died while opening the run \(exit code -9\)"):
+        engine._opening("died", 1, -9)
+    with pytest.raises(WinnowError, match="client process 1 could not open the run: no index"):
+        engine._opening("error", 1, "no index")

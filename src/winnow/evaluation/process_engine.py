@@ -196,14 +196,14 @@ class ProcessEngine:
         self.meters: Any = None  # (calls in flight, tokens) per process, written by the processes
         self.processes: list[Any] = []
         self.stats: list[dict[str, Any]] = []
-        self.token_counting: dict[str, str] = {}
+        self.opened: dict[int, dict[str, Any]] = {}  # process number -> its models and token counting, once ready
 
     def describe(self) -> str:
         return asking_note(self.run.spec, self.batch_size) + f", shared by {self.count} client processes (--processes)"
 
     def start(self, waiting: Callable[[str], AbstractContextManager[object]]) -> str:
         """Start the client processes (before ``waiting`` starts a status line's thread: on Linux they
-        are then forked) and wait for each to open the run."""
+        are then forked) and wait for the first to open the run."""
         self.launch()
         with waiting(f"starting {self.count} client processes"):
             self.wait_until_ready()
@@ -235,21 +235,26 @@ class ProcessEngine:
             self.processes.append(process)
 
     def wait_until_ready(self) -> None:
-        """Wait for every client process to open the run, and check them against it."""
-        described: dict[int, dict[str, Any]] = {}
-        while len(described) < self.count:
-            kind, number, payload = self._next_message({})
-            if kind == "died":
-                raise WinnowError(f"client process {number} died while opening the run (exit code {payload})")
-            if kind == "error":
-                raise WinnowError(f"client process {number} could not open the run: {payload}")
-            described[number] = payload
-        first = described[0]
-        for found in described.values():
-            if found["models"] != first["models"]:  # the same files on one machine: only a change mid-start
-                raise WinnowError("the client processes loaded different model files", "run the command again")
-        self.run.check_model_identities(first["models"])
-        self.run.token_counting = first["token_counting"]
+        """Wait for the first client process to open the run, and check it against the run. The others
+        are checked as they say they are ready (:meth:`ask_all`), while the first already asks: the
+        first call leaves as soon as one process is ready, not when the slowest is."""
+        while not self.opened:
+            self._opening(*self._next_message({}))
+
+    def _opening(self, kind: str, number: int, payload: Any) -> None:
+        """A client process's word while it opens the run: ready (checked against the run, and against
+        the first to open it), or why it could not."""
+        if kind == "died":
+            raise WinnowError(f"client process {number} died while opening the run (exit code {payload})")
+        if kind == "error":
+            raise WinnowError(f"client process {number} could not open the run: {payload}")
+        if not self.opened:
+            self.run.check_model_identities(payload["models"])
+            self.run.token_counting = payload["token_counting"]
+        elif payload["models"] != next(iter(self.opened.values()))["models"]:
+            # the same files on one machine: only a change mid-start
+            raise WinnowError("the client processes loaded different model files", "run the command again")
+        self.opened[number] = payload
 
     def _next_message(self, finished: dict[int, int]) -> tuple[str, int, Any]:
         """The next message of any client process; a process that died without a word (killed, out of
@@ -280,7 +285,9 @@ class ProcessEngine:
         try:
             while len(finished) < self.count:
                 kind, number, payload = self._next_message(finished)
-                if kind == "outcomes":
+                if number not in self.opened and kind != "outcomes":
+                    self._opening(kind, number, payload)  # a process still opening the run
+                elif kind == "outcomes":
                     returned.update(o.id if isinstance(o, QuestionRecord) else o[0] for o in payload)
                     self.run.keep_outcomes(payload, on_answer, on_failure)
                 elif kind == "done":
