@@ -262,6 +262,8 @@ ASK_REFUSALS = [
     ({"question": 42}, "question"),
     ({"question": "x", "n": 7}, "n"),
     ({"question": "x", "n": 0}, "n"),
+    ({"question": "x", "profile": ""}, "profile"),  # the schema lists the profiles: "" is none of them
+    ({"question": "x", "profile": "papers"}, "profile"),
     ({"question": "x", "n": "5"}, "n"),
     ({"question": "x", "n": 6, "k": 4}, "k"),
     ({"question": "x", "n": 2, "k": 3}, "k"),  # k above n

@@ -197,13 +197,15 @@ class Service:
     def plan_ask(self, request: AskRequest, *, container: str = "options") -> Plan:
         """The plan for ``request``; ``container`` is what errors call its ``options`` (the MCP
         ``ask`` tool takes them as ``settings``)."""
-        from ..methods import METHODS
+        from ..methods import METHODS, PROFILES
 
         limits = self.limits
         question = check_text("question", request.question, limits.max_question_chars)
         method = self.pipeline.spec.method if request.method is None else request.method  # "" is no method
         if method not in METHODS:
             raise invalid("method", f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+        if request.profile is not None and request.profile not in PROFILES:  # "" is no profile: refused too
+            raise invalid("profile", f"unknown profile {request.profile!r}; choose one of: {', '.join(PROFILES)}")
         from ..methods import profile_named, profile_settings
 
         spec = self.pipeline.spec

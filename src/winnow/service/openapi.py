@@ -38,6 +38,11 @@ def _constrain(schema: dict[str, Any], component: str, field: str, extra: dict[s
             member.update(extra)
 
 
+#: The request bodies in Winnow's own rerank shape: /v1/rerank's, and /v2/rerank's (the same, with Cohere
+#: v2's ``relevant_spans`` stated).
+RERANK_BODIES = ("RerankRequest", "CohereV2RerankRequest")
+
+
 def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str], rerank_methods: list[str],
                     profiles: list[str], ask_options: Sequence[str] = (), rerank_options: Sequence[str] = ()
                     ) -> dict[str, Any]:
@@ -56,26 +61,28 @@ def describe_limits(schema: dict[str, Any], limits: Limits, *, methods: list[str
             ("AskRequest", "history", {"maxItems": limits.max_history_turns}),
             ("TurnIn", "text", question),
             ("TurnIn", "role", {"enum": ["user", "assistant"]}),
-            ("RerankRequest", "query", question),
-            ("RerankRequest", "documents", {"minItems": 1, "maxItems": limits.max_documents}),
-            ("RerankRequest", "method", {"enum": rerank_methods}),
-            ("RerankRequest", "top_n", _between(1, limits.max_documents)),
-            ("RerankRequest", "top_k", _between(1, limits.max_documents)),
-            ("RerankRequest", "timeout", timeout),
+            *((body, field, extra) for body in RERANK_BODIES for field, extra in (
+                ("query", question),
+                ("documents", {"minItems": 1, "maxItems": limits.max_documents}),
+                ("method", {"enum": rerank_methods}),
+                ("top_n", _between(1, limits.max_documents)),
+                ("top_k", _between(1, limits.max_documents)),
+                ("timeout", timeout),
+                ("options", {"propertyNames": {"enum": sorted(rerank_options)}}))),
             ("RerankDocumentObject", "text", document),
             ("TeiRerankRequest", "query", question),
             ("TeiRerankRequest", "texts", {"minItems": 1, "maxItems": limits.max_documents}),
             ("TeiRerankRequest", "method", {"enum": rerank_methods}),
-            ("AskRequest", "options", {"propertyNames": {"enum": sorted(ask_options)}}),
-            ("RerankRequest", "options", {"propertyNames": {"enum": sorted(rerank_options)}})):
+            ("AskRequest", "options", {"propertyNames": {"enum": sorted(ask_options)}})):
         _constrain(schema, component, field, extra)
     # Voyage's top_k and Cohere's top_n name the same thing: a body may give one of them.
-    rerank = schema.get("components", {}).get("schemas", {}).get("RerankRequest")
-    if rerank is not None:
-        rerank["not"] = {"required": ["top_n", "top_k"],
-                         "properties": {"top_n": {"type": "integer"}, "top_k": {"type": "integer"}}}
+    for body in RERANK_BODIES:
+        rerank = schema.get("components", {}).get("schemas", {}).get(body)
+        if rerank is not None:
+            rerank["not"] = {"required": ["top_n", "top_k"],
+                             "properties": {"top_n": {"type": "integer"}, "top_k": {"type": "integer"}}}
     # Plain-string documents: the same checks as a document object's text.
-    for component, field in (("RerankRequest", "documents"), ("TeiRerankRequest", "texts")):
+    for component, field in (*((body, "documents") for body in RERANK_BODIES), ("TeiRerankRequest", "texts")):
         items = schema.get("components", {}).get("schemas", {}).get(component, {}).get("properties", {}) \
             .get(field, {}).get("items", {})
         for member in items.get("anyOf", [items]):

@@ -93,18 +93,27 @@ def voyage_plan(service: Service, request: RerankRequest) -> Plan:
 
 # ---- Cohere v2 ----------------------------------------------------------------------------------
 
-def cohere_v2_plan(service: Service, request: RerankRequest) -> Plan:
-    """The plan of a /v2/rerank body: Winnow's own shape, less what v2 asks and Winnow cannot give."""
-    extra = request.model_extra or {}
-    spans = extra.get("relevant_spans")
-    # Only "no spans" is honoured: any other field or value (``{"enabled": true}``, a mode but
-    # "disabled") would be accepted and ignored, so it is refused naming the field.
-    asked = ([] if "relevant_spans" not in extra or spans is None
-             else ["relevant_spans"] if not isinstance(spans, dict)
-             else [f"relevant_spans.{key}" for key, value in spans.items() if (key, value) != ("mode", "disabled")])
-    if asked:
-        raise invalid(asked[0], "Winnow scores whole documents and returns no relevant spans: leave "
-                                "relevant_spans out (or give only its mode \"disabled\")")
+class RelevantSpans(BaseModel):
+    """Cohere v2's ``relevant_spans``, as far as Winnow can honour it: turned off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["disabled"] = "disabled"
+
+
+class CohereV2RerankRequest(RerankRequest):
+    """A /v2/rerank body: Winnow's own, and Cohere v2's ``relevant_spans`` stated in the schema as what is
+    accepted (absent, null or mode "disabled"): any other field or value would be accepted and ignored,
+    so it is refused naming the field (``relevant_spans.mode``, ``relevant_spans.enabled``)."""
+
+    relevant_spans: Optional[RelevantSpans] = Field(
+        None, description="Cohere v2's. Winnow scores whole documents and returns no relevant spans: leave it out, "
+                          "or give only its mode \"disabled\".")
+
+
+def cohere_v2_plan(service: Service, request: CohereV2RerankRequest) -> Plan:
+    """The plan of a /v2/rerank body: Winnow's own shape (what v2 asks and Winnow cannot give was refused
+    by :class:`CohereV2RerankRequest`)."""
     return service.plan_rerank(request)
 
 

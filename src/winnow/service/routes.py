@@ -27,6 +27,7 @@ from .lifecycle import Lifecycle
 from .limits import ApiError, check_unicode
 from .rerank_vendors import (
     VOYAGE_FIELDS,
+    CohereV2RerankRequest,
     TeiRerankRequest,
     TeiRerankResult,
     VoyageRerankResponse,
@@ -160,7 +161,7 @@ vendors = APIRouter(responses=ERRORS)
 
 @vendors.post("/v2/rerank", response_model=RerankResponse, tags=["rerank APIs"],
               summary="Rerank in Cohere v2's shape (cohere.ClientV2(base_url=...).rerank)")
-async def rerank_cohere_v2(body: RerankRequest, request: Request, service: ServiceDep) -> Response:
+async def rerank_cohere_v2(body: CohereV2RerankRequest, request: Request, service: ServiceDep) -> Response:
     check_unicode(body)
     plan = cohere_v2_plan(service, body)
     return JSONResponse(await execute(service, plan, open_record(service, plan),
