@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from winnow.datasets.trec import read_run
-from winnow.evaluation.run_files import RunFiles, write_run_files
+from winnow.evaluation.run_files import RunFiles
 from winnow.evaluation.schema import QuestionRecord
 
 LINE = Path(__file__).parent / "run_files" / "answers.jsonl"
@@ -41,7 +41,7 @@ def test_lines_made_as_questions_are_kept_are_the_lines_made_at_the_end(tmp_path
     for record in made[::2]:  # the others as if read back by a resumed run: made only when written
         files.add(record)
     assert files.write(made, rows(made[0])) == ""
-    assert write_run_files(at_end, made, rows(made[0]), "mainrag") == ""
+    assert RunFiles(at_end, "mainrag").write(made, rows(made[0])) == ""
     for row in rows(made[0]):
         assert (kept / f"{row}.trec").read_bytes() == (at_end / f"{row}.trec").read_bytes()
     first = read_run(kept / "first_stage.trec")
@@ -58,6 +58,6 @@ def test_an_id_that_cannot_be_written_is_named_whether_its_lines_were_made_early
     early = RunFiles(tmp_path, "mainrag")
     early.add(made[1])
     said = early.write(made, rows(made[0]))
-    assert said == write_run_files(tmp_path, made, rows(made[0]), "mainrag")
+    assert said == RunFiles(tmp_path, "mainrag").write(made, rows(made[0]))
     assert "query id 'q 1' cannot be written to a TREC file" in said and "first_stage.trec" in said
     assert not (tmp_path / "first_stage.trec").exists()

@@ -94,7 +94,3 @@ class RunFiles:
     def _tag(self, row: str) -> str:
         return f"winnow.{self.method}.{row}"
 
-
-def write_run_files(folder: Path, records: Sequence[QuestionRecord], rows: Sequence[str], method: str) -> str:
-    """``folder/<row>.trec`` for every row at once (see :class:`RunFiles`)."""
-    return RunFiles(folder, method).write(records, rows)

@@ -102,19 +102,14 @@ class RelevantSpans(BaseModel):
 
 
 class CohereV2RerankRequest(RerankRequest):
-    """A /v2/rerank body: Winnow's own, and Cohere v2's ``relevant_spans`` stated in the schema as what is
-    accepted (absent, null or mode "disabled"): any other field or value would be accepted and ignored,
-    so it is refused naming the field (``relevant_spans.mode``, ``relevant_spans.enabled``)."""
+    """A /v2/rerank body, planned as Winnow's own, with Cohere v2's ``relevant_spans`` stated in the
+    schema as what is accepted (absent, null or mode "disabled"): any other field or value would be
+    accepted and ignored, so it is refused naming the field (``relevant_spans.mode``, ``.enabled``)."""
 
     relevant_spans: Optional[RelevantSpans] = Field(
         None, description="Cohere v2's. Winnow scores whole documents and returns no relevant spans: leave it out, "
                           "or give only its mode \"disabled\".")
 
-
-def cohere_v2_plan(service: Service, request: CohereV2RerankRequest) -> Plan:
-    """The plan of a /v2/rerank body: Winnow's own shape (what v2 asks and Winnow cannot give was refused
-    by :class:`CohereV2RerankRequest`)."""
-    return service.plan_rerank(request)
 
 
 # ---- Hugging Face Text Embeddings Inference -----------------------------------------------------

@@ -31,7 +31,6 @@ from .rerank_vendors import (
     TeiRerankRequest,
     TeiRerankResult,
     VoyageRerankResponse,
-    cohere_v2_plan,
     tei_plan,
     voyage_plan,
 )
@@ -163,7 +162,7 @@ vendors = APIRouter(responses=ERRORS)
               summary="Rerank in Cohere v2's shape (cohere.ClientV2(base_url=...).rerank)")
 async def rerank_cohere_v2(body: CohereV2RerankRequest, request: Request, service: ServiceDep) -> Response:
     check_unicode(body)
-    plan = cohere_v2_plan(service, body)
+    plan = service.plan_rerank(body)  # relevant_spans other than off was refused by the body's model
     return JSONResponse(await execute(service, plan, open_record(service, plan),
                                       disconnected=request.is_disconnected))
 
